@@ -1,0 +1,129 @@
+//! Opening the broker connection from `nats:` settings: URL, creds, nkey,
+//! user/password, token, TLS and a connect timeout. Secrets never reach an
+//! error message or a log line; URLs are printed redacted.
+
+use std::path::Path;
+
+use async_nats::ConnectOptions;
+
+use crate::config::{redact_url, NatsConfig};
+
+/// Where `nats://` goes when nothing else says.
+pub const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
+
+/// A connected client and its JetStream context.
+#[derive(Clone)]
+pub struct Broker {
+    pub client: async_nats::Client,
+    pub js: async_nats::jetstream::Context,
+    /// The URL dialled, redacted, for messages.
+    pub url: String,
+}
+
+/// Why the broker could not be reached (exit 3).
+#[derive(Debug, thiserror::Error)]
+pub enum ConnectError {
+    #[error("cannot reach the broker at {url}: {reason}")]
+    Unreachable { url: String, reason: String },
+    #[error("cannot read {what} {path}: {reason}")]
+    Material {
+        what: &'static str,
+        path: String,
+        reason: String,
+    },
+}
+
+/// The URL to dial: `--nats-url`, else `nats.url`, else `$NATS_URL`, else
+/// the local default.
+pub fn effective_url(flag: Option<&str>, nats: &NatsConfig, env: Option<&str>) -> String {
+    flag.map(str::to_string)
+        .or_else(|| nats.url.clone())
+        .or_else(|| env.filter(|e| !e.trim().is_empty()).map(str::to_string))
+        .unwrap_or_else(|| DEFAULT_URL.to_string())
+}
+
+fn read_secret(what: &'static str, path: &Path) -> Result<String, ConnectError> {
+    std::fs::read_to_string(path)
+        .map(|s| s.trim().to_string())
+        .map_err(|e| ConnectError::Material {
+            what,
+            path: path.display().to_string(),
+            reason: e.to_string(),
+        })
+}
+
+/// Connects with every configured credential. `url` comes from
+/// [`effective_url`] (or the embedded broker).
+pub async fn connect(url: &str, nats: &NatsConfig, client_name: &str) -> Result<Broker, ConnectError> {
+    let shown = redact_url(url);
+    let mut opts = ConnectOptions::new()
+        .name(client_name)
+        // Without retry_on_initial_connect a broker that is not there is
+        // reported at once (exit 3) rather than waited for; once connected,
+        // reconnects are unlimited so a long-running sidecar rides out a
+        // broker restart.
+        .connection_timeout(nats.connect_timeout.0)
+        .max_reconnects(None);
+    if let Some(creds) = &nats.creds {
+        opts = opts
+            .credentials_file(creds)
+            .await
+            .map_err(|e| ConnectError::Material {
+                what: "nats.creds file",
+                path: creds.display().to_string(),
+                reason: e.to_string(),
+            })?;
+    }
+    if let Some(nkey) = &nats.nkey {
+        opts = opts.nkey(read_secret("nats.nkey seed file", nkey)?);
+    }
+    if let (Some(user), Some(password)) = (&nats.user, &nats.password) {
+        opts = opts.user_and_password(user.clone(), password.clone());
+    }
+    if let Some(token) = &nats.token {
+        opts = opts.token(token.clone());
+    }
+    if let Some(tls) = &nats.tls {
+        for (what, path) in [("nats.tls.ca", &tls.ca), ("nats.tls.cert", &tls.cert), ("nats.tls.key", &tls.key)] {
+            if let Some(p) = path {
+                if let Err(e) = std::fs::metadata(p) {
+                    return Err(ConnectError::Material {
+                        what,
+                        path: p.display().to_string(),
+                        reason: e.to_string(),
+                    });
+                }
+            }
+        }
+        if let Some(ca) = &tls.ca {
+            opts = opts.add_root_certificates(ca.clone());
+        }
+        if let (Some(cert), Some(key)) = (&tls.cert, &tls.key) {
+            opts = opts.add_client_certificate(cert.clone(), key.clone());
+        }
+        opts = opts.require_tls(true);
+    }
+    let client = async_nats::connect_with_options(url, opts)
+        .await
+        .map_err(|e| ConnectError::Unreachable {
+            url: shown.clone(),
+            reason: e.to_string(),
+        })?;
+    let js = async_nats::jetstream::new(client.clone());
+    Ok(Broker { client, js, url: shown })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn url_precedence() {
+        let mut n = NatsConfig::default();
+        assert_eq!(effective_url(None, &n, None), DEFAULT_URL);
+        assert_eq!(effective_url(None, &n, Some("nats://env:1")), "nats://env:1");
+        n.url = Some("nats://cfg:2".into());
+        assert_eq!(effective_url(None, &n, Some("nats://env:1")), "nats://cfg:2");
+        assert_eq!(effective_url(Some("nats://flag:3"), &n, Some("nats://env:1")), "nats://flag:3");
+    }
+}

@@ -1,0 +1,9 @@
+//! The only module that knows async-nats: connecting, and thin readers and
+//! writers over streams, consumers and KV buckets. Everything here returns
+//! plain data (or a typed error naming what failed) for the pure core.
+
+mod connect;
+pub mod kv;
+pub mod streams;
+
+pub use connect::{connect, effective_url, Broker, ConnectError};

@@ -1,0 +1,75 @@
+//! Reading stream and consumer settings for the checks in
+//! [`crate::stream_check`].
+
+use async_nats::jetstream::context::GetStreamErrorKind;
+use async_nats::jetstream::ErrorCode;
+use async_nats::jetstream::stream::{Config, DiscardPolicy};
+
+use super::Broker;
+use crate::stream_check::StreamFacts;
+
+/// What reading a stream's settings found.
+#[derive(Debug)]
+pub enum StreamRead {
+    Found(StreamFacts),
+    Missing,
+}
+
+/// Why a read failed (not a missing stream: that is an answer).
+#[derive(Debug, thiserror::Error)]
+#[error("reading stream {stream}: {reason}")]
+pub struct ReadError {
+    pub stream: String,
+    pub reason: String,
+}
+
+impl Broker {
+    /// The configuration of `stream`, or `None` when it does not exist.
+    pub async fn stream_config(&self, stream: &str) -> Result<Option<Config>, ReadError> {
+        match self.js.get_stream(stream).await {
+            Ok(s) => Ok(Some(s.cached_info().config.clone())),
+            Err(e) => match e.kind() {
+                GetStreamErrorKind::JetStream(je) if je.error_code() == ErrorCode::STREAM_NOT_FOUND => Ok(None),
+                _ => Err(ReadError {
+                    stream: stream.to_string(),
+                    reason: e.to_string(),
+                }),
+            },
+        }
+    }
+
+    /// The settings of `stream`, or `Missing`.
+    pub async fn stream_facts(&self, stream: &str) -> Result<StreamRead, ReadError> {
+        match self.stream_config(stream).await? {
+            None => Ok(StreamRead::Missing),
+            Some(c) => {
+                Ok(StreamRead::Found(StreamFacts {
+                    subjects: c.subjects.clone(),
+                    max_bytes: c.max_bytes,
+                    discard_new: matches!(c.discard, DiscardPolicy::New),
+                    max_age_secs: c.max_age.as_secs(),
+                    max_msgs: c.max_messages,
+                    max_msgs_per_subject: c.max_messages_per_subject,
+                }))
+            }
+        }
+    }
+
+    /// Whether the durable consumer `name` exists on `stream`.
+    pub async fn consumer_exists(&self, stream: &str, name: &str) -> Result<bool, ReadError> {
+        use async_nats::jetstream::context::ConsumerInfoErrorKind as K;
+        let err = |reason: String| ReadError {
+            stream: stream.to_string(),
+            reason,
+        };
+        let s = self.js.get_stream(stream).await.map_err(|e| err(e.to_string()))?;
+        match s.consumer_info(name).await {
+            Ok(_) => Ok(true),
+            Err(e) => match e.kind() {
+                K::NotFound => Ok(false),
+                K::JetStream(je) if je.error_code() == ErrorCode::CONSUMER_NOT_FOUND => Ok(false),
+                _ => Err(err(format!("consumer {name}: {e}"))),
+            },
+        }
+    }
+}

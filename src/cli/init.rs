@@ -1,0 +1,52 @@
+//! `crewlet retention init`: create every bucket of the contract.
+
+use super::Cli;
+use crate::broker::kv::Ensured;
+use crate::buckets::{contract_buckets, differences};
+use crate::exit::Exit;
+
+pub async fn run(cli: &Cli) -> Exit {
+    let loaded = match super::load_config(cli) {
+        Ok(l) => l,
+        Err(exit) => return exit,
+    };
+    let broker = match super::connect(cli, &loaded.config).await {
+        Ok(b) => b,
+        Err(exit) => return exit,
+    };
+    let mut failed = false;
+    let mut rows = Vec::new();
+    for spec in contract_buckets(&loaded.config) {
+        match broker.ensure_bucket(&spec).await {
+            Ok(Ensured::Created) => {
+                rows.push(serde_json::json!({"role": spec.role, "bucket": spec.name, "outcome": "created", "warnings": []}));
+                if !cli.json {
+                    println!("created  {:<10} {}", spec.role, spec.name);
+                }
+            }
+            Ok(Ensured::Existed(have)) => {
+                let diffs = differences(&spec, &have);
+                if !cli.json {
+                    println!("exists   {:<10} {}", spec.role, spec.name);
+                    for d in &diffs {
+                        eprintln!("warning: {d}; init leaves existing buckets as they are (edit the bucket's stream KV_{} to change it)", spec.name);
+                    }
+                }
+                rows.push(serde_json::json!({"role": spec.role, "bucket": spec.name, "outcome": "exists", "warnings": diffs}));
+            }
+            Err(e) => {
+                failed = true;
+                eprintln!("error: {e}");
+                rows.push(serde_json::json!({"role": spec.role, "bucket": spec.name, "outcome": "failed", "error": e.to_string()}));
+            }
+        }
+    }
+    if cli.json {
+        println!("{}", serde_json::json!({"buckets": rows}));
+    }
+    if failed {
+        Exit::Unreachable
+    } else {
+        Exit::Ok
+    }
+}

@@ -1,0 +1,154 @@
+//! The command tree (clap derive) and one small function per command. Each
+//! command returns an [`Exit`]; printing is done here, computing elsewhere.
+
+pub mod args;
+mod init;
+mod validate;
+
+use std::path::{Path, PathBuf};
+
+use clap::{Parser, Subcommand, ValueEnum};
+
+use crate::broker::{self, Broker};
+use crate::config::{self, resolve, Config, EMBEDDED_URL};
+use crate::exit::Exit;
+
+/// crewlet: the retention coordinator for NATS JetStream.
+///
+/// Computes how far each configured stream may be trimmed without deleting a
+/// record that a node, a hold, a backup, the snapshot quorum or the feed
+/// still needs; publishes that floor; and only then purges.
+#[derive(Debug, Parser)]
+#[command(name = "crewlet", version, propagate_version = true)]
+pub struct Cli {
+    /// Configuration file [default: $CREWLET_CONFIG, else ./crewlet.yaml,
+    /// else /etc/crewlet/crewlet.yaml].
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+
+    /// Broker URL; overrides nats.url (and $NATS_URL).
+    #[arg(long, global = true, value_name = "URL")]
+    pub nats_url: Option<String>,
+
+    /// Print the report as one JSON object instead of text.
+    #[arg(long, global = true)]
+    pub json: bool,
+
+    /// Log line format (the level comes from RUST_LOG, default info).
+    #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
+    pub log_format: LogFormat,
+
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// How log lines are written to stderr.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Check the configuration file and, when the broker is reachable, each
+    /// domain's stream settings. Prints every error and warning with its
+    /// line; exits 0 (warnings only), 2 (an error) or 3 (valid file,
+    /// broker unreachable).
+    Validate,
+    /// Retention commands: the sidecar, its status, and the operator's
+    /// gestures.
+    #[command(subcommand)]
+    Retention(Retention),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Retention {
+    /// Create every KV bucket of the contract with its settings. Idempotent:
+    /// an existing bucket is left as it is, and each setting that differs is
+    /// reported as a warning. Exits 0 once every bucket exists.
+    Init,
+}
+
+/// Parses argv (accepting single-dash long flags) into [`Cli`].
+pub fn parse_args() -> Cli {
+    use clap::{CommandFactory, FromArgMatches};
+    let cmd = Cli::command();
+    let longs = args::long_names(&cmd);
+    let argv = args::normalize(std::env::args_os(), &longs);
+    let matches = cmd.get_matches_from(argv);
+    match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    }
+}
+
+/// Runs the parsed command to its exit code.
+pub async fn run(cli: Cli) -> Exit {
+    match &cli.command {
+        Command::Validate => validate::run(&cli).await,
+        Command::Retention(Retention::Init) => init::run(&cli).await,
+    }
+}
+
+/// A configuration that has been found, read and validated.
+pub struct Loaded {
+    pub path: PathBuf,
+    pub config: Config,
+}
+
+/// Finds and reads the configuration text. Errors are printed; the caller
+/// exits 2.
+pub fn read_config_text(cli: &Cli) -> Result<(PathBuf, String), Exit> {
+    let env = std::env::var("CREWLET_CONFIG").ok();
+    let path = match resolve::config_path(cli.config.as_deref(), env.as_deref(), Path::is_file) {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("error: {e}; pass --config PATH or set CREWLET_CONFIG");
+            return Err(Exit::Usage);
+        }
+    };
+    match std::fs::read_to_string(&path) {
+        Ok(text) => Ok((path, text)),
+        Err(e) => {
+            eprintln!("error: {}: cannot read: {e}", path.display());
+            Err(Exit::Usage)
+        }
+    }
+}
+
+/// Loads the configuration for a command that acts on it: any error is
+/// printed, every one, and nothing is read from or written to the broker.
+pub fn load_config(cli: &Cli) -> Result<Loaded, Exit> {
+    let (path, text) = read_config_text(cli)?;
+    let checked = config::check(&text);
+    let file = path.display().to_string();
+    match checked.config {
+        Some(config) => Ok(Loaded { path, config }),
+        None => {
+            for p in checked.problems.iter().filter(|p| p.is_error()) {
+                eprintln!("{}", p.render(&file));
+            }
+            eprintln!("run `crewlet validate` for the full report");
+            Err(Exit::Usage)
+        }
+    }
+}
+
+/// Connects as configured. An unreachable broker is printed (URL redacted)
+/// and ends the command with exit 3.
+pub async fn connect(cli: &Cli, config: &Config) -> Result<Broker, Exit> {
+    let env = std::env::var("NATS_URL").ok();
+    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
+    if url.trim() == EMBEDDED_URL {
+        eprintln!("error: nats.url is `embedded`, which only `crewlet retention run` and `crewlet demo` start; pass --nats-url to reach a running broker");
+        return Err(Exit::Usage);
+    }
+    match broker::connect(&url, &config.nats, &format!("crewlet/{}", config.node.id)).await {
+        Ok(b) => Ok(b),
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(Exit::Unreachable)
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! `crewlet validate`: every offline problem, then (when the file is valid
+//! and the broker answers) every stream-side problem, one line each.
+
+use serde_json::json;
+
+use super::Cli;
+use crate::broker::{self, streams::StreamRead};
+use crate::config::{self, Config, Problem, Severity, SourceMap, EMBEDDED_URL};
+use crate::exit::Exit;
+use crate::stream_check;
+
+/// Whether the broker checks ran, and if not why.
+enum BrokerChecks {
+    Ran,
+    Skipped(String),
+}
+
+pub async fn run(cli: &Cli) -> Exit {
+    let (path, text) = match super::read_config_text(cli) {
+        Ok(t) => t,
+        Err(exit) => return exit,
+    };
+    let file = path.display().to_string();
+    let checked = config::check(&text);
+    let mut problems = checked.problems.clone();
+    let (broker_checks, unreachable) = match &checked.config {
+        None => (BrokerChecks::Skipped("fix the errors above first".into()), false),
+        Some(config) => broker_problems(cli, config, &checked.source, &mut problems).await,
+    };
+
+    let errors = problems.iter().filter(|p| p.is_error()).count();
+    let warnings = problems.len() - errors;
+    if cli.json {
+        let rows: Vec<_> = problems
+            .iter()
+            .map(|p| {
+                json!({
+                    "severity": if p.severity == Severity::Error { "error" } else { "warning" },
+                    "file": file, "line": p.line, "field": p.field,
+                    "code": p.code, "message": p.message,
+                })
+            })
+            .collect();
+        let (ran, skipped) = match &broker_checks {
+            BrokerChecks::Ran => (true, None),
+            BrokerChecks::Skipped(why) => (false, Some(why.clone())),
+        };
+        let out = json!({"file": file, "errors": errors, "warnings": warnings,
+                         "broker_checked": ran, "broker_skipped": skipped, "problems": rows});
+        println!("{out}");
+    } else {
+        for p in &problems {
+            println!("{}", p.render(&file));
+        }
+        if let BrokerChecks::Skipped(why) = &broker_checks {
+            println!("note: broker checks skipped: {why}");
+        }
+        let domains = checked.config.as_ref().map_or(0, |c| c.domains.len());
+        if errors == 0 {
+            println!("{file}: valid ({domains} domain(s), {warnings} warning(s))");
+        } else {
+            println!("{file}: {errors} error(s), {warnings} warning(s)");
+        }
+    }
+    if errors > 0 {
+        Exit::Usage
+    } else if unreachable {
+        Exit::Unreachable
+    } else {
+        Exit::Ok
+    }
+}
+
+/// Runs the stream checks; returns what happened and whether the broker was
+/// unreachable.
+async fn broker_problems(
+    cli: &Cli,
+    config: &Config,
+    source: &SourceMap,
+    problems: &mut Vec<Problem>,
+) -> (BrokerChecks, bool) {
+    let env = std::env::var("NATS_URL").ok();
+    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
+    if url.trim() == EMBEDDED_URL {
+        return (
+            BrokerChecks::Skipped("nats.url is `embedded`: the sidecar creates its own streams on its own broker".into()),
+            false,
+        );
+    }
+    let b = match broker::connect(&url, &config.nats, &format!("crewlet-validate/{}", config.node.id)).await {
+        Ok(b) => b,
+        Err(e) => return (BrokerChecks::Skipped(e.to_string()), true),
+    };
+    let unsafe_ok = config.retention.allow_unsafe_limits;
+    let mut found = Vec::new();
+    for (i, d) in config.domains.iter().enumerate() {
+        match b.stream_facts(&d.stream).await {
+            Ok(StreamRead::Found(facts)) => {
+                found.extend(stream_check::check_domain_stream(i, d, &facts, unsafe_ok));
+                if let Some(consumer) = &d.feed_consumer {
+                    match b.consumer_exists(&d.stream, consumer).await {
+                        Ok(true) => {}
+                        Ok(false) => found.push(Problem::error(
+                            format!("domains[{i}].feed_consumer"),
+                            format!("consumer {consumer:?} does not exist on stream {}; the feed_ack_floor term would be unreadable and block the trim", d.stream),
+                        )),
+                        Err(e) => found.push(Problem::error(format!("domains[{i}].feed_consumer"), e.to_string())),
+                    }
+                }
+            }
+            Ok(StreamRead::Missing) => found.push(Problem::error(
+                format!("domains[{i}].stream"),
+                format!("stream {} does not exist on the broker at {}; create it (discard: new, max_bytes at least 1 GiB) or fix the name", d.stream, b.url),
+            )),
+            Err(e) => found.push(Problem::error(format!("domains[{i}].stream"), e.to_string())),
+        }
+    }
+    for mut p in found {
+        p.line = source.line_of(&p.field);
+        problems.push(p);
+    }
+    (BrokerChecks::Ran, false)
+}

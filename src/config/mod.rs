@@ -1,0 +1,819 @@
+//! The YAML configuration (spec/cli.md § Configuration): its types, named
+//! defaults, a pure parser and `validate()`, which returns every problem
+//! with the line it stands on, not just the first.
+//!
+//! Parsing is done section by section (and domain by domain) so that a type
+//! error in one place does not hide a range error in another: an operator
+//! fixing a file at 3 a.m. should see all of it in one run.
+
+mod locate;
+pub mod resolve;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use serde::de::{DeserializeOwned, Visitor};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::rows;
+pub use locate::SourceMap;
+
+/// A duration written the humantime way (`30s`, `24h`, `7d`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Dur(pub Duration);
+
+impl Dur {
+    pub const fn secs(s: u64) -> Self {
+        Dur(Duration::from_secs(s))
+    }
+    pub const fn hours(h: u64) -> Self {
+        Dur(Duration::from_secs(h * 3600))
+    }
+    pub const fn days(d: u64) -> Self {
+        Dur(Duration::from_secs(d * 86400))
+    }
+}
+
+impl fmt::Display for Dur {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        // humantime prints 7d as "7days"; operators wrote "7d", so print
+        // the largest unit that divides exactly, in the short form.
+        let secs = self.0.as_secs();
+        let nanos = self.0.subsec_nanos();
+        if nanos != 0 {
+            return write!(f, "{}", humantime::format_duration(self.0));
+        }
+        // A single day reads better as 24h, the way the spec writes it.
+        for (unit, size) in [("d", 86400), ("h", 3600), ("m", 60)] {
+            if secs != 0 && secs % size == 0 && !(unit == "d" && secs < 2 * 86400) {
+                return write!(f, "{}{unit}", secs / size);
+            }
+        }
+        write!(f, "{secs}s")
+    }
+}
+
+impl Serialize for Dur {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = Dur;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a duration such as 30s, 10m, 24h or 7d")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Dur, E> {
+                humantime::parse_duration(v.trim())
+                    .map(Dur)
+                    .map_err(|_| E::custom(format!("{v:?} is not a duration; write it like 30s, 10m, 24h or 7d")))
+            }
+        }
+        d.deserialize_str(V)
+    }
+}
+
+/// How `backup_floor` is read (floor.md, Each term in detail).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum BackupPolicy {
+    /// Verified, completed manifests written by the fleet's own nodes.
+    #[default]
+    Engine,
+    /// An operator's acknowledgement (`crewlet retention ack`).
+    Operator,
+}
+
+/// `node:` — who this sidecar is.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    /// Written as `by`/`holder` in the rows the sidecar writes on its own.
+    pub id: String,
+    /// Whether this sidecar may claim the trim duty. Several may; the lease
+    /// picks one.
+    #[serde(default = "default_true")]
+    pub duty: bool,
+}
+
+/// `nats.tls:` — TLS material for the broker connection.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsConfig {
+    /// CA bundle that signs the server's certificate.
+    pub ca: Option<PathBuf>,
+    /// Client certificate, for servers that verify clients.
+    pub cert: Option<PathBuf>,
+    /// The client certificate's key.
+    pub key: Option<PathBuf>,
+}
+
+/// The value of `nats.url` that starts a local broker instead of dialing one.
+pub const EMBEDDED_URL: &str = "embedded";
+
+/// `nats:` — how to reach the broker.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct NatsConfig {
+    /// Server URL(s), comma-separated, or `embedded`. Unset: `$NATS_URL`,
+    /// else `nats://127.0.0.1:4222`.
+    pub url: Option<String>,
+    /// A `.creds` file (JWT + seed).
+    pub creds: Option<PathBuf>,
+    /// A file holding an nkey seed (`SU…`).
+    pub nkey: Option<PathBuf>,
+    pub user: Option<String>,
+    pub password: Option<String>,
+    pub token: Option<String>,
+    pub tls: Option<TlsConfig>,
+    /// How long a connection attempt may take before the broker counts as
+    /// unreachable (exit 3).
+    pub connect_timeout: Dur,
+}
+
+impl Default for NatsConfig {
+    fn default() -> Self {
+        NatsConfig {
+            url: None,
+            creds: None,
+            nkey: None,
+            user: None,
+            password: None,
+            token: None,
+            tls: None,
+            connect_timeout: Dur::secs(5),
+        }
+    }
+}
+
+/// `buckets:` — the KV bucket names of the contract.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Buckets {
+    pub presence: String,
+    pub positions: String,
+    pub holds: String,
+    pub backups: String,
+    pub snapshots: String,
+    pub floors: String,
+    pub duty: String,
+    pub gates: String,
+}
+
+impl Default for Buckets {
+    fn default() -> Self {
+        Buckets {
+            presence: "crewlet_presence".into(),
+            positions: "crewlet_positions".into(),
+            holds: "crewlet_holds".into(),
+            backups: "crewlet_backups".into(),
+            snapshots: "crewlet_snapshots".into(),
+            floors: "crewlet_floors".into(),
+            duty: "crewlet_duty".into(),
+            gates: "crewlet_gates".into(),
+        }
+    }
+}
+
+impl Buckets {
+    /// Every bucket with its field name, in contract order.
+    pub fn all(&self) -> [(&'static str, &str); 8] {
+        [
+            ("presence", &self.presence),
+            ("positions", &self.positions),
+            ("holds", &self.holds),
+            ("backups", &self.backups),
+            ("snapshots", &self.snapshots),
+            ("floors", &self.floors),
+            ("duty", &self.duty),
+            ("gates", &self.gates),
+        ]
+    }
+}
+
+/// `retention:` — the policy every domain shares.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Retention {
+    /// How often the sidecar reads, computes, publishes and purges.
+    pub tick: Dur,
+    /// A floor on trimming: no record younger than this is purged.
+    pub min_age: Dur,
+    pub backup_floor: BackupPolicy,
+    /// A backup older than this permits nothing.
+    pub backup_max_age: Dur,
+    /// Who runs the backups; named in the `backup_age` alarm's remedy.
+    pub backup_owner: Option<String>,
+    pub snapshot_interval: Dur,
+    pub snapshots_kept: u32,
+    /// The k in "the k-th highest verified snapshot".
+    pub snapshot_quorum: u32,
+    /// How long after its eviction record lands a node stops being counted.
+    pub fence_window: Dur,
+    /// The presence bucket's TTL (used by `init`).
+    pub presence_ttl: Dur,
+    /// How long `blocked_by` may stay non-empty before `trim_held` fires.
+    pub held_alarm_after: Dur,
+    /// Lowers the floors on windows and ceilings (tests, demos); never a
+    /// rule between fields.
+    pub allow_unsafe_limits: bool,
+}
+
+impl Default for Retention {
+    fn default() -> Self {
+        Retention {
+            tick: Dur::secs(10),
+            min_age: Dur::days(7),
+            backup_floor: BackupPolicy::Engine,
+            backup_max_age: Dur::hours(24),
+            backup_owner: None,
+            snapshot_interval: Dur::hours(24),
+            snapshots_kept: 1,
+            snapshot_quorum: 2,
+            fence_window: Dur::secs(60),
+            presence_ttl: Dur::secs(30),
+            held_alarm_after: Dur::hours(24),
+            allow_unsafe_limits: false,
+        }
+    }
+}
+
+impl Retention {
+    /// The duty lease's TTL: three ticks (contract.md, duty).
+    pub fn duty_ttl(&self) -> Duration {
+        self.tick.0 * 3
+    }
+}
+
+/// `trim:` — whether the sidecar acts.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Trim {
+    /// `false` (the default) is dry run: publish what would go, purge nothing.
+    pub enabled: bool,
+}
+
+/// One configured log.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Domain {
+    /// The name operators use (`tracker`).
+    pub name: String,
+    /// The JetStream stream behind it.
+    pub stream: String,
+    /// Where gate records are published; unset: this log takes none.
+    #[serde(default)]
+    pub gate_subject: Option<String>,
+    /// Keep the top sixteenth of `max_bytes` for gate records.
+    #[serde(default = "default_true")]
+    pub gate_reserve: bool,
+    /// The durable consumer whose ack floor is `feed_ack_floor`; unset: `n/a`.
+    #[serde(default)]
+    pub feed_consumer: Option<String>,
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// The whole file.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Config {
+    pub node: NodeConfig,
+    pub nats: NatsConfig,
+    pub buckets: Buckets,
+    pub retention: Retention,
+    pub trim: Trim,
+    pub domains: Vec<Domain>,
+}
+
+/// How bad a problem is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Severity {
+    Warning,
+    Error,
+}
+
+/// One thing wrong with a configuration (or with the broker it names).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Problem {
+    pub severity: Severity,
+    /// The field path, e.g. `domains[1].name`.
+    pub field: String,
+    /// 1-based line in the file, when the field (or its section) is there.
+    pub line: Option<usize>,
+    /// What is wrong and what is allowed.
+    pub message: String,
+    /// A stable name for problems that are also alarms
+    /// (`broker_retention_bypass`).
+    pub code: Option<&'static str>,
+}
+
+impl Problem {
+    pub fn error(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            severity: Severity::Error,
+            field: field.into(),
+            line: None,
+            message: message.into(),
+            code: None,
+        }
+    }
+
+    pub fn warning(field: impl Into<String>, message: impl Into<String>) -> Self {
+        Problem {
+            severity: Severity::Warning,
+            ..Problem::error(field, message)
+        }
+    }
+
+    pub fn with_code(mut self, code: &'static str) -> Self {
+        self.code = Some(code);
+        self
+    }
+
+    pub fn is_error(&self) -> bool {
+        self.severity == Severity::Error
+    }
+
+    /// `error: <file>:<line>: <field>: <message>`.
+    pub fn render(&self, file: &str) -> String {
+        let word = match self.severity {
+            Severity::Error => "error",
+            Severity::Warning => "warning",
+        };
+        let at = match self.line {
+            Some(line) => format!("{file}:{line}"),
+            None => file.to_string(),
+        };
+        let code = self.code.map(|c| format!("{c}: ")).unwrap_or_default();
+        format!("{word}: {at}: {}: {code}{}", self.field, self.message)
+    }
+}
+
+/// The outcome of reading a configuration text: the config when nothing is
+/// an error, every problem found, and the source map for later problems
+/// (the broker checks) to find their lines.
+#[derive(Debug, Clone)]
+pub struct Checked {
+    pub config: Option<Config>,
+    pub problems: Vec<Problem>,
+    pub source: SourceMap,
+}
+
+impl Checked {
+    pub fn has_errors(&self) -> bool {
+        self.problems.iter().any(Problem::is_error)
+    }
+}
+
+const SECTIONS: [&str; 6] = ["node", "nats", "buckets", "retention", "trim", "domains"];
+
+/// Parses and validates `text`. Pure: no files, no environment, no clock.
+pub fn check(text: &str) -> Checked {
+    let source = match SourceMap::build(text) {
+        Ok(map) => map,
+        Err(e) => {
+            let mut p = Problem::error("(syntax)", format!("not valid YAML: {}", e.message));
+            p.line = Some(e.line);
+            return Checked {
+                config: None,
+                problems: vec![p],
+                source: SourceMap::default(),
+            };
+        }
+    };
+    let mut problems = Vec::new();
+    let config = parse_sections(text, &mut problems);
+    if let Some(config) = &config {
+        problems.extend(config.validate());
+    }
+    // A section that failed to parse is replaced by its defaults so that the
+    // rest can be validated; drop what validation said about the stand-ins.
+    let failed: Vec<String> = problems
+        .iter()
+        .filter(|p| p.code == Some(PARSE))
+        .map(|p| p.field.clone())
+        .collect();
+    problems.retain(|p| p.code == Some(PARSE) || !failed.iter().any(|f| within(&p.field, f)));
+    for p in &mut problems {
+        if p.code == Some(PARSE) {
+            p.code = None;
+        }
+        p.line = source.line_of(&p.field);
+    }
+    // In file order, so the report reads top to bottom like the file.
+    problems.sort_by_key(|p| p.line.unwrap_or(usize::MAX));
+    let ok = !problems.iter().any(Problem::is_error);
+    Checked {
+        config: if ok { config } else { None },
+        problems,
+        source,
+    }
+}
+
+/// Is `field` the same as `section` or inside it?
+fn within(field: &str, section: &str) -> bool {
+    let section = section_of(section);
+    field == section
+        || field.starts_with(&format!("{section}."))
+        || field.starts_with(&format!("{section}["))
+}
+
+/// The section (or domain) a parse error path belongs to: `domains[2].x`
+/// belongs to `domains[2]`, `retention.tick` to `retention`.
+fn section_of(field: &str) -> &str {
+    if let Some(rest) = field.strip_prefix("domains[") {
+        if let Some(end) = rest.find(']') {
+            return &field[..8 + end + 1];
+        }
+    }
+    field.split(['.', '[']).next().unwrap_or(field)
+}
+
+/// Marks a problem as a parse failure while `check` is running.
+const PARSE: &str = "__parse";
+
+fn parse_sections(text: &str, problems: &mut Vec<Problem>) -> Option<Config> {
+    let root: serde_yaml::Value = match serde_yaml::from_str(text) {
+        Ok(v) => v,
+        Err(e) => {
+            let mut p = Problem::error("(syntax)", format!("not valid YAML: {e}"));
+            p.line = e.location().map(|l| l.line());
+            problems.push(p);
+            return None;
+        }
+    };
+    let map = match root {
+        serde_yaml::Value::Mapping(m) => m,
+        serde_yaml::Value::Null => serde_yaml::Mapping::new(),
+        _ => {
+            problems.push(Problem::error(
+                "(top level)",
+                format!("the file must be a mapping with the sections {}", SECTIONS.join(", ")),
+            ));
+            return None;
+        }
+    };
+    for key in map.keys() {
+        let name = key.as_str().unwrap_or("");
+        if !SECTIONS.contains(&name) {
+            problems.push(Problem::error(
+                yaml_key_text(key),
+                format!("unknown section; allowed: {}", SECTIONS.join(", ")),
+            ));
+        }
+    }
+    let get = |name: &str| map.get(name).cloned();
+
+    let node: Option<NodeConfig> = match get("node") {
+        None => {
+            problems.push(Problem::error(
+                "node",
+                "missing; every sidecar needs node.id (a node id: letter or digit, then letters, digits, '.', '_' or '-')",
+            ));
+            None
+        }
+        Some(v) => section(v, "node", problems),
+    };
+    let nats = get("nats").map_or(Some(NatsConfig::default()), |v| section(v, "nats", problems));
+    let buckets = get("buckets").map_or(Some(Buckets::default()), |v| section(v, "buckets", problems));
+    let retention =
+        get("retention").map_or(Some(Retention::default()), |v| section(v, "retention", problems));
+    let trim = get("trim").map_or(Some(Trim::default()), |v| section(v, "trim", problems));
+
+    let mut domains = Vec::new();
+    match get("domains") {
+        None | Some(serde_yaml::Value::Null) => {}
+        Some(serde_yaml::Value::Sequence(items)) => {
+            for (i, item) in items.into_iter().enumerate() {
+                let path = format!("domains[{i}]");
+                let domain = section::<Domain>(item, &path, problems).unwrap_or_else(|| Domain {
+                    name: String::new(),
+                    stream: String::new(),
+                    gate_subject: None,
+                    gate_reserve: true,
+                    feed_consumer: None,
+                });
+                domains.push(domain);
+            }
+        }
+        Some(_) => problems.push(
+            Problem::error("domains", "must be a list of domains (- name: …, stream: …)").with_code(PARSE),
+        ),
+    }
+
+    // Stand-ins keep validation going over the sections that did parse.
+    Some(Config {
+        node: node.unwrap_or(NodeConfig {
+            id: "placeholder".into(),
+            duty: true,
+        }),
+        nats: nats.unwrap_or_default(),
+        buckets: buckets.unwrap_or_default(),
+        retention: retention.unwrap_or_default(),
+        trim: trim.unwrap_or_default(),
+        domains,
+    })
+}
+
+fn yaml_key_text(key: &serde_yaml::Value) -> String {
+    match key {
+        serde_yaml::Value::String(s) => s.clone(),
+        other => serde_yaml::to_string(other)
+            .map(|s| s.trim().to_string())
+            .unwrap_or_else(|_| "?".into()),
+    }
+}
+
+/// Deserializes one section, turning a failure into a problem at the exact
+/// field serde stopped on.
+fn section<T: DeserializeOwned>(value: serde_yaml::Value, path: &str, problems: &mut Vec<Problem>) -> Option<T> {
+    // An empty section (`trim:` with nothing under it) means its defaults.
+    let value = match value {
+        serde_yaml::Value::Null => serde_yaml::Value::Mapping(serde_yaml::Mapping::new()),
+        v => v,
+    };
+    match serde_path_to_error::deserialize::<_, T>(value) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let inner = e.path().to_string();
+            let field = if inner == "." || inner.is_empty() || inner == "?" {
+                path.to_string()
+            } else {
+                format!("{path}.{inner}")
+            };
+            let message = friendly_serde_message(&e.inner().to_string());
+            problems.push(Problem::error(field, message).with_code(PARSE));
+            None
+        }
+    }
+}
+
+/// serde's messages are close to right; make the common ones read as advice.
+fn friendly_serde_message(raw: &str) -> String {
+    let raw = raw.trim();
+    if let Some(rest) = raw.strip_prefix("unknown field ") {
+        // "unknown field `x`, expected one of `a`, `b`"
+        let (field, expected) = rest.split_once(", expected").unwrap_or((rest, ""));
+        let expected = expected.trim_start_matches(" one of").trim();
+        return format!("unknown field {field}; allowed: {expected}");
+    }
+    if let Some(rest) = raw.strip_prefix("missing field ") {
+        return format!("required field {rest} is missing");
+    }
+    raw.to_string()
+}
+
+/// A bound on a duration field: the normal minimum, the minimum under
+/// `allow_unsafe_limits`, and the maximum.
+struct DurBound {
+    field: &'static str,
+    get: fn(&Retention) -> Dur,
+    min: Dur,
+    unsafe_min: Dur,
+    max: Dur,
+}
+
+const DUR_BOUNDS: &[DurBound] = &[
+    DurBound { field: "tick", get: |r| r.tick, min: Dur::secs(1), unsafe_min: Dur(Duration::from_millis(100)), max: Dur::secs(600) },
+    DurBound { field: "min_age", get: |r| r.min_age, min: Dur::hours(24), unsafe_min: Dur::secs(0), max: Dur::days(90) },
+    DurBound { field: "backup_max_age", get: |r| r.backup_max_age, min: Dur::hours(1), unsafe_min: Dur::secs(1), max: Dur::days(30) },
+    DurBound { field: "snapshot_interval", get: |r| r.snapshot_interval, min: Dur::hours(1), unsafe_min: Dur::secs(1), max: Dur::days(30) },
+    DurBound { field: "fence_window", get: |r| r.fence_window, min: Dur::secs(10), unsafe_min: Dur::secs(0), max: Dur::hours(1) },
+    DurBound { field: "presence_ttl", get: |r| r.presence_ttl, min: Dur::secs(5), unsafe_min: Dur::secs(1), max: Dur::secs(600) },
+    DurBound { field: "held_alarm_after", get: |r| r.held_alarm_after, min: Dur::secs(600), unsafe_min: Dur::secs(0), max: Dur::days(90) },
+];
+
+impl Config {
+    /// Every problem with the configuration, errors and warnings, without
+    /// touching the broker. Lines are filled in by [`check`].
+    pub fn validate(&self) -> Vec<Problem> {
+        let mut out = Vec::new();
+        if let Err(e) = rows::check_node_id(&self.node.id) {
+            out.push(Problem::error("node.id", format!("node id {e}")));
+        }
+        self.validate_nats(&mut out);
+        self.validate_buckets(&mut out);
+        self.validate_retention(&mut out);
+        self.validate_domains(&mut out);
+        out
+    }
+
+    fn validate_nats(&self, out: &mut Vec<Problem>) {
+        let n = &self.nats;
+        if let Some(url) = &n.url {
+            if url.trim() != EMBEDDED_URL {
+                for part in url.split(',') {
+                    if let Err(e) = check_url(part.trim()) {
+                        out.push(Problem::error("nats.url", e));
+                    }
+                }
+            }
+        }
+        let methods: Vec<&str> = [
+            ("creds", n.creds.is_some()),
+            ("nkey", n.nkey.is_some()),
+            ("user", n.user.is_some()),
+            ("token", n.token.is_some()),
+        ]
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(name, _)| *name)
+        .collect();
+        if methods.len() > 1 {
+            out.push(Problem::error(
+                format!("nats.{}", methods[1]),
+                format!(
+                    "set together with nats.{}; choose one of creds, nkey, user/password or token",
+                    methods[0]
+                ),
+            ));
+        }
+        match (&n.user, &n.password) {
+            (Some(_), None) => out.push(Problem::error("nats.user", "nats.password is required with nats.user")),
+            (None, Some(_)) => out.push(Problem::error("nats.password", "nats.user is required with nats.password")),
+            _ => {}
+        }
+        if let Some(tls) = &n.tls {
+            match (&tls.cert, &tls.key) {
+                (Some(_), None) => out.push(Problem::error("nats.tls.cert", "nats.tls.key is required with a client certificate")),
+                (None, Some(_)) => out.push(Problem::error("nats.tls.key", "nats.tls.cert is required with a client key")),
+                _ => {}
+            }
+        }
+        let t = n.connect_timeout.0;
+        if t < Duration::from_millis(100) || t > Duration::from_secs(300) {
+            out.push(Problem::error(
+                "nats.connect_timeout",
+                format!("{} is out of range; allowed: 100ms ..= 5m", n.connect_timeout),
+            ));
+        }
+    }
+
+    fn validate_buckets(&self, out: &mut Vec<Problem>) {
+        let all = self.buckets.all();
+        for (i, (field, name)) in all.iter().enumerate() {
+            if let Err(e) = rows::check_bucket_name(name) {
+                out.push(Problem::error(format!("buckets.{field}"), format!("bucket name {e}")));
+            }
+            if let Some((other, _)) = all[..i].iter().find(|(_, n)| n == name) {
+                out.push(Problem::error(
+                    format!("buckets.{field}"),
+                    format!("{name:?} is also buckets.{other}; every bucket needs its own name"),
+                ));
+            }
+        }
+    }
+
+    fn validate_retention(&self, out: &mut Vec<Problem>) {
+        let r = &self.retention;
+        for b in DUR_BOUNDS {
+            let v = (b.get)(r);
+            let field = format!("retention.{}", b.field);
+            if v > b.max {
+                out.push(Problem::error(field, format!("{v} is out of range; allowed: {} ..= {}", b.min, b.max)));
+            } else if v < b.min {
+                if r.allow_unsafe_limits && v >= b.unsafe_min {
+                    out.push(Problem::warning(
+                        field,
+                        format!(
+                            "{v} is below the safe minimum {} (allowed only because retention.allow_unsafe_limits is true)",
+                            b.min
+                        ),
+                    ));
+                } else if r.allow_unsafe_limits {
+                    out.push(Problem::error(field, format!("{v} is out of range even with allow_unsafe_limits; allowed: {} ..= {}", b.unsafe_min, b.max)));
+                } else {
+                    out.push(Problem::error(
+                        field,
+                        format!(
+                            "{v} is out of range; allowed: {} ..= {} (retention.allow_unsafe_limits: true lowers the minimum for tests and demos)",
+                            b.min, b.max
+                        ),
+                    ));
+                }
+            }
+        }
+        if r.snapshots_kept == 0 || r.snapshots_kept > 100 {
+            out.push(Problem::error("retention.snapshots_kept", format!("{} is out of range; allowed: 1 ..= 100", r.snapshots_kept)));
+        }
+        if r.snapshot_quorum == 0 || r.snapshot_quorum > 64 {
+            out.push(Problem::error("retention.snapshot_quorum", format!("{} is out of range; allowed: 1 ..= 64", r.snapshot_quorum)));
+        }
+        // The cross-field rule: otherwise every snapshot ages out of the
+        // replay window before its successor exists.
+        let span = r.snapshot_interval.0.saturating_mul(r.snapshots_kept.saturating_add(1));
+        if span >= r.min_age.0 {
+            out.push(Problem::error(
+                "retention.snapshot_interval",
+                format!(
+                    "snapshot_interval × (snapshots_kept + 1) = {} × {} = {} must be less than min_age ({}); shorten snapshot_interval or raise min_age",
+                    r.snapshot_interval,
+                    u64::from(r.snapshots_kept) + 1,
+                    Dur(span),
+                    r.min_age
+                ),
+            ));
+        }
+        match &r.backup_owner {
+            Some(owner) if owner.trim().is_empty() => out.push(Problem::warning(
+                "retention.backup_owner",
+                "is empty; name the person, team or scheduler that runs the backups (the backup_age alarm names it)",
+            )),
+            None => out.push(Problem::warning(
+                "retention.backup_owner",
+                "is unset; name the person, team or scheduler that runs the backups (the backup_age alarm names it)",
+            )),
+            _ => {}
+        }
+        if r.backup_floor == BackupPolicy::Operator {
+            out.push(Problem::warning(
+                "retention.backup_floor",
+                "is operator: the trim does not advance until someone runs `crewlet retention ack`, and then only as far as acknowledged",
+            ));
+        }
+    }
+
+    fn validate_domains(&self, out: &mut Vec<Problem>) {
+        if self.domains.is_empty() {
+            out.push(Problem::error("domains", "no domain is configured; add at least one (- name: tracker, stream: CREWLET_TRACKER_LOG)"));
+        }
+        for (i, d) in self.domains.iter().enumerate() {
+            let at = |f: &str| format!("domains[{i}].{f}");
+            if let Err(e) = rows::check_node_id(&d.name) {
+                out.push(Problem::error(at("name"), format!("domain name {e}")));
+            }
+            if let Err(e) = rows::check_stream_name(&d.stream) {
+                out.push(Problem::error(at("stream"), format!("stream name {e}")));
+            }
+            if let Some(s) = &d.gate_subject {
+                if let Err(e) = rows::check_literal_subject(s) {
+                    out.push(Problem::error(at("gate_subject"), e));
+                }
+            }
+            if let Some(c) = &d.feed_consumer {
+                if let Err(e) = rows::check_stream_name(c) {
+                    out.push(Problem::error(at("feed_consumer"), format!("consumer name {e}")));
+                }
+            }
+            let earlier = &self.domains[..i];
+            if !d.name.is_empty() {
+                if let Some(j) = earlier.iter().position(|o| o.name == d.name) {
+                    out.push(Problem::error(at("name"), format!("{:?} is also the name of domains[{j}]; domain names must be unique", d.name)));
+                }
+            }
+            if !d.stream.is_empty() {
+                if let Some(j) = earlier.iter().position(|o| o.stream == d.stream) {
+                    out.push(Problem::error(at("stream"), format!("{:?} is also the stream of domains[{j}]; two domains on one stream would trim it twice", d.stream)));
+                }
+            }
+            if let Some(s) = &d.gate_subject {
+                if let Some(j) = earlier.iter().position(|o| o.gate_subject.as_deref() == Some(s)) {
+                    out.push(Problem::error(at("gate_subject"), format!("{s:?} is also the gate subject of domains[{j}]; a subject belongs to one stream")));
+                }
+            }
+        }
+    }
+
+    /// The domain with this name or stream.
+    pub fn domain(&self, name_or_stream: &str) -> Option<&Domain> {
+        self.domains
+            .iter()
+            .find(|d| d.stream == name_or_stream || d.name == name_or_stream)
+    }
+}
+
+fn check_url(url: &str) -> Result<(), String> {
+    let allowed = "nats://host:port, tls://host:port, ws(s)://host:port, or `embedded`";
+    let (scheme, rest) = url
+        .split_once("://")
+        .ok_or_else(|| format!("{:?} is not a URL; allowed: {allowed}", redact_url(url)))?;
+    if !matches!(scheme, "nats" | "tls" | "ws" | "wss") {
+        return Err(format!("scheme {scheme:?} is not supported; allowed: {allowed}"));
+    }
+    let host = rest.rsplit('@').next().unwrap_or("");
+    if host.is_empty() || host.starts_with(':') {
+        return Err(format!("{:?} names no host; allowed: {allowed}", redact_url(url)));
+    }
+    Ok(())
+}
+
+/// A URL fit to print: any `user:password@` or `token@` is replaced.
+pub fn redact_url(url: &str) -> String {
+    match url.split_once("://") {
+        Some((scheme, rest)) => match rest.rsplit_once('@') {
+            Some((_, host)) => format!("{scheme}://***@{host}"),
+            None => url.to_string(),
+        },
+        None => url.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,284 @@
+//! Table-driven tests of parsing and validation through one helper.
+
+use super::*;
+
+const BASE: &str = "\
+node:
+  id: node-1
+  duty: true
+retention:
+  backup_owner: platform-oncall
+domains:
+  - name: tracker
+    stream: CREWLET_TRACKER_LOG
+    gate_subject: crewlet.tracker.gate
+    feed_consumer: crewlet-tracker-feed
+";
+
+/// Checks `text` and asserts the rendered problems are exactly `expected`
+/// (each an exact line of `validate` output, file name `c.yaml`).
+fn check_problems(text: &str, expected: &[&str]) {
+    let checked = check(text);
+    let got: Vec<String> = checked.problems.iter().map(|p| p.render("c.yaml")).collect();
+    assert_eq!(got, expected, "for:\n{text}");
+    assert_eq!(
+        checked.config.is_some(),
+        !expected.iter().any(|e| e.starts_with("error")),
+        "config is returned exactly when there is no error"
+    );
+}
+
+#[test]
+fn the_base_config_is_clean_and_defaults_apply() {
+    check_problems(BASE, &[]);
+    let c = check(BASE).config.expect("valid");
+    assert_eq!(c.retention.tick, Dur::secs(10));
+    assert_eq!(c.retention.min_age, Dur::days(7));
+    assert_eq!(c.retention.fence_window, Dur::secs(60));
+    assert_eq!(c.retention.snapshot_quorum, 2);
+    assert!(!c.trim.enabled, "dry run is the default");
+    assert!(c.domains[0].gate_reserve, "gate reserve defaults on");
+    assert_eq!(c.buckets.floors, "crewlet_floors");
+    assert_eq!(c.retention.duty_ttl(), Duration::from_secs(30));
+}
+
+#[test]
+fn the_spec_example_parses() {
+    let text = "\
+node:
+  id: node-1                # node id rule
+  duty: true                # may claim the trim duty
+nats:
+  url: nats://127.0.0.1:4222
+buckets: {presence: crewlet_presence, positions: crewlet_positions, holds: crewlet_holds,
+          backups: crewlet_backups, snapshots: crewlet_snapshots, floors: crewlet_floors,
+          duty: crewlet_duty, gates: crewlet_gates}
+retention:
+  tick: 10s
+  min_age: 7d               # 24h ..= 90d
+  backup_floor: engine      # engine | operator
+  backup_max_age: 24h
+  backup_owner: platform-oncall
+  snapshot_interval: 24h
+  snapshots_kept: 1
+  snapshot_quorum: 2
+  fence_window: 60s
+  presence_ttl: 30s         # the presence bucket's TTL, used by init
+  held_alarm_after: 24h
+  allow_unsafe_limits: false
+trim:
+  enabled: false
+domains:
+  - name: tracker
+    stream: CREWLET_TRACKER_LOG
+    gate_subject: crewlet.tracker.gate
+    gate_reserve: true
+    feed_consumer: crewlet-tracker-feed
+";
+    check_problems(text, &[]);
+}
+
+#[test]
+fn single_problems() {
+    let cases: &[(&str, &str, &[&str])] = &[
+        (
+            "min_age below its range",
+            "retention:\n  min_age: 2h\n  backup_owner: x\n",
+            &[
+                "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age",
+                "error: c.yaml:4: retention.min_age: 2h is out of range; allowed: 24h ..= 90d (retention.allow_unsafe_limits: true lowers the minimum for tests and demos)",
+            ],
+        ),
+        (
+            "min_age above its range",
+            "retention:\n  min_age: 91d\n  backup_owner: x\n",
+            &["error: c.yaml:4: retention.min_age: 91d is out of range; allowed: 24h ..= 90d"],
+        ),
+        (
+            "unsafe limits turn the range error into a warning",
+            "retention:\n  min_age: 2h\n  snapshot_interval: 30m\n  allow_unsafe_limits: true\n  backup_owner: x\n",
+            &[
+                "warning: c.yaml:4: retention.min_age: 2h is below the safe minimum 24h (allowed only because retention.allow_unsafe_limits is true)",
+                "warning: c.yaml:5: retention.snapshot_interval: 30m is below the safe minimum 1h (allowed only because retention.allow_unsafe_limits is true)",
+            ],
+        ),
+        (
+            "the cross-field rule holds even with unsafe limits",
+            "retention:\n  min_age: 2h\n  allow_unsafe_limits: true\n  backup_owner: x\n",
+            &[
+                "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age",
+                "warning: c.yaml:4: retention.min_age: 2h is below the safe minimum 24h (allowed only because retention.allow_unsafe_limits is true)",
+            ],
+        ),
+        (
+            "backup owner unset",
+            "retention:\n  tick: 5s\n",
+            &["warning: c.yaml:3: retention.backup_owner: is unset; name the person, team or scheduler that runs the backups (the backup_age alarm names it)"],
+        ),
+        (
+            "operator policy warns",
+            "retention:\n  backup_floor: operator\n  backup_owner: x\n",
+            &["warning: c.yaml:4: retention.backup_floor: is operator: the trim does not advance until someone runs `crewlet retention ack`, and then only as far as acknowledged"],
+        ),
+        (
+            "a wrong type names the field and the expected type",
+            "retention:\n  snapshot_quorum: two\n  backup_owner: x\n",
+            &["error: c.yaml:4: retention.snapshot_quorum: invalid type: string \"two\", expected u32"],
+        ),
+        (
+            "a duration that is not one",
+            "retention:\n  tick: soon\n  backup_owner: x\n",
+            &["error: c.yaml:4: retention.tick: \"soon\" is not a duration; write it like 30s, 10m, 24h or 7d"],
+        ),
+        (
+            "a number where a duration belongs",
+            "retention:\n  tick: 10\n  backup_owner: x\n",
+            &["error: c.yaml:4: retention.tick: invalid type: integer `10`, expected a duration such as 30s, 10m, 24h or 7d"],
+        ),
+        (
+            "unknown field",
+            "retention:\n  tikc: 10s\n  backup_owner: x\n",
+            &["error: c.yaml:4: retention.tikc: unknown field `tikc`; allowed: `tick`, `min_age`, `backup_floor`, `backup_max_age`, `backup_owner`, `snapshot_interval`, `snapshots_kept`, `snapshot_quorum`, `fence_window`, `presence_ttl`, `held_alarm_after`, `allow_unsafe_limits`"],
+        ),
+        (
+            "unknown section",
+            "retention:\n  backup_owner: x\nretension: {}\n",
+            &["error: c.yaml:5: retension: unknown section; allowed: node, nats, buckets, retention, trim, domains"],
+        ),
+        (
+            "unknown backup policy",
+            "retention:\n  backup_floor: tape\n  backup_owner: x\n",
+            &["error: c.yaml:4: retention.backup_floor: unknown variant `tape`, expected `engine` or `operator`"],
+        ),
+    ];
+    for (what, extra, expected) in cases {
+        let text = format!("node:\n  id: node-1\n{extra}domains:\n  - {{name: t, stream: T}}\n");
+        let checked = check(&text);
+        let got: Vec<String> = checked.problems.iter().map(|p| p.render("c.yaml")).collect();
+        assert_eq!(&got, expected, "{what}:\n{text}");
+    }
+}
+
+#[test]
+fn three_mistakes_three_errors_in_one_run() {
+    let text = "\
+node:
+  id: -node
+retention:
+  min_age: 100d
+  backup_owner: oncall
+domains:
+  - name: tracker
+    stream: CREWLET_TRACKER_LOG
+  - name: tracker
+    stream: CREWLET.PAGES
+";
+    check_problems(
+        text,
+        &[
+            "error: c.yaml:2: node.id: node id \"-node\" starts with '-'; allowed: an ASCII letter or digit, then letters, digits, '.', '_' or '-', at most 64 characters",
+            "error: c.yaml:4: retention.min_age: 100d is out of range; allowed: 24h ..= 90d",
+            "error: c.yaml:9: domains[1].name: \"tracker\" is also the name of domains[0]; domain names must be unique",
+            "error: c.yaml:10: domains[1].stream: stream name \"CREWLET.PAGES\" contains '.'; allowed: 1 to 255 printable characters without whitespace, '.', '*', '>', '/' or '\\'",
+        ],
+    );
+}
+
+#[test]
+fn a_type_error_does_not_hide_problems_elsewhere() {
+    let text = "\
+node:
+  id: node-1
+trim:
+  enabled: sometimes
+retention:
+  fence_window: 2h
+  backup_owner: x
+domains:
+  - name: a
+    stream: A
+    gate_reserve: 3
+  - name: b
+    stream: B C
+";
+    check_problems(
+        text,
+        &[
+            "error: c.yaml:4: trim.enabled: invalid type: string \"sometimes\", expected a boolean",
+            "error: c.yaml:6: retention.fence_window: 2h is out of range; allowed: 10s ..= 1h",
+            "error: c.yaml:11: domains[0].gate_reserve: invalid type: integer `3`, expected a boolean",
+            "error: c.yaml:13: domains[1].stream: stream name \"B C\" contains ' '; allowed: 1 to 255 printable characters without whitespace, '.', '*', '>', '/' or '\\'",
+        ],
+    );
+}
+
+#[test]
+fn syntax_errors_name_their_line() {
+    let checked = check("node:\n  id: node-1\ndomains:\n  - name: [a\n    stream: A\n");
+    assert_eq!(checked.problems.len(), 1);
+    let p = &checked.problems[0];
+    assert!(p.is_error());
+    assert!(p.line.is_some_and(|l| (4..=6).contains(&l)), "{p:?}");
+    assert!(p.render("c.yaml").starts_with("error: c.yaml:"), "{}", p.render("c.yaml"));
+    assert!(check("").problems.iter().any(|p| p.field == "node"), "empty file: node is missing");
+    assert!(check("- a\n- b\n").problems[0].message.contains("must be a mapping"));
+}
+
+#[test]
+fn names_and_auth() {
+    let text = "\
+node:
+  id: node-1
+nats:
+  url: http://localhost:4222
+  token: s3cret
+  user: alice
+  tls: {cert: /c.pem}
+buckets:
+  holds: crewlet.holds
+  gates: crewlet_floors
+retention: {backup_owner: x}
+domains:
+  - name: a
+    stream: A
+    gate_subject: a.*.gate
+    feed_consumer: feed.a
+  - name: b
+    stream: B
+    gate_subject: a.*.gate
+";
+    let checked = check(text);
+    let got: Vec<String> = checked.problems.iter().map(|p| p.render("c.yaml")).collect();
+    let want = [
+        "error: c.yaml:4: nats.url: scheme \"http\" is not supported",
+        "error: c.yaml:5: nats.token: set together with nats.user",
+        "error: c.yaml:6: nats.user: nats.password is required with nats.user",
+        "error: c.yaml:7: nats.tls.cert: nats.tls.key is required",
+        "error: c.yaml:9: buckets.holds: bucket name \"crewlet.holds\" contains '.'",
+        "error: c.yaml:10: buckets.gates: \"crewlet_floors\" is also buckets.floors",
+        "error: c.yaml:15: domains[0].gate_subject: \"a.*.gate\" contains a wildcard",
+        "error: c.yaml:16: domains[0].feed_consumer: consumer name \"feed.a\" contains '.'",
+        "error: c.yaml:19: domains[1].gate_subject: \"a.*.gate\" contains a wildcard",
+        "error: c.yaml:19: domains[1].gate_subject: \"a.*.gate\" is also the gate subject of domains[0]",
+    ];
+    assert_eq!(got.len(), want.len(), "{got:#?}");
+    for (g, w) in got.iter().zip(want) {
+        assert!(g.starts_with(w), "got {g}\nwant prefix {w}");
+    }
+    assert!(!got.iter().any(|l| l.contains("s3cret")), "secrets are never printed");
+}
+
+#[test]
+fn redaction() {
+    assert_eq!(redact_url("nats://alice:pw@host:4222"), "nats://***@host:4222");
+    assert_eq!(redact_url("nats://tok@host:4222"), "nats://***@host:4222");
+    assert_eq!(redact_url("nats://host:4222"), "nats://host:4222");
+}
+
+#[test]
+fn durations_print_as_written() {
+    for (text, want) in [("7d", "7d"), ("24h", "24h"), ("48h", "2d"), ("90m", "90m"), ("30s", "30s"), ("0s", "0s"), ("1h 30m", "90m")] {
+        let d = Dur(humantime::parse_duration(text).expect("valid"));
+        assert_eq!(d.to_string(), want, "{text}");
+    }
+}

@@ -1,0 +1,24 @@
+//! crewlet-retention: a sidecar that coordinates retention for NATS
+//! JetStream. It reads what every node, hold, backup, snapshot and feed
+//! still needs, computes the trim floor as the minimum of six terms,
+//! publishes it, and only then purges.
+//!
+//! # Layout
+//!
+//! - [`config`]: the YAML file: types, named defaults, pure parsing, `validate()` with lines.
+//! - [`rows`]: the contract's rows, keys, the node id rule and operation ids (pure).
+//! - [`buckets`]: which KV buckets the contract has and how `init` sets them (pure).
+//! - [`stream_check`]: judging a stream's own limits and subjects (pure).
+//! - [`broker`]: the only module that knows async-nats: connect, read, create.
+//! - [`cli`]: the clap command tree and one small function per command.
+//! - [`exit`]: the exit codes of cli.md, mapped in one place.
+//!
+//! See `docs/architecture.md` for the data flow and the invariants.
+
+pub mod broker;
+pub mod buckets;
+pub mod cli;
+pub mod config;
+pub mod exit;
+pub mod rows;
+pub mod stream_check;

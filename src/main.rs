@@ -1,0 +1,28 @@
+//! The `crewlet` binary: parse, set up logging, run, map to an exit code.
+
+use std::process::ExitCode;
+
+use crewlet::cli::{self, LogFormat};
+
+fn main() -> ExitCode {
+    let cli = cli::parse_args();
+    init_tracing(cli.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return ExitCode::from(crewlet::exit::Exit::Unreachable.code());
+        }
+    };
+    runtime.block_on(cli::run(cli)).into()
+}
+
+fn init_tracing(format: LogFormat) {
+    use tracing_subscriber::EnvFilter;
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    match format {
+        LogFormat::Text => builder.init(),
+        LogFormat::Json => builder.json().init(),
+    }
+}

@@ -1,0 +1,866 @@
+//! The contract's rows and keys (spec/contract.md): what nodes, tools and the
+//! sidecar write into JetStream KV, parsed strictly so that a row that is not
+//! exactly what the contract says becomes an error naming its key, never a
+//! guess. Pure: bytes and strings in, typed rows or [`RowError`] out.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Longest node id the rule allows (contract.md, Words).
+pub const NODE_ID_MAX: usize = 64;
+
+/// Why a row, key or id was refused. The message is written for an operator
+/// reading `status`: it names the key and what was expected.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RowError {
+    #[error("key {key}: {message}")]
+    Malformed { key: String, message: String },
+    #[error("key {key}: the key names {in_key} but the row says {in_row}")]
+    KeyMismatch {
+        key: String,
+        in_key: String,
+        in_row: String,
+    },
+}
+
+impl RowError {
+    fn malformed(key: &str, message: impl Into<String>) -> Self {
+        RowError::Malformed {
+            key: key.to_string(),
+            message: message.into(),
+        }
+    }
+}
+
+/// Checks the node id rule: an ASCII letter or digit, then letters, digits,
+/// `.`, `_` or `-`, at most 64 characters. Hold ids, backup ids and domain
+/// names follow the same rule. Returns what is wrong, for the caller to
+/// prefix with the field it came from.
+pub fn check_node_id(id: &str) -> Result<(), String> {
+    let allowed = "an ASCII letter or digit, then letters, digits, '.', '_' or '-', at most 64 characters";
+    let Some(first) = id.chars().next() else {
+        return Err(format!("is empty; allowed: {allowed}"));
+    };
+    if id.len() > NODE_ID_MAX {
+        return Err(format!(
+            "is {} characters long; allowed: {allowed}",
+            id.len()
+        ));
+    }
+    if !first.is_ascii_alphanumeric() {
+        return Err(format!(
+            "{id:?} starts with {first:?}; allowed: {allowed}"
+        ));
+    }
+    if let Some(bad) = id
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
+    {
+        return Err(format!("{id:?} contains {bad:?}; allowed: {allowed}"));
+    }
+    Ok(())
+}
+
+/// Checks a JetStream stream (or consumer) name the way the server would
+/// refuse it: empty, too long, or containing whitespace, `.`, `*`, `>` or a
+/// path separator.
+pub fn check_stream_name(name: &str) -> Result<(), String> {
+    let allowed = "1 to 255 printable characters without whitespace, '.', '*', '>', '/' or '\\'";
+    if name.is_empty() {
+        return Err(format!("is empty; allowed: {allowed}"));
+    }
+    if name.len() > 255 {
+        return Err(format!("is {} bytes long; allowed: {allowed}", name.len()));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\'))
+    {
+        return Err(format!("{name:?} contains {bad:?}; allowed: {allowed}"));
+    }
+    Ok(())
+}
+
+/// Checks a KV bucket name as async-nats and the server accept it:
+/// `[A-Za-z0-9_-]+`.
+pub fn check_bucket_name(name: &str) -> Result<(), String> {
+    let allowed = "letters, digits, '_' and '-' only (at least one)";
+    if name.is_empty() {
+        return Err(format!("is empty; allowed: {allowed}"));
+    }
+    if let Some(bad) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
+    {
+        return Err(format!("{name:?} contains {bad:?}; allowed: {allowed}"));
+    }
+    Ok(())
+}
+
+/// Checks a literal NATS subject: dot-separated non-empty tokens, no
+/// wildcards, no whitespace.
+pub fn check_literal_subject(subject: &str) -> Result<(), String> {
+    let allowed = "a literal subject: non-empty tokens separated by '.', without '*', '>' or whitespace";
+    if subject.is_empty() {
+        return Err(format!("is empty; allowed: {allowed}"));
+    }
+    for token in subject.split('.') {
+        if token.is_empty() {
+            return Err(format!("{subject:?} has an empty token; allowed: {allowed}"));
+        }
+        if token == "*" || token == ">" || token.contains(['*', '>']) {
+            return Err(format!("{subject:?} contains a wildcard; allowed: {allowed}"));
+        }
+        if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!("{subject:?} contains whitespace; allowed: {allowed}"));
+        }
+    }
+    Ok(())
+}
+
+/// Does the subject filter `filter` (which may hold `*` and `>`) match the
+/// literal subject `subject`? Used to check that a domain's `gate_subject`
+/// lands on its stream.
+pub fn subject_matches(filter: &str, subject: &str) -> bool {
+    let mut f = filter.split('.');
+    let mut s = subject.split('.');
+    loop {
+        match (f.next(), s.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// An RFC 3339 instant in UTC, as every row carries it. Parsing refuses an
+/// offset other than zero so that no row's meaning depends on a timezone.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(pub DateTime<Utc>);
+
+impl Instant {
+    pub fn parse(text: &str) -> Result<Self, String> {
+        let parsed = DateTime::parse_from_rfc3339(text)
+            .map_err(|e| format!("{text:?} is not an RFC 3339 timestamp ({e})"))?;
+        if parsed.offset().local_minus_utc() != 0 {
+            return Err(format!(
+                "{text:?} is not in UTC; timestamps are RFC 3339 with 'Z'"
+            ));
+        }
+        Ok(Instant(parsed.with_timezone(&Utc)))
+    }
+
+    /// Nanosecond RFC 3339 with trailing zeros trimmed (Go's RFC3339Nano),
+    /// the way the broker prints `created`, so that an instant an operator
+    /// copies from our output matches the broker's exactly.
+    pub fn to_rfc3339(&self) -> String {
+        use chrono::Timelike;
+        let base = self.0.format("%Y-%m-%dT%H:%M:%S");
+        let nanos = self.0.nanosecond();
+        if nanos == 0 {
+            format!("{base}Z")
+        } else {
+            let fraction = format!("{nanos:09}");
+            format!("{base}.{}Z", fraction.trim_end_matches('0'))
+        }
+    }
+}
+
+impl fmt::Display for Instant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_rfc3339())
+    }
+}
+
+impl Serialize for Instant {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&self.to_rfc3339())
+    }
+}
+
+impl<'de> Deserialize<'de> for Instant {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        Instant::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
+
+fn parse_json<T: for<'de> Deserialize<'de>>(key: &str, body: &[u8]) -> Result<T, RowError> {
+    serde_json::from_slice(body).map_err(|e| RowError::malformed(key, format!("{e}")))
+}
+
+fn node_id_field(key: &str, field: &str, value: &str) -> Result<(), RowError> {
+    check_node_id(value).map_err(|e| RowError::malformed(key, format!("{field} {e}")))
+}
+
+fn expect_key(key: &str, expected: String) -> Result<(), RowError> {
+    if key == expected {
+        Ok(())
+    } else {
+        Err(RowError::KeyMismatch {
+            key: key.to_string(),
+            in_key: key.to_string(),
+            in_row: expected,
+        })
+    }
+}
+
+/// A presence lease (bucket `presence`, key `<node>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PresenceRow {
+    pub node: String,
+    /// `"data"` among them marks a node that applies logs.
+    #[serde(default)]
+    pub roles: Vec<String>,
+    #[serde(default)]
+    pub version: String,
+    pub started_at: Instant,
+}
+
+impl PresenceRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        node_id_field(key, "node", &row.node)?;
+        expect_key(key, row.node.clone())?;
+        Ok(row)
+    }
+
+    pub fn is_data(&self) -> bool {
+        self.roles.iter().any(|r| r == "data")
+    }
+}
+
+/// Whether a node's applier still continues the log (contract.md, positions).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PositionStatus {
+    Ok,
+    LogDiverged,
+}
+
+/// Where one node stands on one log (bucket `positions`, key `<stream>.<node>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PositionRow {
+    pub node: String,
+    pub stream: String,
+    /// Last applied sequence, inclusive.
+    pub seq: u64,
+    /// With `stream_created`, names the number space `seq` belongs to.
+    pub generation: u64,
+    pub stream_created: Instant,
+    pub updated_at: Instant,
+    pub status: PositionStatus,
+}
+
+impl PositionRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        node_id_field(key, "node", &row.node)?;
+        check_stream_name(&row.stream)
+            .map_err(|e| RowError::malformed(key, format!("stream {e}")))?;
+        expect_key(key, Self::key(&row.stream, &row.node))?;
+        Ok(row)
+    }
+
+    pub fn key(stream: &str, node: &str) -> String {
+        format!("{stream}.{node}")
+    }
+}
+
+/// Who placed a hold and why (contract.md, holds).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum HoldKind {
+    Backup,
+    Join,
+    #[default]
+    Operator,
+}
+
+/// A live pin (bucket `holds`, key `<stream>.<hold-id>`). The key carries
+/// the stream and the id; the body does not repeat them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HoldRow {
+    /// First sequence the holder still needs: the hold permits deleting up
+    /// to `seq - 1`.
+    pub seq: u64,
+    pub owner: String,
+    #[serde(default)]
+    pub kind: HoldKind,
+    #[serde(default)]
+    pub reason: String,
+    /// Required: a hold that never expires is a leak, not a pin.
+    pub expires_at: Instant,
+}
+
+/// The parts of a holds key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HoldKey {
+    pub stream: String,
+    pub hold_id: String,
+}
+
+impl HoldKey {
+    /// Stream names hold no `.`, so the first dot separates stream from id.
+    pub fn parse(key: &str) -> Result<Self, RowError> {
+        let (stream, hold_id) = key
+            .split_once('.')
+            .ok_or_else(|| RowError::malformed(key, "expected <stream>.<hold-id>"))?;
+        check_stream_name(stream).map_err(|e| RowError::malformed(key, format!("stream {e}")))?;
+        check_node_id(hold_id).map_err(|e| RowError::malformed(key, format!("hold id {e}")))?;
+        Ok(HoldKey {
+            stream: stream.to_string(),
+            hold_id: hold_id.to_string(),
+        })
+    }
+}
+
+impl HoldRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<(HoldKey, Self), RowError> {
+        let hold_key = HoldKey::parse(key)?;
+        let row: Self = parse_json(key, body)?;
+        if row.owner.trim().is_empty() {
+            return Err(RowError::malformed(key, "owner is empty; name who placed the hold"));
+        }
+        Ok((hold_key, row))
+    }
+}
+
+/// A backup manifest (bucket `backups`, key `<node>.<backup-id>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BackupManifest {
+    pub id: String,
+    pub node: String,
+    pub taken_at: Instant,
+    /// Absent: the backup never finished, and the manifest is debris.
+    #[serde(default)]
+    pub completed_at: Option<Instant>,
+    #[serde(default)]
+    pub verified: bool,
+    #[serde(default)]
+    pub owner: String,
+    /// Highest sequence the backed-up database holds, per stream.
+    pub positions: BTreeMap<String, u64>,
+}
+
+impl BackupManifest {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        node_id_field(key, "node", &row.node)?;
+        node_id_field(key, "id", &row.id)?;
+        for stream in row.positions.keys() {
+            check_stream_name(stream).map_err(|e| {
+                RowError::malformed(key, format!("positions: stream name {e}"))
+            })?;
+        }
+        // Node ids may hold dots, so the key is checked against the body
+        // rather than split.
+        expect_key(key, Self::key(&row.node, &row.id))?;
+        Ok(row)
+    }
+
+    pub fn key(node: &str, id: &str) -> String {
+        format!("{node}.{id}")
+    }
+
+    /// Counts for `backup_floor: engine` only when finished and verified.
+    pub fn counts(&self) -> bool {
+        self.verified && self.completed_at.is_some()
+    }
+}
+
+/// Prefix of operator acknowledgement keys in the backups bucket.
+pub const ACK_PREFIX: &str = "_ack.";
+
+/// An operator's acknowledgement (bucket `backups`, key `_ack.<stream>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AckRow {
+    pub stream: String,
+    pub position: u64,
+    pub by: String,
+    pub at: Instant,
+}
+
+impl AckRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        check_stream_name(&row.stream)
+            .map_err(|e| RowError::malformed(key, format!("stream {e}")))?;
+        expect_key(key, Self::key(&row.stream))?;
+        Ok(row)
+    }
+
+    pub fn key(stream: &str) -> String {
+        format!("{ACK_PREFIX}{stream}")
+    }
+}
+
+/// Why a node cannot take a new snapshot artefact (contract.md, snapshots).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SkipReason {
+    #[serde(rename = "")]
+    None,
+    SoleNode,
+    Lagging,
+    Unhydrated,
+    Deferred,
+    InsufficientSpace,
+    AheadOfLog,
+    LogDiverged,
+    Failed,
+}
+
+/// One snapshot artefact a node can donate.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Artefact {
+    pub position: u64,
+    pub generation: u64,
+    pub taken_at: Instant,
+    pub verified: bool,
+}
+
+/// What a node can donate (bucket `snapshots`, key `<node>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SnapshotRow {
+    pub node: String,
+    pub updated_at: Instant,
+    pub skip_reason: SkipReason,
+    #[serde(default)]
+    pub artefacts: BTreeMap<String, Artefact>,
+}
+
+impl SnapshotRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        node_id_field(key, "node", &row.node)?;
+        expect_key(key, row.node.clone())?;
+        Ok(row)
+    }
+}
+
+/// The trim duty lease (bucket `duty`, key [`DUTY_KEY`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DutyRow {
+    pub holder: String,
+    pub session: String,
+    pub claimed_at: Instant,
+}
+
+/// The one key of the duty bucket.
+pub const DUTY_KEY: &str = "retention";
+
+impl DutyRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        node_id_field(key, "holder", &row.holder)?;
+        Ok(row)
+    }
+}
+
+/// Which way a gate points.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateState {
+    Evicted,
+    Admitted,
+}
+
+/// The gate in force for a node on a log (bucket `gates`, key `<stream>.<node>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateRow {
+    pub node: String,
+    pub stream: String,
+    pub state: GateState,
+    pub op_id: String,
+    /// The gate record's own sequence on the log.
+    pub seq: u64,
+    /// The gate record's broker timestamp: the fence window runs from here.
+    pub landed_at: Instant,
+    pub by: String,
+    #[serde(default)]
+    pub force: bool,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl GateRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        node_id_field(key, "node", &row.node)?;
+        OpId::check_syntax(&row.op_id)
+            .map_err(|e| RowError::malformed(key, format!("op_id {e}")))?;
+        expect_key(key, PositionRow::key(&row.stream, &row.node))?;
+        Ok(row)
+    }
+}
+
+/// The gesture a gate record makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum GateSign {
+    Evict,
+    Readmit,
+}
+
+impl GateSign {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            GateSign::Evict => "evict",
+            GateSign::Readmit => "readmit",
+        }
+    }
+}
+
+/// Prefix of operation keys in the gates bucket.
+pub const OP_PREFIX: &str = "_op.";
+
+/// Which gesture an operation id names (bucket `gates`, key `_op.<op-id>`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OpRow {
+    pub op_id: String,
+    pub sign: GateSign,
+    pub node: String,
+    /// Where the gesture's record stands on each log it reached.
+    pub logs: BTreeMap<String, u64>,
+}
+
+impl OpRow {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
+        let row: Self = parse_json(key, body)?;
+        OpId::check_syntax(&row.op_id)
+            .map_err(|e| RowError::malformed(key, format!("op_id {e}")))?;
+        node_id_field(key, "node", &row.node)?;
+        expect_key(key, format!("{OP_PREFIX}{}", row.op_id))?;
+        Ok(row)
+    }
+}
+
+/// The body of a gate record on a log (contract.md, Gate records on the log).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GateRecordBody {
+    pub kind: GateSign,
+    pub node: String,
+    pub op_id: String,
+    pub by: String,
+    pub at: Instant,
+    #[serde(default)]
+    pub force: bool,
+    #[serde(default)]
+    pub reason: String,
+}
+
+/// An operation id: a ULID minted by the client before its first request.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+pub struct OpId(String);
+
+/// Crockford base32, upper case, as ULIDs are printed.
+const CROCKFORD: &str = "0123456789ABCDEFGHJKMNPQRSTVWXYZ";
+
+impl OpId {
+    /// Mints a fresh id at `now`.
+    pub fn mint(now: DateTime<Utc>) -> Self {
+        let ms = u64::try_from(now.timestamp_millis()).unwrap_or(0);
+        OpId(ulid::Ulid::from_parts(ms, rand_bits()).to_string())
+    }
+
+    /// Syntax only: 26 characters of upper-case Crockford base32, first
+    /// character at most `7` (a larger one overflows the 128 bits).
+    pub fn check_syntax(text: &str) -> Result<(), String> {
+        let allowed = "a ULID: 26 characters of Crockford base32 (0-9, A-Z without I, L, O, U)";
+        if text.len() > 128 {
+            return Err(format!("is {} bytes long; allowed: {allowed}", text.len()));
+        }
+        if text.len() != 26 {
+            return Err(format!("{text:?} is {} characters long; allowed: {allowed}", text.len()));
+        }
+        if let Some(bad) = text.chars().find(|c| !CROCKFORD.contains(*c)) {
+            return Err(format!("{text:?} contains {bad:?}; allowed: {allowed}"));
+        }
+        if text.as_bytes()[0] > b'7' {
+            return Err(format!("{text:?} overflows 128 bits; allowed: {allowed}"));
+        }
+        Ok(())
+    }
+
+    /// Full check: syntax, and the instant it carries is not more than five
+    /// minutes past `now` (a clock that far ahead minted it, or a hand did).
+    pub fn parse(text: &str, now: DateTime<Utc>) -> Result<Self, String> {
+        Self::check_syntax(text)?;
+        let ulid = ulid::Ulid::from_string(text).map_err(|e| format!("{text:?}: {e}"))?;
+        let minted_ms = ulid.timestamp_ms();
+        let now_ms = u64::try_from(now.timestamp_millis()).unwrap_or(0);
+        if minted_ms > now_ms.saturating_add(5 * 60 * 1000) {
+            return Err(format!(
+                "{text:?} was minted more than 5 minutes in the future; mint a new one or omit -op-id"
+            ));
+        }
+        Ok(OpId(text.to_string()))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The instant the id carries.
+    pub fn minted_ms(&self) -> u64 {
+        ulid::Ulid::from_string(&self.0)
+            .map(|u| u.timestamp_ms())
+            .unwrap_or(0)
+    }
+}
+
+impl fmt::Display for OpId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// 80 random bits for a ULID. The standard library's hasher is randomly
+/// keyed per process; mixing in time and a counter gives distinct values per
+/// call without adding an RNG crate for ten bytes.
+fn rand_bits() -> u128 {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static COUNTER: AtomicU64 = AtomicU64::new(0);
+    let mut out: u128 = 0;
+    for _ in 0..2 {
+        let mut h = RandomState::new().build_hasher();
+        h.write_u64(COUNTER.fetch_add(1, Ordering::Relaxed));
+        h.write_u128(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos())
+                .unwrap_or(0),
+        );
+        out = (out << 64) | u128::from(h.finish());
+    }
+    out & ((1u128 << 80) - 1)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn now() -> DateTime<Utc> {
+        Instant::parse("2026-11-30T01:00:00Z").map(|i| i.0).expect("fixed instant")
+    }
+
+    #[test]
+    fn node_id_rule() {
+        let cases: &[(&str, bool)] = &[
+            ("node-1", true),
+            ("n", true),
+            ("9", true),
+            ("a.b_c-d", true),
+            ("", false),
+            ("-node", false),
+            (".node", false),
+            ("node 1", false),
+            ("node-1 ", false),
+            (" node-1", false),
+            ("nöde", false),
+            ("node/1", false),
+            ("node*", false),
+        ];
+        for (id, ok) in cases {
+            assert_eq!(check_node_id(id).is_ok(), *ok, "{id:?}");
+        }
+        assert!(check_node_id(&"a".repeat(64)).is_ok());
+        let err = check_node_id(&"a".repeat(65)).unwrap_err();
+        assert!(err.contains("65 characters"), "{err}");
+    }
+
+    #[test]
+    fn stream_bucket_and_subject_names() {
+        assert!(check_stream_name("CREWLET_TRACKER_LOG").is_ok());
+        for bad in ["", "A.B", "A B", "A*", "A>", "a/b"] {
+            assert!(check_stream_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_bucket_name("crewlet_floors-1").is_ok());
+        for bad in ["", "a.b", "a b", "a$"] {
+            assert!(check_bucket_name(bad).is_err(), "{bad:?}");
+        }
+        assert!(check_literal_subject("crewlet.tracker.gate").is_ok());
+        for bad in ["", "a..b", "a.*", "a.>", ".a", "a.", "a b"] {
+            assert!(check_literal_subject(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn subject_filters() {
+        let cases = [
+            ("crewlet.tracker.>", "crewlet.tracker.gate", true),
+            ("crewlet.*.gate", "crewlet.tracker.gate", true),
+            ("crewlet.tracker", "crewlet.tracker.gate", false),
+            ("crewlet.tracker.gate", "crewlet.tracker.gate", true),
+            ("crewlet.>", "crewlet", false),
+            ("*", "a.b", false),
+            (">", "a.b", true),
+        ];
+        for (f, s, want) in cases {
+            assert_eq!(subject_matches(f, s), want, "{f} ~ {s}");
+        }
+    }
+
+    #[test]
+    fn instants_round_trip_nanoseconds() {
+        let i = Instant::parse("2026-11-30T01:02:03.418226517Z").expect("valid");
+        assert_eq!(i.to_rfc3339(), "2026-11-30T01:02:03.418226517Z");
+        let trimmed = Instant::parse("2026-11-30T01:02:03.3271603Z").expect("valid");
+        assert_eq!(trimmed.to_rfc3339(), "2026-11-30T01:02:03.3271603Z");
+        let whole = Instant::parse("2026-11-30T01:02:03Z").expect("valid");
+        assert_eq!(whole.to_rfc3339(), "2026-11-30T01:02:03Z");
+        assert!(Instant::parse("2026-11-30T01:02:03+02:00").is_err());
+        assert!(Instant::parse("yesterday").is_err());
+        assert!(Instant::parse("2026-11-30T01:02:03+00:00").is_ok());
+    }
+
+    const POS: &str = r#"{"node": "node-3", "stream": "CREWLET_TRACKER_LOG", "seq": 918100123,
+        "generation": 0, "stream_created": "2026-11-02T10:00:00.418226517Z",
+        "updated_at": "2026-11-30T01:00:00Z", "status": "ok"}"#;
+
+    #[test]
+    fn position_rows() {
+        let row = PositionRow::parse("CREWLET_TRACKER_LOG.node-3", POS.as_bytes()).expect("valid");
+        assert_eq!(row.seq, 918100123);
+        assert_eq!(row.status, PositionStatus::Ok);
+
+        // The key names another node than the body.
+        let err = PositionRow::parse("CREWLET_TRACKER_LOG.node-4", POS.as_bytes()).unwrap_err();
+        assert!(matches!(err, RowError::KeyMismatch { .. }), "{err}");
+        // The key names another stream than the body.
+        let err = PositionRow::parse("CREWLET_PAGES_LOG.node-3", POS.as_bytes()).unwrap_err();
+        assert!(err.to_string().contains("CREWLET_PAGES_LOG.node-3"), "{err}");
+
+        let bad_bodies = [
+            ("negative seq", POS.replace("918100123", "-1")),
+            ("string seq", POS.replace("918100123", "\"918100123\"")),
+            ("unknown status", POS.replace("\"ok\"", "\"fine\"")),
+            ("node with trailing space", POS.replace("\"node-3\"", "\"node-3 \"")),
+            ("empty node", POS.replace("\"node-3\"", "\"\"")),
+            ("missing generation", POS.replace("\"generation\": 0,", "")),
+            ("bad timestamp", POS.replace("2026-11-30T01:00:00Z", "last tuesday")),
+            ("not json", "seq=5".to_string()),
+            ("empty", String::new()),
+        ];
+        for (what, body) in bad_bodies {
+            let r = PositionRow::parse("CREWLET_TRACKER_LOG.node-3", body.as_bytes());
+            assert!(r.is_err(), "{what} should be refused");
+            let msg = r.unwrap_err().to_string();
+            assert!(msg.contains("CREWLET_TRACKER_LOG.node-3"), "{what}: {msg}");
+        }
+        let diverged = POS.replace("\"ok\"", "\"log_diverged\"");
+        let row = PositionRow::parse("CREWLET_TRACKER_LOG.node-3", diverged.as_bytes()).expect("valid");
+        assert_eq!(row.status, PositionStatus::LogDiverged);
+    }
+
+    #[test]
+    fn hold_rows() {
+        let body = br#"{"seq": 918000000, "owner": "backup-nightly", "kind": "backup",
+            "reason": "nightly", "expires_at": "2026-11-30T03:00:00Z"}"#;
+        let (key, row) = HoldRow::parse("CREWLET_TRACKER_LOG.h-1", body).expect("valid");
+        assert_eq!(key.stream, "CREWLET_TRACKER_LOG");
+        assert_eq!(key.hold_id, "h-1");
+        assert_eq!(row.kind, HoldKind::Backup);
+
+        let defaulted = br#"{"seq": 5, "owner": "alice", "expires_at": "2026-11-30T03:00:00Z"}"#;
+        let (_, row) = HoldRow::parse("S.h.2", defaulted).expect("valid");
+        assert_eq!(row.kind, HoldKind::Operator);
+
+        for (key, body) in [
+            ("S", &defaulted[..]),
+            ("S.-bad", &defaulted[..]),
+            ("S.h", br#"{"seq": 5, "owner": "alice"}"#),
+            ("S.h", br#"{"seq": 5, "owner": " ", "expires_at": "2026-11-30T03:00:00Z"}"#),
+            ("S.h", br#"{"seq": 5, "owner": "a", "kind": "pin", "expires_at": "2026-11-30T03:00:00Z"}"#),
+        ] {
+            assert!(HoldRow::parse(key, body).is_err(), "{key} {}", String::from_utf8_lossy(body));
+        }
+    }
+
+    #[test]
+    fn backup_rows() {
+        let body = br#"{"id": "2026-11-30T00-00Z", "node": "node-1", "taken_at": "2026-11-30T00:00:00Z",
+            "completed_at": "2026-11-30T00:10:00Z", "verified": true, "owner": "platform-oncall",
+            "positions": {"CREWLET_TRACKER_LOG": 918100000}}"#;
+        let m = BackupManifest::parse("node-1.2026-11-30T00-00Z", body).expect("valid");
+        assert!(m.counts());
+        assert!(BackupManifest::parse("node-2.2026-11-30T00-00Z", body).is_err());
+
+        let debris = br#"{"id": "b1", "node": "n.1", "taken_at": "2026-11-30T00:00:00Z",
+            "verified": true, "positions": {}}"#;
+        let m = BackupManifest::parse("n.1.b1", debris).expect("valid");
+        assert!(!m.counts(), "no completed_at: debris");
+
+        let ack = br#"{"stream": "S", "position": 10, "by": "alice", "at": "2026-11-30T00:00:00Z"}"#;
+        assert_eq!(AckRow::parse("_ack.S", ack).expect("valid").position, 10);
+        assert!(AckRow::parse("_ack.T", ack).is_err());
+    }
+
+    #[test]
+    fn snapshot_rows() {
+        let body = br#"{"node": "node-2", "updated_at": "2026-11-30T00:00:00Z", "skip_reason": "",
+            "artefacts": {"S": {"position": 9, "generation": 0, "taken_at": "2026-11-30T00:00:00Z", "verified": true}}}"#;
+        let row = SnapshotRow::parse("node-2", body).expect("valid");
+        assert_eq!(row.skip_reason, SkipReason::None);
+        assert_eq!(row.artefacts["S"].position, 9);
+        let lagging = String::from_utf8_lossy(body).replace("\"skip_reason\": \"\"", "\"skip_reason\": \"lagging\"");
+        assert_eq!(
+            SnapshotRow::parse("node-2", lagging.as_bytes()).expect("valid").skip_reason,
+            SkipReason::Lagging
+        );
+        let unknown = String::from_utf8_lossy(body).replace("\"skip_reason\": \"\"", "\"skip_reason\": \"tired\"");
+        assert!(SnapshotRow::parse("node-2", unknown.as_bytes()).is_err());
+        assert!(SnapshotRow::parse("node-3", body).is_err());
+    }
+
+    #[test]
+    fn op_ids() {
+        let id = OpId::mint(now());
+        assert_eq!(id.as_str().len(), 26);
+        assert!(OpId::parse(id.as_str(), now()).is_ok());
+        assert_ne!(OpId::mint(now()), OpId::mint(now()), "two mints differ");
+        assert_eq!(id.minted_ms(), now().timestamp_millis() as u64);
+
+        let future = OpId::mint(now() + chrono::Duration::minutes(6));
+        assert!(OpId::parse(future.as_str(), now()).is_err());
+        let near = OpId::mint(now() + chrono::Duration::minutes(4));
+        assert!(OpId::parse(near.as_str(), now()).is_ok());
+
+        let valid = id.as_str().to_string();
+        for bad in [
+            String::new(),
+            format!(" {valid}"),
+            format!("{valid} "),
+            valid[..25].to_string(),
+            valid.to_lowercase(),
+            "my-operation-0000000000000".to_string(),
+            "8ZZZZZZZZZZZZZZZZZZZZZZZZZ".to_string(),
+            "A".repeat(200),
+        ] {
+            assert!(OpId::parse(&bad, now()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn gate_rows() {
+        let op = OpId::mint(now());
+        let body = format!(
+            r#"{{"node": "node-4", "stream": "S", "state": "evicted", "op_id": "{op}",
+            "seq": 12, "landed_at": "2026-11-30T00:00:00Z", "by": "alice"}}"#
+        );
+        let row = GateRow::parse("S.node-4", body.as_bytes()).expect("valid");
+        assert_eq!(row.state, GateState::Evicted);
+        assert!(GateRow::parse("S.node-5", body.as_bytes()).is_err());
+        let op_body = format!(r#"{{"op_id": "{op}", "sign": "evict", "node": "node-4", "logs": {{"S": 12}}}}"#);
+        assert!(OpRow::parse(&format!("_op.{op}"), op_body.as_bytes()).is_ok());
+        assert!(OpRow::parse("_op.X", op_body.as_bytes()).is_err());
+    }
+}
