@@ -96,20 +96,47 @@ mod tests {
     fn leases_get_their_ttls() {
         let specs = contract_buckets(&config());
         assert_eq!(specs.len(), 8);
-        let by = |role: &str| specs.iter().find(|s| s.role == role).cloned().expect("present");
+        let by = |role: &str| {
+            specs
+                .iter()
+                .find(|s| s.role == role)
+                .cloned()
+                .expect("present")
+        };
         assert_eq!(by("presence").max_age, Duration::from_secs(20));
         assert_eq!(by("duty").max_age, Duration::from_secs(15), "three ticks");
         assert!(by("floors").max_age.is_zero());
-        let owned: Vec<_> = specs.iter().filter(|s| s.sidecar_owned).map(|s| s.role).collect();
+        let owned: Vec<_> = specs
+            .iter()
+            .filter(|s| s.sidecar_owned)
+            .map(|s| s.role)
+            .collect();
         assert_eq!(owned, ["floors", "duty", "gates"]);
     }
 
     #[test]
     fn differences_are_named() {
         let spec = contract_buckets(&config()).remove(0);
-        assert!(differences(&spec, &BucketSettings { history: 1, max_age: Duration::from_secs(20) }).is_empty());
-        let d = differences(&spec, &BucketSettings { history: 5, max_age: Duration::ZERO });
+        assert!(differences(
+            &spec,
+            &BucketSettings {
+                history: 1,
+                max_age: Duration::from_secs(20)
+            }
+        )
+        .is_empty());
+        let d = differences(
+            &spec,
+            &BucketSettings {
+                history: 5,
+                max_age: Duration::ZERO,
+            },
+        );
         assert_eq!(d.len(), 2);
-        assert!(d[0].contains("max_age none (values never expire) but the configuration wants 20s"), "{}", d[0]);
+        assert!(
+            d[0].contains("max_age none (values never expire) but the configuration wants 20s"),
+            "{}",
+            d[0]
+        );
     }
 }

@@ -40,7 +40,8 @@ impl RowError {
 /// names follow the same rule. Returns what is wrong, for the caller to
 /// prefix with the field it came from.
 pub fn check_node_id(id: &str) -> Result<(), String> {
-    let allowed = "an ASCII letter or digit, then letters, digits, '.', '_' or '-', at most 64 characters";
+    let allowed =
+        "an ASCII letter or digit, then letters, digits, '.', '_' or '-', at most 64 characters";
     let Some(first) = id.chars().next() else {
         return Err(format!("is empty; allowed: {allowed}"));
     };
@@ -51,9 +52,7 @@ pub fn check_node_id(id: &str) -> Result<(), String> {
         ));
     }
     if !first.is_ascii_alphanumeric() {
-        return Err(format!(
-            "{id:?} starts with {first:?}; allowed: {allowed}"
-        ));
+        return Err(format!("{id:?} starts with {first:?}; allowed: {allowed}"));
     }
     if let Some(bad) = id
         .chars()
@@ -103,19 +102,26 @@ pub fn check_bucket_name(name: &str) -> Result<(), String> {
 /// Checks a literal NATS subject: dot-separated non-empty tokens, no
 /// wildcards, no whitespace.
 pub fn check_literal_subject(subject: &str) -> Result<(), String> {
-    let allowed = "a literal subject: non-empty tokens separated by '.', without '*', '>' or whitespace";
+    let allowed =
+        "a literal subject: non-empty tokens separated by '.', without '*', '>' or whitespace";
     if subject.is_empty() {
         return Err(format!("is empty; allowed: {allowed}"));
     }
     for token in subject.split('.') {
         if token.is_empty() {
-            return Err(format!("{subject:?} has an empty token; allowed: {allowed}"));
+            return Err(format!(
+                "{subject:?} has an empty token; allowed: {allowed}"
+            ));
         }
         if token == "*" || token == ">" || token.contains(['*', '>']) {
-            return Err(format!("{subject:?} contains a wildcard; allowed: {allowed}"));
+            return Err(format!(
+                "{subject:?} contains a wildcard; allowed: {allowed}"
+            ));
         }
         if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!("{subject:?} contains whitespace; allowed: {allowed}"));
+            return Err(format!(
+                "{subject:?} contains whitespace; allowed: {allowed}"
+            ));
         }
     }
     Ok(())
@@ -325,7 +331,10 @@ impl HoldRow {
         let hold_key = HoldKey::parse(key)?;
         let row: Self = parse_json(key, body)?;
         if row.owner.trim().is_empty() {
-            return Err(RowError::malformed(key, "owner is empty; name who placed the hold"));
+            return Err(RowError::malformed(
+                key,
+                "owner is empty; name who placed the hold",
+            ));
         }
         Ok((hold_key, row))
     }
@@ -354,9 +363,8 @@ impl BackupManifest {
         node_id_field(key, "node", &row.node)?;
         node_id_field(key, "id", &row.id)?;
         for stream in row.positions.keys() {
-            check_stream_name(stream).map_err(|e| {
-                RowError::malformed(key, format!("positions: stream name {e}"))
-            })?;
+            check_stream_name(stream)
+                .map_err(|e| RowError::malformed(key, format!("positions: stream name {e}")))?;
         }
         // Node ids may hold dots, so the key is checked against the body
         // rather than split.
@@ -577,7 +585,10 @@ impl OpId {
             return Err(format!("is {} bytes long; allowed: {allowed}", text.len()));
         }
         if text.len() != 26 {
-            return Err(format!("{text:?} is {} characters long; allowed: {allowed}", text.len()));
+            return Err(format!(
+                "{text:?} is {} characters long; allowed: {allowed}",
+                text.len()
+            ));
         }
         if let Some(bad) = text.chars().find(|c| !CROCKFORD.contains(*c)) {
             return Err(format!("{text:?} contains {bad:?}; allowed: {allowed}"));
@@ -649,7 +660,9 @@ mod tests {
     use super::*;
 
     fn now() -> DateTime<Utc> {
-        Instant::parse("2026-11-30T01:00:00Z").map(|i| i.0).expect("fixed instant")
+        Instant::parse("2026-11-30T01:00:00Z")
+            .map(|i| i.0)
+            .expect("fixed instant")
     }
 
     #[test]
@@ -737,16 +750,25 @@ mod tests {
         assert!(matches!(err, RowError::KeyMismatch { .. }), "{err}");
         // The key names another stream than the body.
         let err = PositionRow::parse("CREWLET_PAGES_LOG.node-3", POS.as_bytes()).unwrap_err();
-        assert!(err.to_string().contains("CREWLET_PAGES_LOG.node-3"), "{err}");
+        assert!(
+            err.to_string().contains("CREWLET_PAGES_LOG.node-3"),
+            "{err}"
+        );
 
         let bad_bodies = [
             ("negative seq", POS.replace("918100123", "-1")),
             ("string seq", POS.replace("918100123", "\"918100123\"")),
             ("unknown status", POS.replace("\"ok\"", "\"fine\"")),
-            ("node with trailing space", POS.replace("\"node-3\"", "\"node-3 \"")),
+            (
+                "node with trailing space",
+                POS.replace("\"node-3\"", "\"node-3 \""),
+            ),
             ("empty node", POS.replace("\"node-3\"", "\"\"")),
             ("missing generation", POS.replace("\"generation\": 0,", "")),
-            ("bad timestamp", POS.replace("2026-11-30T01:00:00Z", "last tuesday")),
+            (
+                "bad timestamp",
+                POS.replace("2026-11-30T01:00:00Z", "last tuesday"),
+            ),
             ("not json", "seq=5".to_string()),
             ("empty", String::new()),
         ];
@@ -757,7 +779,8 @@ mod tests {
             assert!(msg.contains("CREWLET_TRACKER_LOG.node-3"), "{what}: {msg}");
         }
         let diverged = POS.replace("\"ok\"", "\"log_diverged\"");
-        let row = PositionRow::parse("CREWLET_TRACKER_LOG.node-3", diverged.as_bytes()).expect("valid");
+        let row =
+            PositionRow::parse("CREWLET_TRACKER_LOG.node-3", diverged.as_bytes()).expect("valid");
         assert_eq!(row.status, PositionStatus::LogDiverged);
     }
 
@@ -778,16 +801,27 @@ mod tests {
             ("S", &defaulted[..]),
             ("S.-bad", &defaulted[..]),
             ("S.h", br#"{"seq": 5, "owner": "alice"}"#),
-            ("S.h", br#"{"seq": 5, "owner": " ", "expires_at": "2026-11-30T03:00:00Z"}"#),
-            ("S.h", br#"{"seq": 5, "owner": "a", "kind": "pin", "expires_at": "2026-11-30T03:00:00Z"}"#),
+            (
+                "S.h",
+                br#"{"seq": 5, "owner": " ", "expires_at": "2026-11-30T03:00:00Z"}"#,
+            ),
+            (
+                "S.h",
+                br#"{"seq": 5, "owner": "a", "kind": "pin", "expires_at": "2026-11-30T03:00:00Z"}"#,
+            ),
         ] {
-            assert!(HoldRow::parse(key, body).is_err(), "{key} {}", String::from_utf8_lossy(body));
+            assert!(
+                HoldRow::parse(key, body).is_err(),
+                "{key} {}",
+                String::from_utf8_lossy(body)
+            );
         }
     }
 
     #[test]
     fn backup_rows() {
-        let body = br#"{"id": "2026-11-30T00-00Z", "node": "node-1", "taken_at": "2026-11-30T00:00:00Z",
+        let body =
+            br#"{"id": "2026-11-30T00-00Z", "node": "node-1", "taken_at": "2026-11-30T00:00:00Z",
             "completed_at": "2026-11-30T00:10:00Z", "verified": true, "owner": "platform-oncall",
             "positions": {"CREWLET_TRACKER_LOG": 918100000}}"#;
         let m = BackupManifest::parse("node-1.2026-11-30T00-00Z", body).expect("valid");
@@ -799,7 +833,8 @@ mod tests {
         let m = BackupManifest::parse("n.1.b1", debris).expect("valid");
         assert!(!m.counts(), "no completed_at: debris");
 
-        let ack = br#"{"stream": "S", "position": 10, "by": "alice", "at": "2026-11-30T00:00:00Z"}"#;
+        let ack =
+            br#"{"stream": "S", "position": 10, "by": "alice", "at": "2026-11-30T00:00:00Z"}"#;
         assert_eq!(AckRow::parse("_ack.S", ack).expect("valid").position, 10);
         assert!(AckRow::parse("_ack.T", ack).is_err());
     }
@@ -811,12 +846,16 @@ mod tests {
         let row = SnapshotRow::parse("node-2", body).expect("valid");
         assert_eq!(row.skip_reason, SkipReason::None);
         assert_eq!(row.artefacts["S"].position, 9);
-        let lagging = String::from_utf8_lossy(body).replace("\"skip_reason\": \"\"", "\"skip_reason\": \"lagging\"");
+        let lagging = String::from_utf8_lossy(body)
+            .replace("\"skip_reason\": \"\"", "\"skip_reason\": \"lagging\"");
         assert_eq!(
-            SnapshotRow::parse("node-2", lagging.as_bytes()).expect("valid").skip_reason,
+            SnapshotRow::parse("node-2", lagging.as_bytes())
+                .expect("valid")
+                .skip_reason,
             SkipReason::Lagging
         );
-        let unknown = String::from_utf8_lossy(body).replace("\"skip_reason\": \"\"", "\"skip_reason\": \"tired\"");
+        let unknown = String::from_utf8_lossy(body)
+            .replace("\"skip_reason\": \"\"", "\"skip_reason\": \"tired\"");
         assert!(SnapshotRow::parse("node-2", unknown.as_bytes()).is_err());
         assert!(SnapshotRow::parse("node-3", body).is_err());
     }
@@ -859,7 +898,9 @@ mod tests {
         let row = GateRow::parse("S.node-4", body.as_bytes()).expect("valid");
         assert_eq!(row.state, GateState::Evicted);
         assert!(GateRow::parse("S.node-5", body.as_bytes()).is_err());
-        let op_body = format!(r#"{{"op_id": "{op}", "sign": "evict", "node": "node-4", "logs": {{"S": 12}}}}"#);
+        let op_body = format!(
+            r#"{{"op_id": "{op}", "sign": "evict", "node": "node-4", "logs": {{"S": 12}}}}"#
+        );
         assert!(OpRow::parse(&format!("_op.{op}"), op_body.as_bytes()).is_ok());
         assert!(OpRow::parse("_op.X", op_body.as_bytes()).is_err());
     }

@@ -102,7 +102,10 @@ pub fn check_domain_stream(
             facts.max_bytes
         );
         if allow_unsafe_limits {
-            out.push(Problem::warning(at("stream"), format!("{msg} (allowed only because retention.allow_unsafe_limits is true)")));
+            out.push(Problem::warning(
+                at("stream"),
+                format!("{msg} (allowed only because retention.allow_unsafe_limits is true)"),
+            ));
         } else {
             out.push(Problem::error(at("stream"), msg));
         }
@@ -115,7 +118,10 @@ pub fn check_domain_stream(
     }
     let found = bypasses(facts);
     if !found.is_empty() {
-        let list: Vec<String> = found.iter().map(|b| format!("{} = {}", b.limit, b.value)).collect();
+        let list: Vec<String> = found
+            .iter()
+            .map(|b| format!("{} = {}", b.limit, b.value))
+            .collect();
         out.push(
             Problem::error(
                 at("stream"),
@@ -190,7 +196,19 @@ mod tests {
 
     #[test]
     fn max_msgs_with_discard_new_refuses_rather_than_deletes() {
-        assert!(bypasses(&StreamFacts { max_msgs: 10, ..good() }).is_empty());
-        assert_eq!(bypasses(&StreamFacts { max_msgs: 10, discard_new: false, ..good() }).len(), 2);
+        assert!(bypasses(&StreamFacts {
+            max_msgs: 10,
+            ..good()
+        })
+        .is_empty());
+        assert_eq!(
+            bypasses(&StreamFacts {
+                max_msgs: 10,
+                discard_new: false,
+                ..good()
+            })
+            .len(),
+            2
+        );
     }
 }

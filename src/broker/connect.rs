@@ -54,7 +54,11 @@ fn read_secret(what: &'static str, path: &Path) -> Result<String, ConnectError> 
 
 /// Connects with every configured credential. `url` comes from
 /// [`effective_url`] (or the embedded broker).
-pub async fn connect(url: &str, nats: &NatsConfig, client_name: &str) -> Result<Broker, ConnectError> {
+pub async fn connect(
+    url: &str,
+    nats: &NatsConfig,
+    client_name: &str,
+) -> Result<Broker, ConnectError> {
     let shown = redact_url(url);
     let mut opts = ConnectOptions::new()
         .name(client_name)
@@ -84,7 +88,11 @@ pub async fn connect(url: &str, nats: &NatsConfig, client_name: &str) -> Result<
         opts = opts.token(token.clone());
     }
     if let Some(tls) = &nats.tls {
-        for (what, path) in [("nats.tls.ca", &tls.ca), ("nats.tls.cert", &tls.cert), ("nats.tls.key", &tls.key)] {
+        for (what, path) in [
+            ("nats.tls.ca", &tls.ca),
+            ("nats.tls.cert", &tls.cert),
+            ("nats.tls.key", &tls.key),
+        ] {
             if let Some(p) = path {
                 if let Err(e) = std::fs::metadata(p) {
                     return Err(ConnectError::Material {
@@ -110,7 +118,11 @@ pub async fn connect(url: &str, nats: &NatsConfig, client_name: &str) -> Result<
             reason: e.to_string(),
         })?;
     let js = async_nats::jetstream::new(client.clone());
-    Ok(Broker { client, js, url: shown })
+    Ok(Broker {
+        client,
+        js,
+        url: shown,
+    })
 }
 
 #[cfg(test)]
@@ -121,9 +133,18 @@ mod tests {
     fn url_precedence() {
         let mut n = NatsConfig::default();
         assert_eq!(effective_url(None, &n, None), DEFAULT_URL);
-        assert_eq!(effective_url(None, &n, Some("nats://env:1")), "nats://env:1");
+        assert_eq!(
+            effective_url(None, &n, Some("nats://env:1")),
+            "nats://env:1"
+        );
         n.url = Some("nats://cfg:2".into());
-        assert_eq!(effective_url(None, &n, Some("nats://env:1")), "nats://cfg:2");
-        assert_eq!(effective_url(Some("nats://flag:3"), &n, Some("nats://env:1")), "nats://flag:3");
+        assert_eq!(
+            effective_url(None, &n, Some("nats://env:1")),
+            "nats://cfg:2"
+        );
+        assert_eq!(
+            effective_url(Some("nats://flag:3"), &n, Some("nats://env:1")),
+            "nats://flag:3"
+        );
     }
 }

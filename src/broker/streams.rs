@@ -2,8 +2,8 @@
 //! [`crate::stream_check`].
 
 use async_nats::jetstream::context::GetStreamErrorKind;
-use async_nats::jetstream::ErrorCode;
 use async_nats::jetstream::stream::{Config, DiscardPolicy};
+use async_nats::jetstream::ErrorCode;
 
 use super::Broker;
 use crate::stream_check::StreamFacts;
@@ -29,7 +29,11 @@ impl Broker {
         match self.js.get_stream(stream).await {
             Ok(s) => Ok(Some(s.cached_info().config.clone())),
             Err(e) => match e.kind() {
-                GetStreamErrorKind::JetStream(je) if je.error_code() == ErrorCode::STREAM_NOT_FOUND => Ok(None),
+                GetStreamErrorKind::JetStream(je)
+                    if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    Ok(None)
+                }
                 _ => Err(ReadError {
                     stream: stream.to_string(),
                     reason: e.to_string(),
@@ -42,16 +46,14 @@ impl Broker {
     pub async fn stream_facts(&self, stream: &str) -> Result<StreamRead, ReadError> {
         match self.stream_config(stream).await? {
             None => Ok(StreamRead::Missing),
-            Some(c) => {
-                Ok(StreamRead::Found(StreamFacts {
-                    subjects: c.subjects.clone(),
-                    max_bytes: c.max_bytes,
-                    discard_new: matches!(c.discard, DiscardPolicy::New),
-                    max_age_secs: c.max_age.as_secs(),
-                    max_msgs: c.max_messages,
-                    max_msgs_per_subject: c.max_messages_per_subject,
-                }))
-            }
+            Some(c) => Ok(StreamRead::Found(StreamFacts {
+                subjects: c.subjects.clone(),
+                max_bytes: c.max_bytes,
+                discard_new: matches!(c.discard, DiscardPolicy::New),
+                max_age_secs: c.max_age.as_secs(),
+                max_msgs: c.max_messages,
+                max_msgs_per_subject: c.max_messages_per_subject,
+            })),
         }
     }
 
@@ -62,7 +64,11 @@ impl Broker {
             stream: stream.to_string(),
             reason,
         };
-        let s = self.js.get_stream(stream).await.map_err(|e| err(e.to_string()))?;
+        let s = self
+            .js
+            .get_stream(stream)
+            .await
+            .map_err(|e| err(e.to_string()))?;
         match s.consumer_info(name).await {
             Ok(_) => Ok(true),
             Err(e) => match e.kind() {

@@ -30,7 +30,10 @@ fn collect(cmd: &clap::Command, out: &mut HashSet<String>) {
 /// Rewrites `-name` and `-name=value` to `--name…` when `name` is a known
 /// long flag. Everything after a bare `--` is left alone, as are short
 /// flags and negative numbers.
-pub fn normalize(args: impl IntoIterator<Item = OsString>, longs: &HashSet<String>) -> Vec<OsString> {
+pub fn normalize(
+    args: impl IntoIterator<Item = OsString>,
+    longs: &HashSet<String>,
+) -> Vec<OsString> {
     let mut out = Vec::new();
     let mut passthrough = false;
     for arg in args {
@@ -66,7 +69,10 @@ mod tests {
     use super::*;
 
     fn run(args: &[&str]) -> Vec<String> {
-        let longs: HashSet<String> = ["confirm", "stream", "op-id", "position", "json"].iter().map(|s| s.to_string()).collect();
+        let longs: HashSet<String> = ["confirm", "stream", "op-id", "position", "json"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
         normalize(args.iter().map(OsString::from), &longs)
             .into_iter()
             .map(|s| s.into_string().unwrap_or_default())
@@ -76,14 +82,33 @@ mod tests {
     #[test]
     fn single_dash_long_flags_become_double() {
         assert_eq!(
-            run(&["crewlet", "retention", "ack", "-stream", "S", "-position=5", "--json"]),
-            ["crewlet", "retention", "ack", "--stream", "S", "--position=5", "--json"]
+            run(&[
+                "crewlet",
+                "retention",
+                "ack",
+                "-stream",
+                "S",
+                "-position=5",
+                "--json"
+            ]),
+            [
+                "crewlet",
+                "retention",
+                "ack",
+                "--stream",
+                "S",
+                "--position=5",
+                "--json"
+            ]
         );
         assert_eq!(run(&["x", "-op-id", "01J"]), ["x", "--op-id", "01J"]);
     }
 
     #[test]
     fn others_are_left_alone() {
-        assert_eq!(run(&["x", "-h", "-5", "-unknown", "--", "-stream"]), ["x", "-h", "-5", "-unknown", "--", "-stream"]);
+        assert_eq!(
+            run(&["x", "-h", "-5", "-unknown", "--", "-stream"]),
+            ["x", "-h", "-5", "-unknown", "--", "-stream"]
+        );
     }
 }

@@ -24,7 +24,10 @@ pub async fn run(cli: &Cli) -> Exit {
     let checked = config::check(&text);
     let mut problems = checked.problems.clone();
     let (broker_checks, unreachable) = match &checked.config {
-        None => (BrokerChecks::Skipped("fix the errors above first".into()), false),
+        None => (
+            BrokerChecks::Skipped("fix the errors above first".into()),
+            false,
+        ),
         Some(config) => broker_problems(cli, config, &checked.source, &mut problems).await,
     };
 
@@ -83,11 +86,20 @@ async fn broker_problems(
     let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
     if url.trim() == EMBEDDED_URL {
         return (
-            BrokerChecks::Skipped("nats.url is `embedded`: the sidecar creates its own streams on its own broker".into()),
+            BrokerChecks::Skipped(
+                "nats.url is `embedded`: the sidecar creates its own streams on its own broker"
+                    .into(),
+            ),
             false,
         );
     }
-    let b = match broker::connect(&url, &config.nats, &format!("crewlet-validate/{}", config.node.id)).await {
+    let b = match broker::connect(
+        &url,
+        &config.nats,
+        &format!("crewlet-validate/{}", config.node.id),
+    )
+    .await
+    {
         Ok(b) => b,
         Err(e) => return (BrokerChecks::Skipped(e.to_string()), true),
     };

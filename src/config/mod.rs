@@ -69,9 +69,11 @@ impl<'de> Deserialize<'de> for Dur {
                 f.write_str("a duration such as 30s, 10m, 24h or 7d")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Dur, E> {
-                humantime::parse_duration(v.trim())
-                    .map(Dur)
-                    .map_err(|_| E::custom(format!("{v:?} is not a duration; write it like 30s, 10m, 24h or 7d")))
+                humantime::parse_duration(v.trim()).map(Dur).map_err(|_| {
+                    E::custom(format!(
+                        "{v:?} is not a duration; write it like 30s, 10m, 24h or 7d"
+                    ))
+                })
             }
         }
         d.deserialize_str(V)
@@ -455,7 +457,10 @@ fn parse_sections(text: &str, problems: &mut Vec<Problem>) -> Option<Config> {
         _ => {
             problems.push(Problem::error(
                 "(top level)",
-                format!("the file must be a mapping with the sections {}", SECTIONS.join(", ")),
+                format!(
+                    "the file must be a mapping with the sections {}",
+                    SECTIONS.join(", ")
+                ),
             ));
             return None;
         }
@@ -481,10 +486,15 @@ fn parse_sections(text: &str, problems: &mut Vec<Problem>) -> Option<Config> {
         }
         Some(v) => section(v, "node", problems),
     };
-    let nats = get("nats").map_or(Some(NatsConfig::default()), |v| section(v, "nats", problems));
-    let buckets = get("buckets").map_or(Some(Buckets::default()), |v| section(v, "buckets", problems));
-    let retention =
-        get("retention").map_or(Some(Retention::default()), |v| section(v, "retention", problems));
+    let nats = get("nats").map_or(Some(NatsConfig::default()), |v| {
+        section(v, "nats", problems)
+    });
+    let buckets = get("buckets").map_or(Some(Buckets::default()), |v| {
+        section(v, "buckets", problems)
+    });
+    let retention = get("retention").map_or(Some(Retention::default()), |v| {
+        section(v, "retention", problems)
+    });
     let trim = get("trim").map_or(Some(Trim::default()), |v| section(v, "trim", problems));
 
     let mut domains = Vec::new();
@@ -504,7 +514,11 @@ fn parse_sections(text: &str, problems: &mut Vec<Problem>) -> Option<Config> {
             }
         }
         Some(_) => problems.push(
-            Problem::error("domains", "must be a list of domains (- name: …, stream: …)").with_code(PARSE),
+            Problem::error(
+                "domains",
+                "must be a list of domains (- name: …, stream: …)",
+            )
+            .with_code(PARSE),
         ),
     }
 
@@ -533,7 +547,11 @@ fn yaml_key_text(key: &serde_yaml::Value) -> String {
 
 /// Deserializes one section, turning a failure into a problem at the exact
 /// field serde stopped on.
-fn section<T: DeserializeOwned>(value: serde_yaml::Value, path: &str, problems: &mut Vec<Problem>) -> Option<T> {
+fn section<T: DeserializeOwned>(
+    value: serde_yaml::Value,
+    path: &str,
+    problems: &mut Vec<Problem>,
+) -> Option<T> {
     // An empty section (`trim:` with nothing under it) means its defaults.
     let value = match value {
         serde_yaml::Value::Null => serde_yaml::Value::Mapping(serde_yaml::Mapping::new()),
@@ -581,13 +599,55 @@ struct DurBound {
 }
 
 const DUR_BOUNDS: &[DurBound] = &[
-    DurBound { field: "tick", get: |r| r.tick, min: Dur::secs(1), unsafe_min: Dur(Duration::from_millis(100)), max: Dur::secs(600) },
-    DurBound { field: "min_age", get: |r| r.min_age, min: Dur::hours(24), unsafe_min: Dur::secs(0), max: Dur::days(90) },
-    DurBound { field: "backup_max_age", get: |r| r.backup_max_age, min: Dur::hours(1), unsafe_min: Dur::secs(1), max: Dur::days(30) },
-    DurBound { field: "snapshot_interval", get: |r| r.snapshot_interval, min: Dur::hours(1), unsafe_min: Dur::secs(1), max: Dur::days(30) },
-    DurBound { field: "fence_window", get: |r| r.fence_window, min: Dur::secs(10), unsafe_min: Dur::secs(0), max: Dur::hours(1) },
-    DurBound { field: "presence_ttl", get: |r| r.presence_ttl, min: Dur::secs(5), unsafe_min: Dur::secs(1), max: Dur::secs(600) },
-    DurBound { field: "held_alarm_after", get: |r| r.held_alarm_after, min: Dur::secs(600), unsafe_min: Dur::secs(0), max: Dur::days(90) },
+    DurBound {
+        field: "tick",
+        get: |r| r.tick,
+        min: Dur::secs(1),
+        unsafe_min: Dur(Duration::from_millis(100)),
+        max: Dur::secs(600),
+    },
+    DurBound {
+        field: "min_age",
+        get: |r| r.min_age,
+        min: Dur::hours(24),
+        unsafe_min: Dur::secs(0),
+        max: Dur::days(90),
+    },
+    DurBound {
+        field: "backup_max_age",
+        get: |r| r.backup_max_age,
+        min: Dur::hours(1),
+        unsafe_min: Dur::secs(1),
+        max: Dur::days(30),
+    },
+    DurBound {
+        field: "snapshot_interval",
+        get: |r| r.snapshot_interval,
+        min: Dur::hours(1),
+        unsafe_min: Dur::secs(1),
+        max: Dur::days(30),
+    },
+    DurBound {
+        field: "fence_window",
+        get: |r| r.fence_window,
+        min: Dur::secs(10),
+        unsafe_min: Dur::secs(0),
+        max: Dur::hours(1),
+    },
+    DurBound {
+        field: "presence_ttl",
+        get: |r| r.presence_ttl,
+        min: Dur::secs(5),
+        unsafe_min: Dur::secs(1),
+        max: Dur::secs(600),
+    },
+    DurBound {
+        field: "held_alarm_after",
+        get: |r| r.held_alarm_after,
+        min: Dur::secs(600),
+        unsafe_min: Dur::secs(0),
+        max: Dur::days(90),
+    },
 ];
 
 impl Config {
@@ -636,14 +696,26 @@ impl Config {
             ));
         }
         match (&n.user, &n.password) {
-            (Some(_), None) => out.push(Problem::error("nats.user", "nats.password is required with nats.user")),
-            (None, Some(_)) => out.push(Problem::error("nats.password", "nats.user is required with nats.password")),
+            (Some(_), None) => out.push(Problem::error(
+                "nats.user",
+                "nats.password is required with nats.user",
+            )),
+            (None, Some(_)) => out.push(Problem::error(
+                "nats.password",
+                "nats.user is required with nats.password",
+            )),
             _ => {}
         }
         if let Some(tls) = &n.tls {
             match (&tls.cert, &tls.key) {
-                (Some(_), None) => out.push(Problem::error("nats.tls.cert", "nats.tls.key is required with a client certificate")),
-                (None, Some(_)) => out.push(Problem::error("nats.tls.key", "nats.tls.cert is required with a client key")),
+                (Some(_), None) => out.push(Problem::error(
+                    "nats.tls.cert",
+                    "nats.tls.key is required with a client certificate",
+                )),
+                (None, Some(_)) => out.push(Problem::error(
+                    "nats.tls.key",
+                    "nats.tls.cert is required with a client key",
+                )),
                 _ => {}
             }
         }
@@ -651,7 +723,10 @@ impl Config {
         if t < Duration::from_millis(100) || t > Duration::from_secs(300) {
             out.push(Problem::error(
                 "nats.connect_timeout",
-                format!("{} is out of range; allowed: 100ms ..= 5m", n.connect_timeout),
+                format!(
+                    "{} is out of range; allowed: 100ms ..= 5m",
+                    n.connect_timeout
+                ),
             ));
         }
     }
@@ -660,7 +735,10 @@ impl Config {
         let all = self.buckets.all();
         for (i, (field, name)) in all.iter().enumerate() {
             if let Err(e) = rows::check_bucket_name(name) {
-                out.push(Problem::error(format!("buckets.{field}"), format!("bucket name {e}")));
+                out.push(Problem::error(
+                    format!("buckets.{field}"),
+                    format!("bucket name {e}"),
+                ));
             }
             if let Some((other, _)) = all[..i].iter().find(|(_, n)| n == name) {
                 out.push(Problem::error(
@@ -677,7 +755,10 @@ impl Config {
             let v = (b.get)(r);
             let field = format!("retention.{}", b.field);
             if v > b.max {
-                out.push(Problem::error(field, format!("{v} is out of range; allowed: {} ..= {}", b.min, b.max)));
+                out.push(Problem::error(
+                    field,
+                    format!("{v} is out of range; allowed: {} ..= {}", b.min, b.max),
+                ));
             } else if v < b.min {
                 if r.allow_unsafe_limits && v >= b.unsafe_min {
                     out.push(Problem::warning(
@@ -688,7 +769,13 @@ impl Config {
                         ),
                     ));
                 } else if r.allow_unsafe_limits {
-                    out.push(Problem::error(field, format!("{v} is out of range even with allow_unsafe_limits; allowed: {} ..= {}", b.unsafe_min, b.max)));
+                    out.push(Problem::error(
+                        field,
+                        format!(
+                            "{v} is out of range even with allow_unsafe_limits; allowed: {} ..= {}",
+                            b.unsafe_min, b.max
+                        ),
+                    ));
                 } else {
                     out.push(Problem::error(
                         field,
@@ -701,14 +788,23 @@ impl Config {
             }
         }
         if r.snapshots_kept == 0 || r.snapshots_kept > 100 {
-            out.push(Problem::error("retention.snapshots_kept", format!("{} is out of range; allowed: 1 ..= 100", r.snapshots_kept)));
+            out.push(Problem::error(
+                "retention.snapshots_kept",
+                format!("{} is out of range; allowed: 1 ..= 100", r.snapshots_kept),
+            ));
         }
         if r.snapshot_quorum == 0 || r.snapshot_quorum > 64 {
-            out.push(Problem::error("retention.snapshot_quorum", format!("{} is out of range; allowed: 1 ..= 64", r.snapshot_quorum)));
+            out.push(Problem::error(
+                "retention.snapshot_quorum",
+                format!("{} is out of range; allowed: 1 ..= 64", r.snapshot_quorum),
+            ));
         }
         // The cross-field rule: otherwise every snapshot ages out of the
         // replay window before its successor exists.
-        let span = r.snapshot_interval.0.saturating_mul(r.snapshots_kept.saturating_add(1));
+        let span = r
+            .snapshot_interval
+            .0
+            .saturating_mul(r.snapshots_kept.saturating_add(1));
         if span >= r.min_age.0 {
             out.push(Problem::error(
                 "retention.snapshot_interval",
@@ -759,13 +855,22 @@ impl Config {
             }
             if let Some(c) = &d.feed_consumer {
                 if let Err(e) = rows::check_stream_name(c) {
-                    out.push(Problem::error(at("feed_consumer"), format!("consumer name {e}")));
+                    out.push(Problem::error(
+                        at("feed_consumer"),
+                        format!("consumer name {e}"),
+                    ));
                 }
             }
             let earlier = &self.domains[..i];
             if !d.name.is_empty() {
                 if let Some(j) = earlier.iter().position(|o| o.name == d.name) {
-                    out.push(Problem::error(at("name"), format!("{:?} is also the name of domains[{j}]; domain names must be unique", d.name)));
+                    out.push(Problem::error(
+                        at("name"),
+                        format!(
+                            "{:?} is also the name of domains[{j}]; domain names must be unique",
+                            d.name
+                        ),
+                    ));
                 }
             }
             if !d.stream.is_empty() {
@@ -774,7 +879,10 @@ impl Config {
                 }
             }
             if let Some(s) = &d.gate_subject {
-                if let Some(j) = earlier.iter().position(|o| o.gate_subject.as_deref() == Some(s)) {
+                if let Some(j) = earlier
+                    .iter()
+                    .position(|o| o.gate_subject.as_deref() == Some(s))
+                {
                     out.push(Problem::error(at("gate_subject"), format!("{s:?} is also the gate subject of domains[{j}]; a subject belongs to one stream")));
                 }
             }
@@ -795,11 +903,16 @@ fn check_url(url: &str) -> Result<(), String> {
         .split_once("://")
         .ok_or_else(|| format!("{:?} is not a URL; allowed: {allowed}", redact_url(url)))?;
     if !matches!(scheme, "nats" | "tls" | "ws" | "wss") {
-        return Err(format!("scheme {scheme:?} is not supported; allowed: {allowed}"));
+        return Err(format!(
+            "scheme {scheme:?} is not supported; allowed: {allowed}"
+        ));
     }
     let host = rest.rsplit('@').next().unwrap_or("");
     if host.is_empty() || host.starts_with(':') {
-        return Err(format!("{:?} names no host; allowed: {allowed}", redact_url(url)));
+        return Err(format!(
+            "{:?} names no host; allowed: {allowed}",
+            redact_url(url)
+        ));
     }
     Ok(())
 }

@@ -51,18 +51,43 @@ mod tests {
 
     #[test]
     fn order_of_precedence() {
-        let all = only(&["/x.yaml", "/env.yaml", "./crewlet.yaml", "/etc/crewlet/crewlet.yaml"]);
-        assert_eq!(config_path(Some(Path::new("/x.yaml")), Some("/env.yaml"), &all).unwrap(), PathBuf::from("/x.yaml"));
-        assert_eq!(config_path(None, Some("/env.yaml"), &all).unwrap(), PathBuf::from("/env.yaml"));
-        assert_eq!(config_path(None, None, &all).unwrap(), PathBuf::from("./crewlet.yaml"));
-        assert_eq!(config_path(None, Some(""), only(&["/etc/crewlet/crewlet.yaml"])).unwrap(), PathBuf::from("/etc/crewlet/crewlet.yaml"));
+        let all = only(&[
+            "/x.yaml",
+            "/env.yaml",
+            "./crewlet.yaml",
+            "/etc/crewlet/crewlet.yaml",
+        ]);
+        assert_eq!(
+            config_path(Some(Path::new("/x.yaml")), Some("/env.yaml"), &all).unwrap(),
+            PathBuf::from("/x.yaml")
+        );
+        assert_eq!(
+            config_path(None, Some("/env.yaml"), &all).unwrap(),
+            PathBuf::from("/env.yaml")
+        );
+        assert_eq!(
+            config_path(None, None, &all).unwrap(),
+            PathBuf::from("./crewlet.yaml")
+        );
+        assert_eq!(
+            config_path(None, Some(""), only(&["/etc/crewlet/crewlet.yaml"])).unwrap(),
+            PathBuf::from("/etc/crewlet/crewlet.yaml")
+        );
     }
 
     #[test]
     fn missing_files_name_every_path_tried() {
         let err = config_path(None, None, only(&[])).unwrap_err();
-        assert_eq!(err.to_string(), "no configuration file found; tried ./crewlet.yaml, /etc/crewlet/crewlet.yaml");
-        let err = config_path(Some(Path::new("/nope.yaml")), None, only(&["./crewlet.yaml"])).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no configuration file found; tried ./crewlet.yaml, /etc/crewlet/crewlet.yaml"
+        );
+        let err = config_path(
+            Some(Path::new("/nope.yaml")),
+            None,
+            only(&["./crewlet.yaml"]),
+        )
+        .unwrap_err();
         assert_eq!(err.tried, vec![PathBuf::from("/nope.yaml")]);
     }
 }

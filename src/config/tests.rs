@@ -19,7 +19,11 @@ domains:
 /// (each an exact line of `validate` output, file name `c.yaml`).
 fn check_problems(text: &str, expected: &[&str]) {
     let checked = check(text);
-    let got: Vec<String> = checked.problems.iter().map(|p| p.render("c.yaml")).collect();
+    let got: Vec<String> = checked
+        .problems
+        .iter()
+        .map(|p| p.render("c.yaml"))
+        .collect();
     assert_eq!(got, expected, "for:\n{text}");
     assert_eq!(
         checked.config.is_some(),
@@ -154,7 +158,11 @@ fn single_problems() {
     for (what, extra, expected) in cases {
         let text = format!("node:\n  id: node-1\n{extra}domains:\n  - {{name: t, stream: T}}\n");
         let checked = check(&text);
-        let got: Vec<String> = checked.problems.iter().map(|p| p.render("c.yaml")).collect();
+        let got: Vec<String> = checked
+            .problems
+            .iter()
+            .map(|p| p.render("c.yaml"))
+            .collect();
         assert_eq!(&got, expected, "{what}:\n{text}");
     }
 }
@@ -219,9 +227,18 @@ fn syntax_errors_name_their_line() {
     let p = &checked.problems[0];
     assert!(p.is_error());
     assert!(p.line.is_some_and(|l| (4..=6).contains(&l)), "{p:?}");
-    assert!(p.render("c.yaml").starts_with("error: c.yaml:"), "{}", p.render("c.yaml"));
-    assert!(check("").problems.iter().any(|p| p.field == "node"), "empty file: node is missing");
-    assert!(check("- a\n- b\n").problems[0].message.contains("must be a mapping"));
+    assert!(
+        p.render("c.yaml").starts_with("error: c.yaml:"),
+        "{}",
+        p.render("c.yaml")
+    );
+    assert!(
+        check("").problems.iter().any(|p| p.field == "node"),
+        "empty file: node is missing"
+    );
+    assert!(check("- a\n- b\n").problems[0]
+        .message
+        .contains("must be a mapping"));
 }
 
 #[test]
@@ -248,7 +265,11 @@ domains:
     gate_subject: a.*.gate
 ";
     let checked = check(text);
-    let got: Vec<String> = checked.problems.iter().map(|p| p.render("c.yaml")).collect();
+    let got: Vec<String> = checked
+        .problems
+        .iter()
+        .map(|p| p.render("c.yaml"))
+        .collect();
     let want = [
         "error: c.yaml:4: nats.url: scheme \"http\" is not supported",
         "error: c.yaml:5: nats.token: set together with nats.user",
@@ -265,19 +286,33 @@ domains:
     for (g, w) in got.iter().zip(want) {
         assert!(g.starts_with(w), "got {g}\nwant prefix {w}");
     }
-    assert!(!got.iter().any(|l| l.contains("s3cret")), "secrets are never printed");
+    assert!(
+        !got.iter().any(|l| l.contains("s3cret")),
+        "secrets are never printed"
+    );
 }
 
 #[test]
 fn redaction() {
-    assert_eq!(redact_url("nats://alice:pw@host:4222"), "nats://***@host:4222");
+    assert_eq!(
+        redact_url("nats://alice:pw@host:4222"),
+        "nats://***@host:4222"
+    );
     assert_eq!(redact_url("nats://tok@host:4222"), "nats://***@host:4222");
     assert_eq!(redact_url("nats://host:4222"), "nats://host:4222");
 }
 
 #[test]
 fn durations_print_as_written() {
-    for (text, want) in [("7d", "7d"), ("24h", "24h"), ("48h", "2d"), ("90m", "90m"), ("30s", "30s"), ("0s", "0s"), ("1h 30m", "90m")] {
+    for (text, want) in [
+        ("7d", "7d"),
+        ("24h", "24h"),
+        ("48h", "2d"),
+        ("90m", "90m"),
+        ("30s", "30s"),
+        ("0s", "0s"),
+        ("1h 30m", "90m"),
+    ] {
         let d = Dur(humantime::parse_duration(text).expect("valid"));
         assert_eq!(d.to_string(), want, "{text}");
     }

@@ -1,0 +1,175 @@
+//! Connecting as an operator's config says: TLS with a private CA, an nkey
+//! user, and the failures an operator must be able to read.
+
+use crate::support::*;
+
+/// A CA and a server certificate for 127.0.0.1, made now.
+fn certificates(s: &Scratch) -> (std::path::PathBuf, std::path::PathBuf, std::path::PathBuf) {
+    use rcgen::{BasicConstraints, CertificateParams, IsCa, KeyPair};
+    let ca_key = KeyPair::generate().expect("ca key");
+    let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("ca params");
+    ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
+    let ca = ca_params.self_signed(&ca_key).expect("ca cert");
+    let key = KeyPair::generate().expect("server key");
+    let params = CertificateParams::new(vec!["127.0.0.1".to_string(), "localhost".to_string()])
+        .expect("params");
+    let cert = params.signed_by(&key, &ca, &ca_key).expect("server cert");
+    (
+        s.write("ca.pem", &ca.pem()),
+        s.write("server.pem", &cert.pem()),
+        s.write("server-key.pem", &key.serialize_pem()),
+    )
+}
+
+#[tokio::test]
+async fn tls_with_a_private_ca() {
+    let s = Scratch::new();
+    let (ca, cert, key) = certificates(&s);
+    let server = Server::start_with(
+        &format!(
+            "tls {{ cert_file: \"{}\", key_file: \"{}\" }}\n",
+            cert.display(),
+            key.display()
+        ),
+        "tls",
+    );
+    let with_ca = format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\", tls: {{ca: \"{}\"}}}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n",
+        server.url(),
+        ca.display()
+    );
+    let path = s.write("tls.yaml", &with_ca);
+    let run = crewlet(&["validate", "--config", path.to_str().expect("utf-8")]);
+    // The broker was reached over TLS: the stream check ran and found no stream.
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("stream T does not exist on the broker"),
+        "{run:?}"
+    );
+
+    // Without the CA the server's certificate is not trusted: unreachable.
+    let without = s.write(
+        "notls.yaml",
+        &with_ca.replace(&format!(", tls: {{ca: \"{}\"}}", ca.display()), ""),
+    );
+    let run = crewlet(&["validate", "--config", without.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("cannot reach the broker at {}", server.url())),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn nkey_user_and_bad_credentials() {
+    let s = Scratch::new();
+    let user = nkeys::KeyPair::new_user();
+    let seed = user.seed().expect("seed");
+    let server = Server::start_with(
+        &format!(
+            "authorization {{ users = [ {{ nkey: \"{}\" }} ] }}\n",
+            user.public_key()
+        ),
+        "nats",
+    );
+    let seed_file = s.write("user.nk", &format!("{seed}\n"));
+    let good = s.write(
+        "nkey.yaml",
+        &format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\", nkey: \"{}\"}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n",
+            server.url(),
+            seed_file.display()
+        ),
+    );
+    let run = crewlet(&[
+        "retention",
+        "init",
+        "--config",
+        good.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("created  presence"), "{run:?}");
+    assert!(
+        !run.stdout.contains(&seed) && !run.stderr.contains(&seed),
+        "the seed is never printed"
+    );
+
+    // Another user's seed is refused: exit 3, the URL named, no secret shown.
+    let stranger = nkeys::KeyPair::new_user().seed().expect("seed");
+    let bad_seed = s.write("stranger.nk", &stranger);
+    let bad = s.write(
+        "bad.yaml",
+        &std::fs::read_to_string(&good).expect("read").replace(
+            seed_file.to_str().expect("utf-8"),
+            bad_seed.to_str().expect("utf-8"),
+        ),
+    );
+    let run = crewlet(&[
+        "retention",
+        "init",
+        "--config",
+        bad.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("cannot reach the broker at {}", server.url())),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains(&stranger), "the seed is never printed");
+
+    // A seed file that is not there is named.
+    let missing = s.write(
+        "missing.yaml",
+        &std::fs::read_to_string(&good)
+            .expect("read")
+            .replace(seed_file.to_str().expect("utf-8"), "/nonexistent/user.nk"),
+    );
+    let run = crewlet(&[
+        "retention",
+        "init",
+        "--config",
+        missing.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("cannot read nats.nkey seed file /nonexistent/user.nk"),
+        "{run:?}"
+    );
+}
+
+#[tokio::test]
+async fn user_password_in_the_url_is_never_printed() {
+    let server = Server::start_with(
+        "authorization { user: alice, password: s3cretpw }\n",
+        "nats",
+    );
+    let s = Scratch::new();
+    let url = format!("nats://alice:wrongpw@127.0.0.1:{}", server.port);
+    let path = s.write("c.yaml", &basic_config(&url, "T", ""));
+    let run = crewlet(&[
+        "retention",
+        "init",
+        "--config",
+        path.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 3, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("nats://***@127.0.0.1:{}", server.port)),
+        "{run:?}"
+    );
+    assert!(!run.stderr.contains("wrongpw"), "{run:?}");
+
+    let good = s.write("good.yaml", &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: s3cretpw}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n", server.url()));
+    let run = crewlet(&[
+        "retention",
+        "init",
+        "--config",
+        good.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(!run.stdout.contains("s3cretpw") && !run.stderr.contains("s3cretpw"));
+}

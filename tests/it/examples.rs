@@ -1,0 +1,78 @@
+//! The example configurations in config/ stay valid: each is validated by
+//! the real binary, the reference one against a broker holding its streams.
+
+use std::path::Path;
+
+use crate::support::*;
+
+const GIB: i64 = 1 << 30;
+
+fn example(name: &str) -> String {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("config")
+        .join(name)
+        .display()
+        .to_string()
+}
+
+#[tokio::test]
+async fn the_reference_config_validates_against_its_fleet() {
+    let server = Server::start();
+    let js = server.js().await;
+    for (stream, subjects) in [
+        ("CREWLET_TRACKER_LOG", "crewlet.tracker.>"),
+        ("CREWLET_PAGES_LOG", "crewlet.pages.>"),
+        ("CREWLET_USAGE_LOG", "crewlet.usage.>"),
+    ] {
+        create_stream(&js, log_stream(stream, &[subjects], GIB)).await;
+    }
+    create_consumer(&js, "CREWLET_TRACKER_LOG", "crewlet-tracker-feed").await;
+    create_consumer(&js, "CREWLET_PAGES_LOG", "crewlet-pages-feed").await;
+    let run = crewlet(&[
+        "validate",
+        "--config",
+        &example("crewlet.reference.yaml"),
+        "--nats-url",
+        &server.url(),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        !run.stdout.lines().any(|l| l.starts_with("warning:")),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("valid (3 domain(s), 0 warning(s))"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn every_example_is_valid_offline() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("config");
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("config/") {
+        let path = entry.expect("entry").path();
+        if path.extension().and_then(|e| e.to_str()) != Some("yaml") {
+            continue;
+        }
+        seen += 1;
+        let text = std::fs::read_to_string(&path).expect("read example");
+        let checked = crewlet::config::check(&text);
+        let errors: Vec<_> = checked
+            .problems
+            .iter()
+            .filter(|p| p.is_error())
+            .map(|p| p.render(&path.display().to_string()))
+            .collect();
+        assert!(errors.is_empty(), "{errors:#?}");
+    }
+    assert!(seen >= 2, "config/ holds the reference and the demo config");
+    // The demo runs on the embedded broker: validate skips the broker checks.
+    let run = crewlet(&["validate", "--config", &example("demo.yaml")]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("broker checks skipped: nats.url is `embedded`"),
+        "{run:?}"
+    );
+}

