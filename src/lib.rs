@@ -8,6 +8,8 @@
 //! - [`config`]: the YAML file: types, named defaults, pure parsing, `validate()` with lines.
 //! - [`rows`]: the contract's rows, keys, the node id rule and operation ids (pure).
 //! - [`buckets`]: which KV buckets the contract has and how `init` sets them (pure).
+//! - [`floor`]: PURE: counted set, the six terms, trim_to, blocked_by, the floor, NOT READY.
+//! - [`human`]: ages, sizes and counts for people (pure).
 //! - [`stream_check`]: judging a stream's own limits and subjects (pure).
 //! - [`broker`]: the only module that knows async-nats: connect, read, create.
 //! - [`cli`]: the clap command tree and one small function per command.
@@ -20,5 +22,7 @@ pub mod buckets;
 pub mod cli;
 pub mod config;
 pub mod exit;
+pub mod floor;
+pub mod human;
 pub mod rows;
 pub mod stream_check;

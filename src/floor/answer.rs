@@ -1,0 +1,398 @@
+//! The retention answer: its shape (the floors row and `status --json`
+//! share it, cli.md) and how the terms become `trim_to`, `blocked_by`, the
+//! floor, and the NOT READY cases.
+
+use chrono::{DateTime, Utc};
+use serde::{Deserialize, Serialize, Serializer};
+
+use super::counted::counted_set;
+use super::{terms, DomainRead, Policy, Rows};
+use crate::config::Domain;
+use crate::rows::Instant;
+
+/// The six terms, in the order of the terms table (ties sort this way).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TermName {
+    Applied,
+    MinHold,
+    BackupFloor,
+    SnapshotFloor,
+    FeedAckFloor,
+    AgeFloor,
+}
+
+impl TermName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TermName::Applied => "applied",
+            TermName::MinHold => "min_hold",
+            TermName::BackupFloor => "backup_floor",
+            TermName::SnapshotFloor => "snapshot_floor",
+            TermName::FeedAckFloor => "feed_ack_floor",
+            TermName::AgeFloor => "age_floor",
+        }
+    }
+}
+
+/// A term's state: the word, never a sentinel number.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TermState {
+    /// Permits deleting up to `seq` (0 permits nothing, and says why).
+    Value { seq: u64, reason: Option<String> },
+    /// Read, and binds nothing.
+    Unbounded,
+    /// The domain does not have this term.
+    NotApplicable,
+    /// Could not be read: blocks the tick.
+    Unreadable { error: String },
+}
+
+/// One term of the answer.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Term {
+    pub term: TermName,
+    pub state: TermState,
+    /// What binds: a node, a hold, a backup, a consumer.
+    pub detail: Option<String>,
+    /// This term's value is `trim_to` (before clamping to the log).
+    pub binding: bool,
+}
+
+impl Term {
+    pub fn seq(&self) -> Option<u64> {
+        match &self.state {
+            TermState::Value { seq, .. } => Some(*seq),
+            _ => None,
+        }
+    }
+}
+
+impl Serialize for Term {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        m.serialize_entry("term", &self.term)?;
+        match &self.state {
+            TermState::Value { seq, reason } => {
+                m.serialize_entry("state", "value")?;
+                m.serialize_entry("seq", seq)?;
+                m.serialize_entry("reason", reason)?;
+            }
+            TermState::Unbounded => m.serialize_entry("state", "unbounded")?,
+            TermState::NotApplicable => m.serialize_entry("state", "n/a")?,
+            TermState::Unreadable { error } => {
+                m.serialize_entry("state", "unreadable")?;
+                m.serialize_entry("error", error)?;
+            }
+        }
+        m.serialize_entry("detail", &self.detail)?;
+        m.serialize_entry("binding", &self.binding)?;
+        m.end()
+    }
+}
+
+/// Whether a floor has been published for the current generation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FloorState {
+    /// No enabled tick has published a floor yet.
+    None,
+    /// A reanchor opened this generation; no tick has concluded on it yet.
+    NoneAtGeneration,
+    Published,
+}
+
+/// A node's standing on one log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NodeState {
+    Counted,
+    /// Evicted, still inside the fence window: still counted.
+    Evicting,
+    /// Evicted past the fence window: not counted.
+    Evicted,
+    AheadOfLog,
+    LogDiverged,
+}
+
+/// A row of the node table.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct NodeRow {
+    pub node: String,
+    /// Holds a presence lease now.
+    pub live: bool,
+    /// The position it reported (whatever its generation).
+    pub seq: Option<u64>,
+    pub generation: Option<u64>,
+    /// Set when the row belongs to a generation the log has left.
+    pub left_gen: Option<u64>,
+    pub state: NodeState,
+}
+
+/// What a dry run would have purged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WouldPurge {
+    pub records: u64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+}
+
+/// The retention answer for one domain: the floors row, and what `status`
+/// shows.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Answer {
+    pub domain: String,
+    pub stream: String,
+    pub generation: u64,
+    pub stream_created: Option<Instant>,
+    /// First sequence certainly still on the log; `None` before the first
+    /// enabled tick of a generation.
+    pub floor: Option<u64>,
+    /// What this tick licenses deleting up to (0 when blocked).
+    pub trim_to: u64,
+    pub trim_floor_state: FloorState,
+    pub dry_run: bool,
+    pub would_purge: Option<WouldPurge>,
+    pub terms: Vec<Term>,
+    pub blocked_by: Vec<TermName>,
+    pub held_since: Option<Instant>,
+    pub soft_ceiling_bytes: u64,
+    pub max_bytes: i64,
+    pub reserve_bytes: u64,
+    pub bytes: u64,
+    pub headroom_fraction: f64,
+    pub first_seq: u64,
+    pub last_seq: u64,
+    /// `wrong_stream (recreated)`, `wrong_stream (ahead_of_log)`, or
+    /// `floor_unreadable`; null when ready.
+    pub not_ready: Option<String>,
+    /// The gates bucket could not be read: nobody was treated as evicted.
+    pub evictions_unreadable: bool,
+    pub nodes: Vec<NodeRow>,
+    /// Stream info could not be read; nothing else about the log is known.
+    pub stream_error: Option<String>,
+    /// How old the backup point the trim reads is (seconds), for the
+    /// `backup_age` alarm; null when there is none.
+    pub backup_age_secs: Option<u64>,
+    /// The stream's `created` when it differs from the generation's
+    /// (`wrong_stream (recreated)`), so status can print both.
+    pub live_stream_created: Option<Instant>,
+    pub by: String,
+    pub session: String,
+    pub at: Instant,
+}
+
+/// The fields of a published floors row that the next tick needs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PublishedFloor {
+    pub stream: String,
+    pub generation: u64,
+    pub stream_created: Option<Instant>,
+    pub floor: Option<u64>,
+    pub trim_floor_state: FloorState,
+    #[serde(default)]
+    pub blocked_by: Vec<TermName>,
+    #[serde(default)]
+    pub held_since: Option<Instant>,
+    #[serde(default)]
+    pub dry_run: bool,
+    pub at: Instant,
+    #[serde(default)]
+    pub session: String,
+    #[serde(default)]
+    pub by: String,
+}
+
+impl PublishedFloor {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, String> {
+        let row: Self =
+            serde_json::from_slice(body).map_err(|e| format!("floors key {key}: {e}"))?;
+        if row.stream != key {
+            return Err(format!(
+                "floors key {key}: the row names stream {}",
+                row.stream
+            ));
+        }
+        Ok(row)
+    }
+}
+
+pub fn compute(
+    domain: &Domain,
+    policy: &Policy,
+    rows: &Rows,
+    read: &DomainRead,
+    now: DateTime<Utc>,
+) -> Answer {
+    let stream = domain.stream.as_str();
+    let at = Instant(now);
+    let previous = super::published(rows, stream);
+
+    // The generation this answer belongs to, and whether the live stream is
+    // the one the floor was published for.
+    let live_created = read.stream.as_ref().ok().map(|s| s.created);
+    let mut not_ready: Option<String> = None;
+    let (generation, gen_created, prev_floor, prev_state, prev_held) = match &previous {
+        Err(e) => {
+            not_ready = Some(format!("floor_unreadable ({e})"));
+            (0, live_created, None, FloorState::None, None)
+        }
+        Ok(None) => (0, live_created, None, FloorState::None, None),
+        Ok(Some((p, _))) => {
+            let held = if p.blocked_by.is_empty() {
+                None
+            } else {
+                p.held_since
+            };
+            (
+                p.generation,
+                p.stream_created.or(live_created),
+                p.floor,
+                p.trim_floor_state,
+                held,
+            )
+        }
+    };
+    let recreated = match (gen_created, live_created) {
+        (Some(g), Some(l)) => g != l,
+        _ => false,
+    };
+    if recreated && not_ready.is_none() {
+        not_ready = Some("wrong_stream (recreated)".into());
+    }
+
+    let state = read.stream.as_ref().ok();
+    let set = counted_set(
+        stream,
+        rows,
+        state,
+        generation,
+        gen_created,
+        policy.fence_window,
+        now,
+    );
+
+    let applied = terms::applied(&set);
+    if !set.ahead.is_empty() && not_ready.is_none() {
+        not_ready = Some("wrong_stream (ahead_of_log)".into());
+    }
+    let min_hold = terms::min_hold(stream, &rows.holds, now);
+    let (backup, backup_age) = terms::backup_floor(stream, &rows.backups, policy, now);
+    let snapshot = terms::snapshot_floor(
+        stream,
+        &rows.snapshots,
+        &set,
+        generation,
+        policy.snapshot_quorum,
+    );
+    let feed = terms::feed_ack_floor(
+        domain.feed_consumer.as_deref(),
+        &read.feed,
+        state.map(|s| s.last_seq),
+    );
+    let age = terms::age_floor(&read.stream, &read.young_seq, policy.min_age);
+    let mut terms = vec![applied, min_hold, backup, snapshot, feed, age];
+
+    let any_unreadable = terms
+        .iter()
+        .any(|t| matches!(t.state, TermState::Unreadable { .. }));
+    let last_seq = state.map_or(0, |s| s.last_seq);
+    let first_seq = state.map_or(0, |s| s.first_seq);
+    let minimum = terms.iter().filter_map(Term::seq).min();
+    let trim_to = if any_unreadable || not_ready.is_some() {
+        0
+    } else {
+        minimum.unwrap_or(last_seq).min(last_seq)
+    };
+    if !any_unreadable && not_ready.is_none() {
+        if let Some(min) = minimum {
+            if let Some(t) = terms.iter_mut().find(|t| t.seq() == Some(min)) {
+                t.binding = true;
+            }
+        }
+    }
+
+    // Unreadable terms first (table order), then every value below the age
+    // policy's, lowest first.
+    let mut blocked_by: Vec<TermName> = terms
+        .iter()
+        .filter(|t| matches!(t.state, TermState::Unreadable { .. }))
+        .map(|t| t.term)
+        .collect();
+    if let Some(age_seq) = terms.last().and_then(Term::seq) {
+        let mut below: Vec<(u64, TermName)> = terms
+            .iter()
+            .filter_map(|t| t.seq().filter(|s| *s < age_seq).map(|s| (s, t.term)))
+            .collect();
+        below.sort();
+        blocked_by.extend(below.into_iter().map(|(_, n)| n));
+    }
+    let held_since = if blocked_by.is_empty() {
+        None
+    } else {
+        Some(prev_held.unwrap_or(at))
+    };
+
+    let blocked = any_unreadable || not_ready.is_some();
+    let dry_run = !policy.trim_enabled;
+    let (floor, trim_floor_state) = if dry_run || blocked {
+        (prev_floor, prev_state)
+    } else {
+        let next = trim_to.saturating_add(1);
+        (
+            Some(prev_floor.map_or(next, |f| f.max(next))),
+            FloorState::Published,
+        )
+    };
+    let would_purge = if dry_run && !blocked {
+        super::check_purge(trim_to, first_seq, last_seq).map(|target| WouldPurge {
+            records: target - first_seq,
+            first_seq,
+            last_seq: trim_to,
+        })
+    } else {
+        None
+    };
+
+    let (bytes, max_bytes) = state.map_or((0, -1), |s| (s.bytes, s.max_bytes));
+    let cap = u64::try_from(max_bytes).unwrap_or(0);
+    let reserve_bytes = if domain.gate_reserve { cap / 16 } else { 0 };
+    let soft_ceiling_bytes = cap - reserve_bytes;
+    let headroom_fraction = if soft_ceiling_bytes == 0 {
+        0.0
+    } else {
+        (1.0 - bytes as f64 / soft_ceiling_bytes as f64).max(0.0)
+    };
+
+    Answer {
+        domain: domain.name.clone(),
+        stream: stream.to_string(),
+        generation,
+        stream_created: gen_created,
+        floor,
+        trim_to,
+        trim_floor_state,
+        dry_run,
+        would_purge,
+        terms,
+        blocked_by,
+        held_since,
+        soft_ceiling_bytes,
+        max_bytes,
+        reserve_bytes,
+        bytes,
+        headroom_fraction,
+        first_seq,
+        last_seq,
+        not_ready,
+        evictions_unreadable: set.evictions_unreadable,
+        nodes: set.nodes,
+        stream_error: read.stream.as_ref().err().cloned(),
+        backup_age_secs: backup_age.map(|d| d.as_secs()),
+        live_stream_created: if recreated { live_created } else { None },
+        by: policy.by.clone(),
+        session: policy.session.clone(),
+        at,
+    }
+}

@@ -1,0 +1,172 @@
+//! PURE: the retention answer (spec/floor.md). Rows, stream state, the
+//! feed consumer and `now` go in; the counted set, the six terms,
+//! `trim_to`, `blocked_by`, the floor and the NOT READY cases come out. No
+//! NATS, no clock, no files: the tick and `status` both call [`compute`],
+//! so there is one implementation of the answer.
+
+mod answer;
+mod counted;
+mod terms;
+
+#[cfg(test)]
+mod model_tests;
+#[cfg(test)]
+mod tests;
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+pub use answer::{
+    Answer, FloorState, NodeRow, NodeState, PublishedFloor, Term, TermName, TermState, WouldPurge,
+};
+
+use crate::config::{BackupPolicy, Config, Domain};
+use crate::rows::Instant;
+
+/// One KV entry as read: key, raw value, revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Entry {
+    pub key: String,
+    pub value: Vec<u8>,
+    pub revision: u64,
+}
+
+/// Why a bucket could not be read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum BucketError {
+    /// A missing bucket is unreadable, never empty: a missing holds bucket
+    /// read as empty would lift every pin.
+    #[error("bucket {bucket} does not exist; run `crewlet retention init`")]
+    Missing { bucket: String },
+    #[error("bucket {bucket} could not be read: {reason}")]
+    Failed { bucket: String, reason: String },
+}
+
+/// A bucket's live entries (deleted and expired keys left out), or why it
+/// could not be read.
+pub type Bucket = Result<Vec<Entry>, BucketError>;
+
+/// Every bucket the answer reads, each read once per tick for all domains.
+#[derive(Debug, Clone)]
+pub struct Rows {
+    pub presence: Bucket,
+    pub positions: Bucket,
+    pub holds: Bucket,
+    pub backups: Bucket,
+    pub snapshots: Bucket,
+    pub gates: Bucket,
+    pub floors: Bucket,
+}
+
+/// The stream's state and settings from stream info.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StreamState {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub bytes: u64,
+    /// -1 when unset.
+    pub max_bytes: i64,
+    /// The stream's incarnation (generations are keyed to it).
+    pub created: Instant,
+}
+
+/// The feed consumer's state from consumer info.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FeedState {
+    pub ack_floor_seq: u64,
+    pub delivered_seq: u64,
+    pub num_ack_pending: u64,
+    pub num_pending: u64,
+}
+
+/// What was read for one domain beyond the buckets, in read order: stream
+/// info, then consumer info, then the age lookup.
+#[derive(Debug, Clone)]
+pub struct DomainRead {
+    pub stream: Result<StreamState, String>,
+    /// `None` when the domain has no feed consumer configured.
+    pub feed: Option<Result<FeedState, String>>,
+    /// The first retained sequence stamped at or after `now - min_age`;
+    /// `Ok(None)` when every retained record is older (or none is retained).
+    pub young_seq: Result<Option<u64>, String>,
+}
+
+/// The policy the answer is computed under, taken from the configuration.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    pub min_age: Duration,
+    pub backup_floor: BackupPolicy,
+    pub backup_max_age: Duration,
+    pub snapshot_quorum: u32,
+    pub fence_window: Duration,
+    pub trim_enabled: bool,
+    /// This sidecar's node id (`by` in the answer).
+    pub by: String,
+    /// The duty session the answer is published under ("" when none).
+    pub session: String,
+}
+
+impl Policy {
+    pub fn from_config(config: &Config, session: &str) -> Self {
+        let r = &config.retention;
+        Policy {
+            min_age: r.min_age.0,
+            backup_floor: r.backup_floor,
+            backup_max_age: r.backup_max_age.0,
+            snapshot_quorum: r.snapshot_quorum,
+            fence_window: r.fence_window.0,
+            trim_enabled: config.trim.enabled,
+            by: config.node.id.clone(),
+            session: session.to_string(),
+        }
+    }
+}
+
+/// The floors row for `stream` as published, with its revision for the
+/// compare-and-set, or why it cannot be used.
+pub fn published(rows: &Rows, stream: &str) -> Result<Option<(PublishedFloor, u64)>, String> {
+    let entries = rows.floors.as_ref().map_err(|e| e.to_string())?;
+    match entries.iter().find(|e| e.key == stream) {
+        None => Ok(None),
+        Some(e) => PublishedFloor::parse(&e.key, &e.value).map(|p| Some((p, e.revision))),
+    }
+}
+
+/// The retention answer for one domain.
+pub fn compute(
+    domain: &Domain,
+    policy: &Policy,
+    rows: &Rows,
+    read: &DomainRead,
+    now: DateTime<Utc>,
+) -> Answer {
+    answer::compute(domain, policy, rows, read, now)
+}
+
+/// The purge the answer licenses: the `seq` to send (keep sequences `>=`
+/// it), or `None` when there is nothing to do. This is the only place a
+/// purge target is made, and it can never be 0 (a full purge) nor past
+/// `last_seq + 1` (which would renumber the stream).
+pub fn purge_target(answer: &Answer) -> Option<u64> {
+    if answer.not_ready.is_some() || answer.dry_run || answer.stream_error.is_some() {
+        return None;
+    }
+    if answer
+        .terms
+        .iter()
+        .any(|t| matches!(t.state, TermState::Unreadable { .. }))
+    {
+        return None;
+    }
+    check_purge(answer.trim_to, answer.first_seq, answer.last_seq)
+}
+
+/// `Some(trim_to + 1)` exactly when `first_seq < trim_to + 1 <= last_seq + 1`.
+pub fn check_purge(trim_to: u64, first_seq: u64, last_seq: u64) -> Option<u64> {
+    let target = trim_to.checked_add(1)?;
+    if trim_to == 0 || target <= first_seq || trim_to > last_seq {
+        return None;
+    }
+    Some(target)
+}

@@ -1,0 +1,328 @@
+//! The six terms (floor.md, Each term in detail), one function each. A term
+//! says what it permits deleting up to, or that it binds nothing, does not
+//! apply, or could not be read.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use super::answer::{Term, TermName, TermState};
+use super::counted::CountedSet;
+use super::{Bucket, FeedState, Policy, StreamState};
+use crate::config::{BackupPolicy, Dur};
+use crate::human;
+use crate::rows::{AckRow, BackupManifest, HoldRow, SnapshotRow, ACK_PREFIX};
+
+fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String>) -> Term {
+    Term {
+        term: name,
+        state: TermState::Value { seq, reason },
+        detail,
+        binding: false,
+    }
+}
+
+fn unreadable(name: TermName, error: impl Into<String>) -> Term {
+    Term {
+        term: name,
+        state: TermState::Unreadable {
+            error: error.into(),
+        },
+        detail: None,
+        binding: false,
+    }
+}
+
+fn plain(name: TermName, state: TermState) -> Term {
+    Term {
+        term: name,
+        state,
+        detail: None,
+        binding: false,
+    }
+}
+
+/// `applied`: the lowest position over the counted set.
+pub fn applied(set: &CountedSet) -> Term {
+    if let Some(e) = &set.unreadable {
+        return unreadable(TermName::Applied, e.clone());
+    }
+    if let Some((node, seq)) = set.ahead.first() {
+        return unreadable(
+            TermName::Applied,
+            format!("{node} reports position {seq}, past the log's last sequence (ahead_of_log)"),
+        );
+    }
+    match set.counted.iter().min_by_key(|c| c.effective_seq) {
+        None => plain(TermName::Applied, TermState::Unbounded),
+        Some(c) => {
+            let reason = if c.effective_seq == 0 {
+                c.zero_reason.clone()
+            } else {
+                None
+            };
+            value(
+                TermName::Applied,
+                c.effective_seq,
+                Some(c.node.clone()),
+                reason,
+            )
+        }
+    }
+}
+
+/// `min_hold`: one below the lowest live hold's `seq`.
+pub fn min_hold(stream: &str, holds: &Bucket, now: DateTime<Utc>) -> Term {
+    let entries = match holds {
+        Ok(e) => e,
+        Err(e) => return unreadable(TermName::MinHold, e.to_string()),
+    };
+    let prefix = format!("{stream}.");
+    let mut lowest: Option<(u64, String, String)> = None;
+    for e in entries.iter().filter(|e| e.key.starts_with(&prefix)) {
+        let (key, hold) = match HoldRow::parse(&e.key, &e.value) {
+            Ok(h) => h,
+            Err(err) => return unreadable(TermName::MinHold, format!("holds {err}")),
+        };
+        if hold.expires_at.0 <= now {
+            continue;
+        }
+        if lowest.as_ref().is_none_or(|(s, ..)| hold.seq < *s) {
+            lowest = Some((hold.seq, key.hold_id, hold.owner));
+        }
+    }
+    match lowest {
+        None => plain(TermName::MinHold, TermState::Unbounded),
+        Some((seq, id, owner)) => {
+            let permits = seq.saturating_sub(1);
+            let reason = (permits == 0)
+                .then(|| format!("hold {id} ({owner}) needs every record from {seq}"));
+            value(
+                TermName::MinHold,
+                permits,
+                Some(format!("{id} ({owner})")),
+                reason,
+            )
+        }
+    }
+}
+
+/// `backup_floor` under either policy. Also returns the age of the backup
+/// point the trim reads (for the `backup_age` alarm): `None` when there is
+/// none at all.
+pub fn backup_floor(
+    stream: &str,
+    backups: &Bucket,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> (Term, Option<Duration>) {
+    let entries = match backups {
+        Ok(e) => e,
+        Err(e) => return (unreadable(TermName::BackupFloor, e.to_string()), None),
+    };
+    match policy.backup_floor {
+        BackupPolicy::Operator => {
+            let key = AckRow::key(stream);
+            match entries.iter().find(|e| e.key == key) {
+                None => (
+                    value(
+                        TermName::BackupFloor,
+                        0,
+                        None,
+                        Some("no acknowledgement has been given".into()),
+                    ),
+                    None,
+                ),
+                Some(e) => match AckRow::parse(&e.key, &e.value) {
+                    Err(err) => (
+                        unreadable(TermName::BackupFloor, format!("backups {err}")),
+                        None,
+                    ),
+                    Ok(ack) => {
+                        let age = now
+                            .signed_duration_since(ack.at.0)
+                            .to_std()
+                            .unwrap_or_default();
+                        (
+                            value(
+                                TermName::BackupFloor,
+                                ack.position,
+                                Some(format!("acknowledged by {}", ack.by)),
+                                None,
+                            ),
+                            Some(age),
+                        )
+                    }
+                },
+            }
+        }
+        BackupPolicy::Engine => {
+            let mut newest: Option<BackupManifest> = None;
+            for e in entries.iter().filter(|e| !e.key.starts_with(ACK_PREFIX)) {
+                let m = match BackupManifest::parse(&e.key, &e.value) {
+                    Ok(m) => m,
+                    Err(err) => {
+                        return (
+                            unreadable(TermName::BackupFloor, format!("backups {err}")),
+                            None,
+                        )
+                    }
+                };
+                if !m.counts() || !m.positions.contains_key(stream) {
+                    continue;
+                }
+                if newest
+                    .as_ref()
+                    .is_none_or(|n| m.completed_at > n.completed_at)
+                {
+                    newest = Some(m);
+                }
+            }
+            let Some(m) = newest else {
+                return (
+                    value(
+                        TermName::BackupFloor,
+                        0,
+                        None,
+                        Some(format!("no verified backup names {stream}")),
+                    ),
+                    None,
+                );
+            };
+            let completed = m.completed_at.map(|c| c.0).unwrap_or(now);
+            let age = now
+                .signed_duration_since(completed)
+                .to_std()
+                .unwrap_or_default();
+            let detail = Some(format!("{} on {}", m.id, m.node));
+            if age > policy.backup_max_age {
+                let reason = format!(
+                    "the newest complete backup is {} old (backup_max_age is {})",
+                    human::age(age),
+                    Dur(policy.backup_max_age)
+                );
+                return (
+                    value(TermName::BackupFloor, 0, detail, Some(reason)),
+                    Some(age),
+                );
+            }
+            let seq = m.positions.get(stream).copied().unwrap_or(0);
+            (value(TermName::BackupFloor, seq, detail, None), Some(age))
+        }
+    }
+}
+
+/// `snapshot_floor`: the k-th highest verified snapshot over the counted set.
+pub fn snapshot_floor(
+    stream: &str,
+    snapshots: &Bucket,
+    set: &CountedSet,
+    generation: u64,
+    k: u32,
+) -> Term {
+    if set.unreadable.is_some() {
+        return unreadable(
+            TermName::SnapshotFloor,
+            "the counted set is unknown (see applied)",
+        );
+    }
+    // A sole node's recovery artefact is a backup.
+    if set.counted.len() <= 1 {
+        return plain(TermName::SnapshotFloor, TermState::Unbounded);
+    }
+    let entries = match snapshots {
+        Ok(e) => e,
+        Err(e) => return unreadable(TermName::SnapshotFloor, e.to_string()),
+    };
+    let mut held: Vec<(u64, String)> = Vec::new();
+    for c in &set.counted {
+        let Some(e) = entries.iter().find(|e| e.key == c.node) else {
+            continue;
+        };
+        let row = match SnapshotRow::parse(&e.key, &e.value) {
+            Ok(r) => r,
+            Err(err) => return unreadable(TermName::SnapshotFloor, format!("snapshots {err}")),
+        };
+        if c.diverged {
+            continue;
+        }
+        if let Some(a) = row.artefacts.get(stream) {
+            if a.verified && a.generation == generation {
+                held.push((a.position, c.node.clone()));
+            }
+        }
+    }
+    held.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let k = k.max(1) as usize;
+    match held.get(k - 1) {
+        Some((seq, node)) => value(TermName::SnapshotFloor, *seq, Some(node.clone()), None),
+        None => value(
+            TermName::SnapshotFloor,
+            0,
+            None,
+            Some(format!(
+                "{} of {} counted nodes hold a verified snapshot of {stream} at this generation (snapshot_quorum is {k})",
+                held.len(),
+                set.counted.len()
+            )),
+        ),
+    }
+}
+
+/// `feed_ack_floor`: acknowledged, never merely delivered; an idle
+/// filtered consumer is caught up to what it has seen.
+pub fn feed_ack_floor(
+    consumer: Option<&str>,
+    feed: &Option<Result<FeedState, String>>,
+    last_seq_before: Option<u64>,
+) -> Term {
+    let (Some(name), Some(feed)) = (consumer, feed) else {
+        return plain(TermName::FeedAckFloor, TermState::NotApplicable);
+    };
+    match feed {
+        Err(e) => unreadable(TermName::FeedAckFloor, e.clone()),
+        Ok(f) => {
+            let seq = if f.num_ack_pending == 0 {
+                if f.num_pending == 0 {
+                    match last_seq_before {
+                        Some(last) => last.max(f.delivered_seq),
+                        None => f.delivered_seq,
+                    }
+                } else {
+                    f.delivered_seq
+                }
+            } else {
+                f.ack_floor_seq
+            };
+            let reason = (seq == 0).then(|| format!("{name} has acknowledged nothing yet"));
+            value(TermName::FeedAckFloor, seq, Some(name.to_string()), reason)
+        }
+    }
+}
+
+/// `age_floor`: one below the first retained record young enough to keep.
+pub fn age_floor(
+    state: &Result<StreamState, String>,
+    young_seq: &Result<Option<u64>, String>,
+    min_age: Duration,
+) -> Term {
+    let s = match state {
+        Ok(s) => s,
+        Err(e) => return unreadable(TermName::AgeFloor, format!("stream info: {e}")),
+    };
+    let young = match young_seq {
+        Ok(y) => *y,
+        Err(e) => return unreadable(TermName::AgeFloor, format!("age lookup: {e}")),
+    };
+    match young {
+        // A lookup can land below first_seq only if the log moved between
+        // reads; never permit more than the log's own first record allows.
+        Some(seq) => {
+            let permits = seq.saturating_sub(1).min(s.last_seq);
+            let reason = (permits == 0)
+                .then(|| format!("every record is younger than min_age ({})", Dur(min_age)));
+            value(TermName::AgeFloor, permits, None, reason)
+        }
+        None => value(TermName::AgeFloor, s.last_seq, None, None),
+    }
+}

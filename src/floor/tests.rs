@@ -1,0 +1,830 @@
+//! Table-driven tests: one case per rule of floor.md, through a small
+//! world builder.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde_json::json;
+
+use super::*;
+use crate::config::{BackupPolicy, Domain};
+
+pub(crate) const S: &str = "CREWLET_TRACKER_LOG";
+pub(crate) const CREATED: &str = "2026-11-02T10:00:00.418226517Z";
+
+pub(crate) fn now() -> DateTime<Utc> {
+    Instant::parse("2026-11-30T12:00:00Z")
+        .map(|i| i.0)
+        .expect("fixed")
+}
+
+pub(crate) fn ts(offset_secs: i64) -> String {
+    Instant(now() + chrono::Duration::seconds(offset_secs)).to_rfc3339()
+}
+
+/// A world: buckets as key → JSON, the stream, the feed, the age lookup.
+#[derive(Clone)]
+pub(crate) struct World {
+    pub presence: Option<Vec<(String, String)>>,
+    pub positions: Option<Vec<(String, String)>>,
+    pub holds: Option<Vec<(String, String)>>,
+    pub backups: Option<Vec<(String, String)>>,
+    pub snapshots: Option<Vec<(String, String)>>,
+    pub gates: Option<Vec<(String, String)>>,
+    pub floors: Option<Vec<(String, String)>>,
+    pub stream: Result<StreamState, String>,
+    pub feed: Option<Result<FeedState, String>>,
+    pub young: Result<Option<u64>, String>,
+    pub policy: Policy,
+    pub domain: Domain,
+}
+
+impl World {
+    /// One live data node at 900 of 1..=1000, a fresh verified backup at
+    /// 800, nothing else binding; every record is old.
+    pub fn new() -> World {
+        let mut w = World {
+            presence: Some(vec![]),
+            positions: Some(vec![]),
+            holds: Some(vec![]),
+            backups: Some(vec![]),
+            snapshots: Some(vec![]),
+            gates: Some(vec![]),
+            floors: Some(vec![]),
+            stream: Ok(StreamState {
+                first_seq: 1,
+                last_seq: 1000,
+                bytes: 1 << 20,
+                max_bytes: 1 << 30,
+                created: Instant::parse(CREATED).expect("valid"),
+            }),
+            feed: None,
+            young: Ok(None),
+            policy: Policy {
+                min_age: Duration::from_secs(7 * 86400),
+                backup_floor: BackupPolicy::Engine,
+                backup_max_age: Duration::from_secs(86400),
+                // One covering snapshot suffices unless a test says otherwise,
+                // so that adding a node tests what it means to add a node.
+                snapshot_quorum: 1,
+                fence_window: Duration::from_secs(60),
+                trim_enabled: true,
+                by: "node-1".into(),
+                session: "sess".into(),
+            },
+            domain: Domain {
+                name: "tracker".into(),
+                stream: S.into(),
+                gate_subject: None,
+                gate_reserve: true,
+                feed_consumer: None,
+            },
+        };
+        w.node("node-1", true, Some(900));
+        w.backup("node-1", "b1", 800, -3600, true, true);
+        w.snapshot("node-1", 1000, 0, true);
+        w
+    }
+
+    pub fn node(&mut self, node: &str, live_data: bool, seq: Option<u64>) -> &mut Self {
+        if live_data {
+            self.presence.get_or_insert_with(Vec::new).push((
+                node.into(),
+                json!({"node": node, "roles": ["data"], "version": "1", "started_at": ts(-100)})
+                    .to_string(),
+            ));
+        }
+        if let Some(seq) = seq {
+            self.position(node, seq, 0, CREATED, "ok");
+        }
+        self
+    }
+
+    pub fn position(
+        &mut self,
+        node: &str,
+        seq: u64,
+        gen: u64,
+        created: &str,
+        status: &str,
+    ) -> &mut Self {
+        let rows = self.positions.get_or_insert_with(Vec::new);
+        rows.retain(|(k, _)| k != &format!("{S}.{node}"));
+        rows.push((
+            format!("{S}.{node}"),
+            json!({"node": node, "stream": S, "seq": seq, "generation": gen, "stream_created": created, "updated_at": ts(-1), "status": status}).to_string(),
+        ));
+        self
+    }
+
+    pub fn hold(&mut self, id: &str, seq: u64, expires_in: i64) -> &mut Self {
+        self.holds.get_or_insert_with(Vec::new).push((
+            format!("{S}.{id}"),
+            json!({"seq": seq, "owner": "backup-nightly", "kind": "backup", "expires_at": ts(expires_in)}).to_string(),
+        ));
+        self
+    }
+
+    pub fn backup(
+        &mut self,
+        node: &str,
+        id: &str,
+        pos: u64,
+        completed_ago_neg: i64,
+        verified: bool,
+        complete: bool,
+    ) -> &mut Self {
+        let mut m = json!({"id": id, "node": node, "taken_at": ts(completed_ago_neg - 60), "verified": verified, "owner": "oncall", "positions": {S: pos}});
+        if complete {
+            m["completed_at"] = json!(ts(completed_ago_neg));
+        }
+        let rows = self.backups.get_or_insert_with(Vec::new);
+        rows.retain(|(k, _)| k != &format!("{node}.{id}"));
+        rows.push((format!("{node}.{id}"), m.to_string()));
+        self
+    }
+
+    pub fn snapshot(&mut self, node: &str, pos: u64, gen: u64, verified: bool) -> &mut Self {
+        let rows = self.snapshots.get_or_insert_with(Vec::new);
+        rows.retain(|(k, _)| k != node);
+        rows.push((
+            node.into(),
+            json!({"node": node, "updated_at": ts(-5), "skip_reason": "", "artefacts": {S: {"position": pos, "generation": gen, "taken_at": ts(-5), "verified": verified}}}).to_string(),
+        ));
+        self
+    }
+
+    pub fn gate(&mut self, node: &str, state: &str, landed_ago: i64) -> &mut Self {
+        let op = crate::rows::OpId::mint(now());
+        self.gates.get_or_insert_with(Vec::new).push((
+            format!("{S}.{node}"),
+            json!({"node": node, "stream": S, "state": state, "op_id": op.as_str(), "seq": 5, "landed_at": ts(-landed_ago), "by": "alice"}).to_string(),
+        ));
+        self
+    }
+
+    pub fn floor_row(&mut self, value: serde_json::Value) -> &mut Self {
+        self.floors = Some(vec![(S.into(), value.to_string())]);
+        self
+    }
+
+    pub fn rows(&self) -> Rows {
+        fn bucket(name: &str, rows: &Option<Vec<(String, String)>>) -> Bucket {
+            match rows {
+                None => Err(BucketError::Missing {
+                    bucket: name.into(),
+                }),
+                Some(r) => Ok(r
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (k, v))| Entry {
+                        key: k.clone(),
+                        value: v.clone().into_bytes(),
+                        revision: i as u64 + 1,
+                    })
+                    .collect()),
+            }
+        }
+        Rows {
+            presence: bucket("crewlet_presence", &self.presence),
+            positions: bucket("crewlet_positions", &self.positions),
+            holds: bucket("crewlet_holds", &self.holds),
+            backups: bucket("crewlet_backups", &self.backups),
+            snapshots: bucket("crewlet_snapshots", &self.snapshots),
+            gates: bucket("crewlet_gates", &self.gates),
+            floors: bucket("crewlet_floors", &self.floors),
+        }
+    }
+
+    pub fn answer(&self) -> Answer {
+        let read = DomainRead {
+            stream: self.stream.clone(),
+            feed: self.feed.clone(),
+            young_seq: self.young.clone(),
+        };
+        compute(&self.domain, &self.policy, &self.rows(), &read, now())
+    }
+}
+
+fn term(a: &Answer, name: TermName) -> &Term {
+    a.terms
+        .iter()
+        .find(|t| t.term == name)
+        .expect("every term is present")
+}
+
+/// Asserts a term's state in words: `value 800`, `unbounded`, `n/a`, `unreadable`.
+fn check(a: &Answer, name: TermName, want: &str) {
+    let t = term(a, name);
+    let got = match &t.state {
+        TermState::Value { seq, .. } => format!("value {seq}"),
+        TermState::Unbounded => "unbounded".into(),
+        TermState::NotApplicable => "n/a".into(),
+        TermState::Unreadable { .. } => "unreadable".into(),
+    };
+    assert_eq!(got, want, "{}: {:?}", name.as_str(), t);
+}
+
+fn reason(a: &Answer, name: TermName) -> String {
+    match &term(a, name).state {
+        TermState::Value { reason, .. } => reason.clone().unwrap_or_default(),
+        TermState::Unreadable { error } => error.clone(),
+        _ => String::new(),
+    }
+}
+
+#[test]
+fn the_minimum_of_the_terms_binds() {
+    let a = World::new().answer();
+    check(&a, TermName::Applied, "value 900");
+    check(&a, TermName::MinHold, "unbounded");
+    check(&a, TermName::BackupFloor, "value 800");
+    check(&a, TermName::SnapshotFloor, "unbounded");
+    check(&a, TermName::FeedAckFloor, "n/a");
+    check(&a, TermName::AgeFloor, "value 1000");
+    assert_eq!(a.trim_to, 800);
+    assert!(term(&a, TermName::BackupFloor).binding);
+    assert_eq!(a.floor, Some(801));
+    assert_eq!(a.trim_floor_state, FloorState::Published);
+    assert_eq!(a.blocked_by, [TermName::BackupFloor, TermName::Applied]);
+    assert_eq!(purge_target(&a), Some(801));
+}
+
+#[test]
+fn each_term_can_bind() {
+    type Setup = fn(&mut World);
+    let cases: Vec<(&str, Setup, TermName, u64)> = vec![
+        (
+            "applied: a lagging node",
+            |w| {
+                w.node("node-2", true, Some(300));
+            },
+            TermName::Applied,
+            300,
+        ),
+        (
+            "min_hold: a live hold",
+            |w| {
+                w.hold("h1", 501, 3600);
+            },
+            TermName::MinHold,
+            500,
+        ),
+        (
+            "backup_floor: an older backup",
+            |w| {
+                w.backup("node-1", "b1", 200, -60, true, true);
+            },
+            TermName::BackupFloor,
+            200,
+        ),
+        (
+            "snapshot_floor: the 2nd highest",
+            |w| {
+                w.policy.snapshot_quorum = 2;
+                w.node("node-2", true, Some(950));
+                w.snapshot("node-1", 700, 0, true);
+                w.snapshot("node-2", 600, 0, true);
+            },
+            TermName::SnapshotFloor,
+            600,
+        ),
+        (
+            "feed_ack_floor",
+            |w| {
+                w.domain.feed_consumer = Some("feed".into());
+                w.feed = Some(Ok(FeedState {
+                    ack_floor_seq: 100,
+                    delivered_seq: 150,
+                    num_ack_pending: 3,
+                    num_pending: 10,
+                }));
+            },
+            TermName::FeedAckFloor,
+            100,
+        ),
+        (
+            "age_floor: young records",
+            |w| {
+                w.young = Ok(Some(51));
+            },
+            TermName::AgeFloor,
+            50,
+        ),
+    ];
+    for (what, setup, name, seq) in cases {
+        let mut w = World::new();
+        setup(&mut w);
+        let a = w.answer();
+        assert_eq!(a.trim_to, seq, "{what}");
+        assert!(term(&a, name).binding, "{what}: {:?}", a.terms);
+        assert_eq!(a.floor, Some(seq + 1), "{what}");
+    }
+}
+
+#[test]
+fn a_live_data_node_without_a_row_counts_at_zero() {
+    let mut w = World::new();
+    w.node("node-9", true, None);
+    let a = w.answer();
+    check(&a, TermName::Applied, "value 0");
+    assert_eq!(
+        term(&a, TermName::Applied).detail.as_deref(),
+        Some("node-9")
+    );
+    assert!(reason(&a, TermName::Applied).contains("node-9 has not reported a position"));
+    assert_eq!(a.trim_to, 0);
+    assert_eq!(purge_target(&a), None);
+    assert_eq!(a.blocked_by, [TermName::Applied, TermName::BackupFloor]);
+}
+
+#[test]
+fn a_non_data_node_without_a_row_is_not_counted() {
+    let mut w = World::new();
+    w.presence.get_or_insert_with(Vec::new).push((
+        "tool-1".into(),
+        json!({"node": "tool-1", "roles": ["api"], "started_at": ts(-5)}).to_string(),
+    ));
+    assert_eq!(w.answer().trim_to, 800);
+}
+
+#[test]
+fn an_absent_node_keeps_its_row_and_pins() {
+    let mut w = World::new();
+    w.node("node-4", false, Some(120));
+    let a = w.answer();
+    assert_eq!(a.trim_to, 120);
+    let row = a.nodes.iter().find(|n| n.node == "node-4").expect("listed");
+    assert!(!row.live);
+    assert_eq!(row.state, NodeState::Counted);
+}
+
+#[test]
+fn empty_counted_set_is_unbounded() {
+    let mut w = World::new();
+    w.presence = Some(vec![]);
+    w.positions = Some(vec![]);
+    let a = w.answer();
+    check(&a, TermName::Applied, "unbounded");
+    assert_eq!(a.trim_to, 800);
+}
+
+#[test]
+fn holds() {
+    let mut w = World::new();
+    w.hold("expired", 10, -1)
+        .hold("live", 600, 60)
+        .hold("other", 300, 60);
+    let a = w.answer();
+    check(&a, TermName::MinHold, "value 299");
+    assert_eq!(
+        term(&a, TermName::MinHold).detail.as_deref(),
+        Some("other (backup-nightly)")
+    );
+    // A hold on another stream does not count.
+    let mut w = World::new();
+    w.holds = Some(vec![(
+        "OTHER.h1".into(),
+        json!({"seq": 5, "owner": "x", "expires_at": ts(60)}).to_string(),
+    )]);
+    check(&w.answer(), TermName::MinHold, "unbounded");
+    // A hold at 1 permits nothing, and says so.
+    let mut w = World::new();
+    w.hold("join-1", 1, 60);
+    let a = w.answer();
+    check(&a, TermName::MinHold, "value 0");
+    assert_eq!(
+        reason(&a, TermName::MinHold),
+        "hold join-1 (backup-nightly) needs every record from 1"
+    );
+}
+
+#[test]
+fn backups_that_do_not_count() {
+    let cases: Vec<(&str, fn(&mut World), &str)> = vec![
+        (
+            "stale",
+            |w| {
+                w.backup("node-1", "b1", 800, -3 * 86400 - 100, true, true);
+            },
+            "the newest complete backup is 3 days old (backup_max_age is 24h)",
+        ),
+        (
+            "unverified",
+            |w| {
+                w.backup("node-1", "b1", 800, -60, false, true);
+            },
+            "no verified backup names CREWLET_TRACKER_LOG",
+        ),
+        (
+            "incomplete",
+            |w| {
+                w.backup("node-1", "b1", 800, -60, true, false);
+            },
+            "no verified backup names CREWLET_TRACKER_LOG",
+        ),
+        (
+            "none",
+            |w| {
+                w.backups = Some(vec![]);
+            },
+            "no verified backup names CREWLET_TRACKER_LOG",
+        ),
+    ];
+    for (what, setup, want) in cases {
+        let mut w = World::new();
+        setup(&mut w);
+        let a = w.answer();
+        check(&a, TermName::BackupFloor, "value 0");
+        assert_eq!(reason(&a, TermName::BackupFloor), want, "{what}");
+        assert_eq!(a.trim_to, 0, "{what}");
+    }
+    // The newest complete one counts, even when an older one reaches further.
+    let mut w = World::new();
+    w.backup("node-1", "old", 950, -7200, true, true)
+        .backup("node-1", "new", 700, -60, true, true);
+    check(&w.answer(), TermName::BackupFloor, "value 700");
+}
+
+#[test]
+fn operator_acknowledgements() {
+    let mut w = World::new();
+    w.policy.backup_floor = BackupPolicy::Operator;
+    let a = w.answer();
+    check(&a, TermName::BackupFloor, "value 0");
+    assert_eq!(
+        reason(&a, TermName::BackupFloor),
+        "no acknowledgement has been given"
+    );
+    // An old acknowledgement still counts for the trim (the alarm ages it).
+    w.backups.get_or_insert_with(Vec::new).push((
+        format!("_ack.{S}"),
+        json!({"stream": S, "position": 650, "by": "alice", "at": ts(-30 * 86400)}).to_string(),
+    ));
+    let a = w.answer();
+    check(&a, TermName::BackupFloor, "value 650");
+    assert_eq!(a.backup_age_secs, Some(30 * 86400));
+}
+
+#[test]
+fn snapshot_quorum() {
+    let mut w = World::new();
+    w.policy.snapshot_quorum = 2;
+    w.node("node-2", true, Some(950))
+        .node("node-3", true, Some(990));
+    w.snapshot("node-1", 700, 0, true)
+        .snapshot("node-2", 600, 0, false)
+        .snapshot("node-3", 650, 1, true);
+    let a = w.answer();
+    check(&a, TermName::SnapshotFloor, "value 0");
+    assert_eq!(reason(&a, TermName::SnapshotFloor), "1 of 3 counted nodes hold a verified snapshot of CREWLET_TRACKER_LOG at this generation (snapshot_quorum is 2)");
+    // A sole node needs no snapshot quorum, even with no snapshots bucket.
+    let mut w = World::new();
+    w.snapshots = None;
+    check(&w.answer(), TermName::SnapshotFloor, "unbounded");
+    // Two nodes without the bucket: unreadable.
+    w.node("node-2", true, Some(950));
+    check(&w.answer(), TermName::SnapshotFloor, "unreadable");
+}
+
+#[test]
+fn feed_rules() {
+    let with = |f: FeedState| {
+        let mut w = World::new();
+        w.domain.feed_consumer = Some("feed".into());
+        w.feed = Some(Ok(f));
+        w.answer()
+    };
+    let a = with(FeedState {
+        ack_floor_seq: 40,
+        delivered_seq: 90,
+        num_ack_pending: 2,
+        num_pending: 0,
+    });
+    check(&a, TermName::FeedAckFloor, "value 40");
+    let a = with(FeedState {
+        ack_floor_seq: 40,
+        delivered_seq: 90,
+        num_ack_pending: 0,
+        num_pending: 5,
+    });
+    check(&a, TermName::FeedAckFloor, "value 90");
+    let a = with(FeedState {
+        ack_floor_seq: 1,
+        delivered_seq: 1,
+        num_ack_pending: 0,
+        num_pending: 0,
+    });
+    check(&a, TermName::FeedAckFloor, "value 1000");
+    let mut w = World::new();
+    w.domain.feed_consumer = Some("feed".into());
+    w.feed = Some(Err("consumer feed not found on CREWLET_TRACKER_LOG".into()));
+    let a = w.answer();
+    check(&a, TermName::FeedAckFloor, "unreadable");
+    assert_eq!(a.trim_to, 0);
+    assert_eq!(a.blocked_by[0], TermName::FeedAckFloor);
+}
+
+#[test]
+fn age_rules() {
+    let mut w = World::new();
+    w.young = Ok(Some(1));
+    let a = w.answer();
+    check(&a, TermName::AgeFloor, "value 0");
+    assert!(reason(&a, TermName::AgeFloor).contains("younger than min_age (7d)"));
+    assert!(a.blocked_by.is_empty(), "nothing is below the age floor");
+    // Empty stream: last_seq.
+    let mut w = World::new();
+    w.stream = Ok(StreamState {
+        first_seq: 1001,
+        last_seq: 1000,
+        ..w.stream.clone().expect("ok")
+    });
+    check(&w.answer(), TermName::AgeFloor, "value 1000");
+    let mut w = World::new();
+    w.young = Err("timeout".into());
+    check(&w.answer(), TermName::AgeFloor, "unreadable");
+}
+
+#[test]
+fn missing_buckets_are_unreadable_never_empty() {
+    let cases: Vec<(&str, fn(&mut World), &[TermName])> = vec![
+        (
+            "presence",
+            |w| w.presence = None,
+            &[TermName::Applied, TermName::SnapshotFloor],
+        ),
+        (
+            "positions",
+            |w| w.positions = None,
+            &[TermName::Applied, TermName::SnapshotFloor],
+        ),
+        ("holds", |w| w.holds = None, &[TermName::MinHold]),
+        ("backups", |w| w.backups = None, &[TermName::BackupFloor]),
+    ];
+    for (bucket, setup, blocked) in cases {
+        let mut w = World::new();
+        w.node("node-2", true, Some(950));
+        setup(&mut w);
+        let a = w.answer();
+        for t in blocked.iter() {
+            check(&a, *t, "unreadable");
+        }
+        assert_eq!(&a.blocked_by[..blocked.len()], blocked, "{bucket}");
+        assert_eq!(a.trim_to, 0, "{bucket}");
+        assert_eq!(a.floor, None, "{bucket}: nothing was ever published");
+        assert_eq!(purge_target(&a), None);
+        let err = reason(&a, blocked[0]);
+        assert!(
+            err.contains("crewlet_") && err.contains("crewlet retention init"),
+            "{bucket}: {err}"
+        );
+    }
+}
+
+#[test]
+fn malformed_rows_name_their_key() {
+    let mut w = World::new();
+    w.positions
+        .get_or_insert_with(Vec::new)
+        .push((format!("{S}.node-5"), "{\"seq\": \"lots\"}".into()));
+    let a = w.answer();
+    check(&a, TermName::Applied, "unreadable");
+    check(&a, TermName::SnapshotFloor, "unreadable");
+    assert!(reason(&a, TermName::Applied).contains("CREWLET_TRACKER_LOG.node-5"));
+    // A row whose body names another node than its key.
+    let mut w = World::new();
+    w.positions = Some(vec![(format!("{S}.node-6"), json!({"node": "node-7", "stream": S, "seq": 5, "generation": 0, "stream_created": CREATED, "updated_at": ts(0), "status": "ok"}).to_string())]);
+    let a = w.answer();
+    check(&a, TermName::Applied, "unreadable");
+    assert!(
+        reason(&a, TermName::Applied).contains("key CREWLET_TRACKER_LOG.node-6"),
+        "{}",
+        reason(&a, TermName::Applied)
+    );
+    // A malformed hold blocks min_hold; a malformed manifest blocks backup_floor.
+    let mut w = World::new();
+    w.holds = Some(vec![(format!("{S}.h1"), "{}".into())]);
+    check(&w.answer(), TermName::MinHold, "unreadable");
+    let mut w = World::new();
+    w.backups
+        .get_or_insert_with(Vec::new)
+        .push(("node-2.b9".into(), "[]".into()));
+    check(&w.answer(), TermName::BackupFloor, "unreadable");
+}
+
+#[test]
+fn evictions_and_the_fence_window() {
+    let mut w = World::new();
+    w.node("node-4", false, Some(100));
+    w.gate("node-4", "evicted", 30);
+    let a = w.answer();
+    assert_eq!(
+        a.trim_to, 100,
+        "inside the fence window the node still counts"
+    );
+    assert_eq!(
+        a.nodes.iter().find(|n| n.node == "node-4").map(|n| n.state),
+        Some(NodeState::Evicting)
+    );
+
+    let mut w = World::new();
+    w.node("node-4", false, Some(100));
+    w.gate("node-4", "evicted", 61);
+    let a = w.answer();
+    assert_eq!(a.trim_to, 800, "past the window the node is not counted");
+    assert_eq!(
+        a.nodes.iter().find(|n| n.node == "node-4").map(|n| n.state),
+        Some(NodeState::Evicted)
+    );
+
+    // An evicted node's malformed row changes nothing.
+    w.positions
+        .get_or_insert_with(Vec::new)
+        .retain(|(k, _)| !k.ends_with("node-4"));
+    w.positions
+        .get_or_insert_with(Vec::new)
+        .push((format!("{S}.node-4"), "garbage".into()));
+    assert_eq!(w.answer().trim_to, 800);
+
+    // Readmitted: counted again.
+    let mut w = World::new();
+    w.node("node-4", false, Some(100));
+    w.gate("node-4", "admitted", 600);
+    assert_eq!(w.answer().trim_to, 100);
+
+    // Gates unreadable: nobody is evicted, and the answer says so.
+    let mut w = World::new();
+    w.node("node-4", false, Some(100));
+    w.gates = None;
+    let a = w.answer();
+    assert_eq!(a.trim_to, 100);
+    assert!(a.evictions_unreadable);
+}
+
+#[test]
+fn generations() {
+    // A row of another generation counts at 0 and shows left gen N.
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 1, "stream_created": CREATED, "floor": 50, "trim_floor_state": "published", "at": ts(-10)}));
+    w.position("node-1", 900, 0, CREATED, "ok");
+    let a = w.answer();
+    check(&a, TermName::Applied, "value 0");
+    assert!(reason(&a, TermName::Applied).contains("left gen 0"));
+    assert_eq!(a.nodes[0].left_gen, Some(0));
+    assert_eq!(a.floor, Some(50), "the floor never moves down");
+
+    // The live stream was recreated: NOT READY, nothing concluded.
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": "2026-11-01T00:00:00Z", "floor": 500, "trim_floor_state": "published", "at": ts(-10)}));
+    let a = w.answer();
+    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (recreated)"));
+    assert_eq!(a.trim_to, 0);
+    assert_eq!(a.floor, Some(500));
+    assert_eq!(
+        a.live_stream_created.map(|c| c.to_rfc3339()).as_deref(),
+        Some(CREATED)
+    );
+    assert_eq!(purge_target(&a), None);
+}
+
+#[test]
+fn ahead_of_log_and_log_diverged() {
+    let mut w = World::new();
+    w.node("node-2", true, Some(1001));
+    let a = w.answer();
+    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (ahead_of_log)"));
+    check(&a, TermName::Applied, "unreadable");
+    assert!(reason(&a, TermName::Applied).contains("node-2 reports position 1001"));
+    assert_eq!(
+        a.nodes.iter().find(|n| n.node == "node-2").map(|n| n.state),
+        Some(NodeState::AheadOfLog)
+    );
+    assert_eq!(purge_target(&a), None);
+
+    // log_diverged takes precedence over ahead_of_log and counts at 0.
+    let mut w = World::new();
+    w.policy.snapshot_quorum = 2;
+    w.node("node-2", true, None);
+    w.position("node-2", 5000, 0, CREATED, "log_diverged");
+    w.node("node-3", true, Some(950));
+    w.snapshot("node-2", 990, 0, true)
+        .snapshot("node-3", 900, 0, true)
+        .snapshot("node-1", 850, 0, true);
+    let a = w.answer();
+    assert_eq!(a.not_ready, None);
+    check(&a, TermName::Applied, "value 0");
+    assert_eq!(
+        a.nodes.iter().find(|n| n.node == "node-2").map(|n| n.state),
+        Some(NodeState::LogDiverged)
+    );
+    check(&a, TermName::SnapshotFloor, "value 850");
+}
+
+#[test]
+fn the_floor_never_moves_down() {
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 701, "trim_floor_state": "published", "at": ts(-10)}));
+    w.node("node-2", true, Some(300));
+    let a = w.answer();
+    assert_eq!(a.trim_to, 300);
+    assert_eq!(a.floor, Some(701));
+    assert_eq!(
+        purge_target(&a),
+        Some(301),
+        "the purge follows this tick's trim_to, never the floor"
+    );
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 701, "trim_floor_state": "published", "at": ts(-10)}));
+    w.presence = None;
+    let a = w.answer();
+    assert_eq!(
+        (a.trim_to, a.floor),
+        (0, Some(701)),
+        "a blocked tick leaves the floor where it was"
+    );
+}
+
+#[test]
+fn dry_run() {
+    let mut w = World::new();
+    w.policy.trim_enabled = false;
+    let a = w.answer();
+    assert!(a.dry_run);
+    assert_eq!(a.trim_to, 800);
+    assert_eq!(a.floor, None);
+    assert_eq!(a.trim_floor_state, FloorState::None);
+    assert_eq!(
+        a.would_purge,
+        Some(WouldPurge {
+            records: 800,
+            first_seq: 1,
+            last_seq: 800
+        })
+    );
+    assert_eq!(purge_target(&a), None, "dry run purges nothing");
+    // Nothing to purge: null.
+    w.stream = Ok(StreamState {
+        first_seq: 801,
+        ..w.stream.clone().expect("ok")
+    });
+    assert_eq!(w.answer().would_purge, None);
+}
+
+#[test]
+fn held_since_starts_when_blocked_and_is_kept() {
+    let mut w = World::new();
+    w.node("node-2", false, Some(10));
+    let a = w.answer();
+    assert_eq!(a.held_since, Some(Instant(now())));
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 11, "trim_floor_state": "published",
+        "blocked_by": ["applied"], "held_since": ts(-3600), "at": ts(-10)}));
+    assert_eq!(
+        w.answer().held_since.map(|h| h.to_rfc3339()),
+        Some(ts(-3600))
+    );
+    let mut clear = World::new();
+    clear.young = Ok(Some(100));
+    assert_eq!(clear.answer().blocked_by, Vec::<TermName>::new());
+    assert_eq!(clear.answer().held_since, None);
+}
+
+#[test]
+fn an_unreadable_floors_row_blocks() {
+    let mut w = World::new();
+    w.floors = Some(vec![(S.into(), "not json".into())]);
+    let a = w.answer();
+    assert!(
+        a.not_ready
+            .as_deref()
+            .is_some_and(|n| n.starts_with("floor_unreadable")),
+        "{:?}",
+        a.not_ready
+    );
+    assert_eq!(purge_target(&a), None);
+}
+
+#[test]
+fn capacity_figures() {
+    let a = World::new().answer();
+    assert_eq!(a.max_bytes, 1 << 30);
+    assert_eq!(a.reserve_bytes, (1 << 30) / 16);
+    assert_eq!(a.soft_ceiling_bytes, (1 << 30) - (1 << 30) / 16);
+    assert!(
+        (a.headroom_fraction - (1.0 - (1u64 << 20) as f64 / a.soft_ceiling_bytes as f64)).abs()
+            < 1e-12
+    );
+    let mut w = World::new();
+    w.domain.gate_reserve = false;
+    assert_eq!(w.answer().reserve_bytes, 0);
+}
+
+#[test]
+fn purge_bounds() {
+    assert_eq!(check_purge(0, 1, 10), None, "0 is never sent");
+    assert_eq!(check_purge(5, 6, 10), None, "nothing below first_seq");
+    assert_eq!(check_purge(5, 1, 10), Some(6));
+    assert_eq!(check_purge(10, 1, 10), Some(11), "up to the tail");
+    assert_eq!(check_purge(11, 1, 10), None, "never past the tail");
+    assert_eq!(check_purge(u64::MAX, 1, u64::MAX), None);
+}

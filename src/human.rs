@@ -1,0 +1,81 @@
+//! Numbers for people: ages and sizes the way an operator reads them.
+//! Pure.
+
+use std::time::Duration;
+
+/// "3 days", "5 hours", "40 minutes", "12 seconds": the largest unit that
+/// is at least one, rounded down, so an age is never overstated.
+pub fn age(d: Duration) -> String {
+    let s = d.as_secs();
+    let (n, unit) = if s >= 2 * 86400 {
+        (s / 86400, "day")
+    } else if s >= 2 * 3600 {
+        (s / 3600, "hour")
+    } else if s >= 2 * 60 {
+        (s / 60, "minute")
+    } else {
+        (s, "second")
+    };
+    if n == 1 {
+        format!("1 {unit}")
+    } else {
+        format!("{n} {unit}s")
+    }
+}
+
+/// "1.2 GiB", "512 B".
+pub fn bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    if n < 1024 {
+        return format!("{n} B");
+    }
+    let mut v = n as f64;
+    let mut i = 0;
+    while v >= 1024.0 && i < UNITS.len() - 1 {
+        v /= 1024.0;
+        i += 1;
+    }
+    format!("{v:.1} {}", UNITS[i])
+}
+
+/// "1 204 311": digits grouped by thin spaces, as the spec's samples print
+/// record counts.
+pub fn count(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(' ');
+        }
+        out.push(c);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ages() {
+        for (secs, want) in [
+            (3 * 86400 + 5, "3 days"),
+            (86400, "24 hours"),
+            (7200, "2 hours"),
+            (5400, "90 minutes"),
+            (61, "61 seconds"),
+            (1, "1 second"),
+        ] {
+            assert_eq!(age(Duration::from_secs(secs)), want);
+        }
+    }
+
+    #[test]
+    fn sizes_and_counts() {
+        assert_eq!(bytes(512), "512 B");
+        assert_eq!(bytes(1288490188), "1.2 GiB");
+        assert_eq!(count(1204311), "1 204 311");
+        assert_eq!(count(999), "999");
+        assert_eq!(count(1000), "1 000");
+    }
+}
