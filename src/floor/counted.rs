@@ -154,11 +154,10 @@ pub fn counted_set(
         let mut diverged = false;
         match seen.map(|s| &s.row) {
             None => {}
-            Some(Err(err)) => {
-                if !evicted && out.unreadable.is_none() {
-                    out.unreadable = Some(format!("positions {err}"));
-                }
+            Some(Err(err)) if !evicted && out.unreadable.is_none() => {
+                out.unreadable = Some(format!("positions {err}"));
             }
+            Some(Err(_)) => {}
             Some(Ok(p)) => {
                 row.seq = Some(p.seq);
                 row.generation = Some(p.generation);
