@@ -206,6 +206,9 @@ impl World {
     }
 }
 
+/// A change to a world, for tables of cases.
+type Setup = fn(&mut World);
+
 fn term(a: &Answer, name: TermName) -> &Term {
     a.terms
         .iter()
@@ -252,7 +255,6 @@ fn the_minimum_of_the_terms_binds() {
 
 #[test]
 fn each_term_can_bind() {
-    type Setup = fn(&mut World);
     let cases: Vec<(&str, Setup, TermName, u64)> = vec![
         (
             "applied: a lagging node",
@@ -401,7 +403,7 @@ fn holds() {
 
 #[test]
 fn backups_that_do_not_count() {
-    let cases: Vec<(&str, fn(&mut World), &str)> = vec![
+    let cases: Vec<(&str, Setup, &str)> = vec![
         (
             "stale",
             |w| {
@@ -548,7 +550,7 @@ fn age_rules() {
 
 #[test]
 fn missing_buckets_are_unreadable_never_empty() {
-    let cases: Vec<(&str, fn(&mut World), &[TermName])> = vec![
+    let cases: Vec<(&str, Setup, &[TermName])> = vec![
         (
             "presence",
             |w| w.presence = None,
