@@ -17,10 +17,12 @@
 //!
 //! See `docs/architecture.md` for the data flow and the invariants.
 
+pub mod alarms;
 pub mod broker;
 pub mod buckets;
 pub mod cli;
 pub mod config;
+pub mod duty;
 pub mod exit;
 pub mod floor;
 pub mod human;

@@ -9,7 +9,7 @@ use crate::rows::subject_matches;
 pub const MIN_MAX_BYTES: i64 = 1 << 30;
 
 /// The stream settings the checks need, as read from stream info.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct StreamFacts {
     pub subjects: Vec<String>,
     /// -1 when unset.
@@ -25,7 +25,7 @@ pub struct StreamFacts {
 }
 
 /// A stream limit that deletes records behind the trim's back.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Bypass {
     /// The stream setting (`max_age`, `max_msgs`, …).
     pub limit: &'static str,

@@ -4,6 +4,8 @@
 
 mod connect;
 pub mod kv;
+pub mod read;
 pub mod streams;
+pub mod write;
 
 pub use connect::{connect, effective_url, Broker, ConnectError};

@@ -8,6 +8,18 @@ use async_nats::jetstream::ErrorCode;
 use super::Broker;
 use crate::stream_check::StreamFacts;
 
+/// The settings the checks judge, from a stream's configuration.
+pub fn facts_of(c: &Config) -> StreamFacts {
+    StreamFacts {
+        subjects: c.subjects.clone(),
+        max_bytes: c.max_bytes,
+        discard_new: matches!(c.discard, DiscardPolicy::New),
+        max_age_secs: c.max_age.as_secs(),
+        max_msgs: c.max_messages,
+        max_msgs_per_subject: c.max_messages_per_subject,
+    }
+}
+
 /// What reading a stream's settings found.
 #[derive(Debug)]
 pub enum StreamRead {

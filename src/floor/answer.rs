@@ -9,6 +9,7 @@ use super::counted::counted_set;
 use super::{terms, DomainRead, Policy, Rows};
 use crate::config::Domain;
 use crate::rows::Instant;
+use crate::stream_check::{bypasses, Bypass};
 
 /// The six terms, in the order of the terms table (ties sort this way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -128,6 +129,8 @@ pub struct NodeRow {
     /// Set when the row belongs to a generation the log has left.
     pub left_gen: Option<u64>,
     pub state: NodeState,
+    /// When the node last reported a position (its row's `updated_at`).
+    pub updated_at: Option<Instant>,
 }
 
 /// What a dry run would have purged.
@@ -178,6 +181,10 @@ pub struct Answer {
     /// The stream's `created` when it differs from the generation's
     /// (`wrong_stream (recreated)`), so status can print both.
     pub live_stream_created: Option<Instant>,
+    /// The stream's own limits that delete records behind the trim.
+    pub broker_retention_bypass: Vec<Bypass>,
+    /// When the floors row this answer follows was written (null if none).
+    pub published_at: Option<Instant>,
     pub by: String,
     pub session: String,
     pub at: Instant,
@@ -391,6 +398,11 @@ pub fn compute(
         stream_error: read.stream.as_ref().err().cloned(),
         backup_age_secs: backup_age.map(|d| d.as_secs()),
         live_stream_created: if recreated { live_created } else { None },
+        broker_retention_bypass: state.map(|s| bypasses(&s.facts)).unwrap_or_default(),
+        published_at: previous
+            .as_ref()
+            .ok()
+            .and_then(|p| p.as_ref().map(|(p, _)| p.at)),
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,

@@ -147,6 +147,7 @@ pub fn counted_set(
             generation: None,
             left_gen: None,
             state: gate.unwrap_or(NodeState::Counted),
+            updated_at: None,
         };
         let evicted = gate == Some(NodeState::Evicted);
         let mut effective_seq = 0;
@@ -160,6 +161,7 @@ pub fn counted_set(
             Some(Err(_)) => {}
             Some(Ok(p)) => {
                 row.seq = Some(p.seq);
+                row.updated_at = Some(p.updated_at);
                 row.generation = Some(p.generation);
                 let current = p.generation == generation && Some(p.stream_created) == created;
                 diverged = p.status == PositionStatus::LogDiverged;

@@ -11,7 +11,7 @@ mod terms;
 #[cfg(test)]
 mod model_tests;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 use std::time::Duration;
 
@@ -69,6 +69,8 @@ pub struct StreamState {
     pub max_bytes: i64,
     /// The stream's incarnation (generations are keyed to it).
     pub created: Instant,
+    /// Its own limits, for `broker_retention_bypass`.
+    pub facts: crate::stream_check::StreamFacts,
 }
 
 /// The feed consumer's state from consumer info.

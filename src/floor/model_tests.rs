@@ -114,6 +114,7 @@ fn world(c: &Case) -> World {
         bytes: 1,
         max_bytes: 1 << 30,
         created: Instant::parse(CREATED).expect("valid"),
+        facts: Default::default(),
     });
     w.policy.snapshot_quorum = c.k;
     for (i, n) in c.nodes.iter().enumerate() {

@@ -57,6 +57,7 @@ impl World {
                 bytes: 1 << 20,
                 max_bytes: 1 << 30,
                 created: Instant::parse(CREATED).expect("valid"),
+                facts: Default::default(),
             }),
             feed: None,
             young: Ok(None),

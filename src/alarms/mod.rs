@@ -1,0 +1,349 @@
+//! PURE: retention answers → alarms, each with its measurement and the
+//! remedy an on-call engineer acts on (cli.md, Alarms). `status`, the
+//! running sidecar and `run --once` all evaluate alarms here.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::config::{BackupPolicy, Config, Dur};
+use crate::floor::{Answer, NodeState, TermName, TermState};
+use crate::human;
+use crate::rows::Instant;
+use crate::stream_check::bypass_remedy;
+
+/// One active alarm.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Alarm {
+    pub alarm: &'static str,
+    /// `None` for a fleet-level alarm (`duty_unheld`).
+    pub domain: Option<String>,
+    pub measurement: String,
+    pub remedy: String,
+}
+
+impl Alarm {
+    /// `ALARM <name> <domain>: <measurement> — <remedy>`.
+    pub fn line(&self) -> String {
+        format!(
+            "ALARM {} {}: {} — {}",
+            self.alarm,
+            self.domain.as_deref().unwrap_or("*"),
+            self.measurement,
+            self.remedy
+        )
+    }
+}
+
+/// What is known about the duty lease.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DutyView {
+    Held { holder: String, claimed_at: Instant },
+    Unheld,
+    Unreadable(String),
+}
+
+/// The settings alarms read.
+#[derive(Debug, Clone)]
+pub struct AlarmPolicy {
+    pub tick: Duration,
+    pub held_alarm_after: Duration,
+    pub backup_max_age: Duration,
+    pub backup_floor: BackupPolicy,
+    pub backup_owner: Option<String>,
+}
+
+impl AlarmPolicy {
+    pub fn from_config(c: &Config) -> Self {
+        AlarmPolicy {
+            tick: c.retention.tick.0,
+            held_alarm_after: c.retention.held_alarm_after.0,
+            backup_max_age: c.retention.backup_max_age.0,
+            backup_floor: c.retention.backup_floor,
+            backup_owner: c.retention.backup_owner.clone(),
+        }
+    }
+}
+
+fn since(now: DateTime<Utc>, then: Instant) -> Duration {
+    now.signed_duration_since(then.0)
+        .to_std()
+        .unwrap_or_default()
+}
+
+/// Every active alarm, fleet-level first, then per domain in order.
+pub fn evaluate(
+    answers: &[Answer],
+    duty: &DutyView,
+    policy: &AlarmPolicy,
+    now: DateTime<Utc>,
+) -> Vec<Alarm> {
+    let mut out = Vec::new();
+    match duty {
+        DutyView::Held { .. } => {}
+        DutyView::Unheld => out.push(Alarm {
+            alarm: "duty_unheld",
+            domain: None,
+            measurement: "no sidecar holds the trim duty; nothing is being trimmed".into(),
+            remedy: "start a sidecar with node.duty: true (crewlet retention run)".into(),
+        }),
+        DutyView::Unreadable(e) => out.push(Alarm {
+            alarm: "duty_unheld",
+            domain: None,
+            measurement: format!("the duty lease could not be read: {e}"),
+            remedy: "check the duty bucket (crewlet retention init creates it) and the broker"
+                .into(),
+        }),
+    }
+    for a in answers {
+        domain_alarms(a, duty, policy, now, &mut out);
+    }
+    out
+}
+
+fn domain_alarms(
+    a: &Answer,
+    duty: &DutyView,
+    p: &AlarmPolicy,
+    now: DateTime<Utc>,
+    out: &mut Vec<Alarm>,
+) {
+    let d = || Some(a.domain.clone());
+    let owner = p
+        .backup_owner
+        .as_deref()
+        .map(|o| format!(" (owner: {o})"))
+        .unwrap_or_else(|| " (no backup_owner is configured: set retention.backup_owner)".into());
+
+    if a.stream_error.is_none() && a.max_bytes > 0 && a.headroom_fraction < 0.10 {
+        let held = if a.blocked_by.is_empty() {
+            "the trim is not held; the log holds what min_age and the nodes need".to_string()
+        } else {
+            format!("the trim is held by {}", names(&a.blocked_by))
+        };
+        out.push(Alarm {
+            alarm: "log_headroom",
+            domain: d(),
+            measurement: format!(
+                "headroom_fraction {:.3}: {} of a soft ceiling of {}",
+                a.headroom_fraction,
+                human::bytes(a.bytes),
+                human::bytes(a.soft_ceiling_bytes)
+            ),
+            remedy: format!("{held}; clear that first, then raise the ceiling with crewlet retention set-capacity {} BYTES", a.stream),
+        });
+    }
+
+    let backup_term = a.terms.iter().find(|t| t.term == TermName::BackupFloor);
+    if let Some(t) = backup_term {
+        if !matches!(t.state, TermState::Unreadable { .. }) {
+            let stale = a
+                .backup_age_secs
+                .map(|s| Duration::from_secs(s) > p.backup_max_age);
+            let measurement = match (p.backup_floor, stale) {
+                (BackupPolicy::Engine, None) => {
+                    Some(format!("no verified backup names {}", a.stream))
+                }
+                (BackupPolicy::Operator, None) => Some(format!(
+                    "no acknowledgement has been given for {}",
+                    a.stream
+                )),
+                (_, Some(true)) => {
+                    let age = human::age(Duration::from_secs(a.backup_age_secs.unwrap_or(0)));
+                    Some(match p.backup_floor {
+                        BackupPolicy::Engine => format!(
+                            "the newest complete backup is {age} old (backup_max_age is {})",
+                            Dur(p.backup_max_age)
+                        ),
+                        BackupPolicy::Operator => format!(
+                            "the acknowledgement is {age} old (backup_max_age is {})",
+                            Dur(p.backup_max_age)
+                        ),
+                    })
+                }
+                (_, Some(false)) => None,
+            };
+            if let Some(measurement) = measurement {
+                let remedy = match p.backup_floor {
+                    BackupPolicy::Engine => format!("run and verify a backup, then announce it (crewlet retention backup announce){owner}"),
+                    BackupPolicy::Operator => format!("once a copy is off-site: crewlet retention ack -stream {} -position N{owner}", a.stream),
+                };
+                out.push(Alarm {
+                    alarm: "backup_age",
+                    domain: d(),
+                    measurement,
+                    remedy,
+                });
+            }
+        }
+    }
+
+    for t in &a.terms {
+        if let TermState::Unreadable { error } = &t.state {
+            out.push(Alarm {
+                alarm: "term_unreadable",
+                domain: d(),
+                measurement: format!("{} is unreadable: {error}", t.term.as_str()),
+                remedy: unreadable_remedy(t.term, error),
+            });
+        }
+    }
+
+    if let (Some(held_since), Some(first)) = (a.held_since, a.blocked_by.first()) {
+        let held_for = since(now, held_since);
+        if held_for > p.held_alarm_after {
+            out.push(Alarm {
+                alarm: "trim_held",
+                domain: d(),
+                measurement: format!(
+                    "blocked_by {} for {} (held_alarm_after is {})",
+                    names(&a.blocked_by),
+                    human::age(held_for),
+                    Dur(p.held_alarm_after)
+                ),
+                remedy: held_remedy(a, *first, now),
+            });
+        }
+    }
+
+    if let Some(why) = &a.not_ready {
+        out.push(Alarm {
+            alarm: "not_ready",
+            domain: d(),
+            measurement: format!("NOT READY: {why}"),
+            remedy: not_ready_remedy(a),
+        });
+    }
+
+    if !a.broker_retention_bypass.is_empty() {
+        let list: Vec<String> = a
+            .broker_retention_bypass
+            .iter()
+            .map(|b| format!("{} = {}", b.limit, b.value))
+            .collect();
+        out.push(Alarm {
+            alarm: "broker_retention_bypass",
+            domain: d(),
+            measurement: format!(
+                "stream {}'s own limits can delete records the floor protects: {}",
+                a.stream,
+                list.join(", ")
+            ),
+            remedy: bypass_remedy(&a.stream),
+        });
+    }
+
+    if let DutyView::Held { holder, claimed_at } = duty {
+        let stale_after = p.tick * 3;
+        let (stale, measurement) = match a.published_at {
+            Some(at) => (
+                since(now, at) > stale_after,
+                format!(
+                    "the floors row was last written {} ago (3 ticks is {})",
+                    human::age(since(now, at)),
+                    Dur(stale_after)
+                ),
+            ),
+            None => (
+                since(now, *claimed_at) > stale_after,
+                format!(
+                    "no floors row has been published since {holder} claimed the duty {} ago",
+                    human::age(since(now, *claimed_at))
+                ),
+            ),
+        };
+        if stale && a.stream_error.is_none() {
+            out.push(Alarm {
+                alarm: "floor_stale",
+                domain: d(),
+                measurement,
+                remedy: format!(
+                    "read the duty holder's logs ({holder}): its ticks are failing to publish"
+                ),
+            });
+        }
+    }
+}
+
+fn names(blocked: &[TermName]) -> String {
+    blocked
+        .iter()
+        .map(|t| t.as_str())
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn unreadable_remedy(term: TermName, error: &str) -> String {
+    if error.contains("crewlet retention init") {
+        return "create the missing bucket: crewlet retention init".into();
+    }
+    match term {
+        TermName::Applied | TermName::SnapshotFloor => {
+            if error.contains("ahead_of_log") {
+                "see the not_ready alarm: a node reports a position past the log's end".into()
+            } else {
+                "fix or remove the row named above (nats kv get/put), or evict its node; check the presence and positions buckets".into()
+            }
+        }
+        TermName::MinHold => "fix or release the hold named above (crewlet retention release)".into(),
+        TermName::BackupFloor => "fix or delete the backup row named above".into(),
+        TermName::FeedAckFloor => "check that the feed consumer exists on the stream (nats consumer ls <stream>) and the broker answers".into(),
+        TermName::AgeFloor => "check that the stream exists and the broker answers (nats stream info <stream>)".into(),
+    }
+}
+
+fn held_remedy(a: &Answer, binding: TermName, now: DateTime<Utc>) -> String {
+    match binding {
+        TermName::Applied => {
+            let node = a.terms.iter().find(|t| t.term == TermName::Applied).and_then(|t| t.detail.clone());
+            match node.and_then(|n| a.nodes.iter().find(|r| r.node == n)) {
+                Some(row) if !row.live => {
+                    let since_txt = row
+                        .updated_at
+                        .map(|u| format!(" and has not reported since {} ({} ago)", u, human::age(since(now, u))))
+                        .unwrap_or_default();
+                    format!(
+                        "{} is not live{since_txt}; it pins applied at {}: start it, or if it is not coming back evict it: crewlet retention evict {} -confirm {}",
+                        row.node,
+                        row.seq.unwrap_or(0),
+                        row.node,
+                        row.node
+                    )
+                }
+                Some(row) if row.state == NodeState::LogDiverged => format!("{} reports log_diverged: rebuild it from a snapshot, or evict it", row.node),
+                Some(row) => format!("{} is live but its position is not advancing past {}: check its applier", row.node, row.seq.unwrap_or(0)),
+                None => "a counted node pins applied: see the node table".into(),
+            }
+        }
+        TermName::MinHold => {
+            let detail = a.terms.iter().find(|t| t.term == TermName::MinHold).and_then(|t| t.detail.clone()).unwrap_or_default();
+            format!("the hold {detail} pins the log: release it when its holder is done (crewlet retention release -stream {} HOLD_ID)", a.stream)
+        }
+        TermName::BackupFloor => "take and verify a backup (the backup_age alarm names its owner)".into(),
+        TermName::SnapshotFloor => "too few counted nodes hold a verified snapshot: check the nodes' snapshot skip reasons (crewlet retention snapshots)".into(),
+        TermName::FeedAckFloor => format!("the feed consumer on {} is not acknowledging: fix the feed", a.stream),
+        TermName::AgeFloor => "nothing to do: min_age holds the trim".into(),
+    }
+}
+
+fn not_ready_remedy(a: &Answer) -> String {
+    match a.not_ready.as_deref() {
+        Some(n) if n.contains("recreated") => match a.live_stream_created {
+            Some(c) => format!("if the new stream is the one to keep: crewlet retention reanchor -stream {} -confirm {c}", a.stream),
+            None => format!("run crewlet retention reanchor -stream {} to see the live stream's created", a.stream),
+        },
+        Some(n) if n.contains("ahead_of_log") => {
+            let ahead: Vec<String> = a.nodes.iter().filter(|r| r.state == NodeState::AheadOfLog).map(|r| format!("{} at {}", r.node, r.seq.unwrap_or(0))).collect();
+            format!(
+                "the log ends at {} but {} report(s) past it: the log was restored or rebuilt; decide which history to keep before anything is trimmed (reanchor, or rebuild the nodes)",
+                a.last_seq,
+                ahead.join(", ")
+            )
+        }
+        _ => "fix the floors row named above (it could not be read)".into(),
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,184 @@
+//! Each alarm fires with its measurement and remedy, and clears when its
+//! cause is gone.
+
+use std::time::Duration;
+
+use serde_json::json;
+
+use super::*;
+use crate::floor::tests::{now, ts, World, CREATED, S};
+
+fn policy() -> AlarmPolicy {
+    AlarmPolicy {
+        tick: Duration::from_secs(10),
+        held_alarm_after: Duration::from_secs(86400),
+        backup_max_age: Duration::from_secs(86400),
+        backup_floor: BackupPolicy::Engine,
+        backup_owner: Some("platform-oncall".into()),
+    }
+}
+
+fn held() -> DutyView {
+    DutyView::Held {
+        holder: "node-1".into(),
+        claimed_at: Instant(now() - chrono::Duration::hours(1)),
+    }
+}
+
+/// A world whose floors row is fresh, so floor_stale stays quiet.
+fn fresh() -> World {
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-5)}));
+    w
+}
+
+fn alarms(w: &World) -> Vec<Alarm> {
+    evaluate(&[w.answer()], &held(), &policy(), now())
+}
+
+fn names(a: &[Alarm]) -> Vec<&str> {
+    a.iter().map(|a| a.alarm).collect()
+}
+
+#[test]
+fn a_healthy_domain_has_none() {
+    assert_eq!(alarms(&fresh()), vec![]);
+}
+
+#[test]
+fn duty_unheld_is_fleet_level() {
+    let a = evaluate(&[fresh().answer()], &DutyView::Unheld, &policy(), now());
+    assert_eq!(names(&a), ["duty_unheld"]);
+    assert_eq!(a[0].line(), "ALARM duty_unheld *: no sidecar holds the trim duty; nothing is being trimmed — start a sidecar with node.duty: true (crewlet retention run)");
+}
+
+#[test]
+fn log_headroom() {
+    let mut w = fresh();
+    if let Ok(s) = &mut w.stream {
+        s.bytes = 970_000_000;
+    }
+    let a = alarms(&w);
+    assert_eq!(names(&a), ["log_headroom"]);
+    assert!(
+        a[0].measurement.starts_with("headroom_fraction 0.036"),
+        "{}",
+        a[0].measurement
+    );
+    assert!(
+        a[0].remedy
+            .contains("the trim is held by backup_floor, applied")
+            && a[0].remedy.contains("set-capacity"),
+        "{}",
+        a[0].remedy
+    );
+}
+
+#[test]
+fn backup_age_names_the_owner_and_clears() {
+    let mut w = fresh();
+    w.backup("node-1", "b1", 800, -3 * 86400 - 60, true, true);
+    let a = alarms(&w);
+    assert_eq!(names(&a), ["backup_age"]);
+    assert_eq!(
+        a[0].measurement,
+        "the newest complete backup is 3 days old (backup_max_age is 24h)"
+    );
+    assert!(a[0].remedy.contains("(owner: platform-oncall)"));
+    w.backup("node-1", "b1", 800, -60, true, true);
+    assert_eq!(alarms(&w), vec![]);
+    // Under operator, the acknowledgement is what is aged.
+    let mut w = fresh();
+    w.policy.backup_floor = BackupPolicy::Operator;
+    let mut p = policy();
+    p.backup_floor = BackupPolicy::Operator;
+    let a = evaluate(&[w.answer()], &held(), &p, now());
+    assert_eq!(
+        a[0].measurement,
+        format!("no acknowledgement has been given for {S}")
+    );
+    assert!(a[0]
+        .remedy
+        .contains(&format!("crewlet retention ack -stream {S} -position N")));
+}
+
+#[test]
+fn term_unreadable_names_the_error_and_init() {
+    let mut w = fresh();
+    w.holds = None;
+    let a = alarms(&w);
+    assert_eq!(names(&a), ["term_unreadable"]);
+    assert_eq!(
+        a[0].measurement,
+        "min_hold is unreadable: bucket crewlet_holds does not exist; run `crewlet retention init`"
+    );
+    assert_eq!(
+        a[0].remedy,
+        "create the missing bucket: crewlet retention init"
+    );
+}
+
+#[test]
+fn trim_held_names_the_absent_node_and_the_evict_command() {
+    let mut w = World::new();
+    w.node("node-4", false, Some(120));
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 121, "trim_floor_state": "published",
+        "blocked_by": ["applied"], "held_since": ts(-2 * 86400), "at": ts(-5)}));
+    let a = alarms(&w);
+    assert_eq!(names(&a), ["trim_held"]);
+    assert_eq!(
+        a[0].measurement,
+        "blocked_by applied, backup_floor for 2 days (held_alarm_after is 24h)"
+    );
+    assert!(
+        a[0].remedy
+            .starts_with("node-4 is not live and has not reported since "),
+        "{}",
+        a[0].remedy
+    );
+    assert!(a[0].remedy.ends_with("it pins applied at 120: start it, or if it is not coming back evict it: crewlet retention evict node-4 -confirm node-4"), "{}", a[0].remedy);
+    // Not yet long enough: quiet.
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 121, "trim_floor_state": "published",
+        "blocked_by": ["applied"], "held_since": ts(-3600), "at": ts(-5)}));
+    assert_eq!(alarms(&w), vec![]);
+}
+
+#[test]
+fn not_ready_prints_the_reanchor_command() {
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": "2026-11-01T00:00:00Z", "floor": 5, "trim_floor_state": "published", "at": ts(-5)}));
+    let a = alarms(&w);
+    assert_eq!(names(&a), ["not_ready"]);
+    assert_eq!(a[0].remedy, format!("if the new stream is the one to keep: crewlet retention reanchor -stream {S} -confirm {CREATED}"));
+}
+
+#[test]
+fn broker_retention_bypass() {
+    let mut w = fresh();
+    if let Ok(s) = &mut w.stream {
+        s.facts.max_age_secs = 86400;
+        s.facts.discard_new = true;
+    }
+    let a = alarms(&w);
+    assert_eq!(names(&a), ["broker_retention_bypass"]);
+    assert!(
+        a[0].measurement.ends_with("max_age = 86400s"),
+        "{}",
+        a[0].measurement
+    );
+}
+
+#[test]
+fn floor_stale() {
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-120)}));
+    let a = alarms(&w);
+    assert_eq!(names(&a), ["floor_stale"]);
+    assert_eq!(
+        a[0].measurement,
+        "the floors row was last written 2 minutes ago (3 ticks is 30s)"
+    );
+    // Nobody holds duty: it is duty_unheld, not a stale floor.
+    let a = evaluate(&[w.answer()], &DutyView::Unheld, &policy(), now());
+    assert_eq!(names(&a), ["duty_unheld"]);
+}

@@ -1,0 +1,239 @@
+//! The tick's readers: every bucket in one pass each, stream info, the feed
+//! consumer, and the age lookup. Each returns a value or an error naming
+//! what failed; nothing is cached between calls.
+
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use async_nats::jetstream::context::GetStreamErrorKind;
+use async_nats::jetstream::ErrorCode;
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+use serde::Deserialize;
+
+use super::Broker;
+use crate::config::Buckets;
+use crate::floor::{Bucket, BucketError, Entry, FeedState, Rows, StreamState};
+use crate::rows::Instant;
+
+/// How long one read may take before it counts as unreadable.
+pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Converts the broker's `created` (nanoseconds preserved).
+pub fn instant_of(t: time::OffsetDateTime) -> Instant {
+    let nanos = t.unix_timestamp_nanos();
+    let secs = nanos.div_euclid(1_000_000_000) as i64;
+    let sub = nanos.rem_euclid(1_000_000_000) as u32;
+    Instant(DateTime::<Utc>::from_timestamp(secs, sub).unwrap_or_default())
+}
+
+impl Broker {
+    /// Every live key of bucket `name` with its value and revision: one
+    /// ordered consumer delivering the last message per subject, read until
+    /// nothing is pending (never `keys()` plus a `get` per key).
+    pub async fn read_bucket(&self, name: &str) -> Bucket {
+        match tokio::time::timeout(READ_TIMEOUT, self.read_bucket_inner(name)).await {
+            Ok(r) => r,
+            Err(_) => Err(BucketError::Failed {
+                bucket: name.to_string(),
+                reason: format!("no answer within {}s", READ_TIMEOUT.as_secs()),
+            }),
+        }
+    }
+
+    async fn read_bucket_inner(&self, name: &str) -> Bucket {
+        let failed = |reason: String| BucketError::Failed {
+            bucket: name.to_string(),
+            reason,
+        };
+        let stream = match self.js.get_stream(format!("KV_{name}")).await {
+            Ok(s) => s,
+            Err(e) => {
+                return Err(match e.kind() {
+                    GetStreamErrorKind::JetStream(je)
+                        if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                    {
+                        BucketError::Missing {
+                            bucket: name.to_string(),
+                        }
+                    }
+                    _ => failed(e.to_string()),
+                })
+            }
+        };
+        let prefix = format!("$KV.{name}.");
+        let consumer = stream
+            .create_consumer(OrderedConfig {
+                filter_subject: format!("{prefix}>"),
+                deliver_policy: DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        // An empty bucket delivers nothing and would block: ask first.
+        if consumer.cached_info().num_pending == 0 {
+            return Ok(Vec::new());
+        }
+        let mut messages = consumer
+            .messages()
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        let mut out = Vec::new();
+        while let Some(msg) = messages.next().await {
+            let msg = msg.map_err(|e| failed(e.to_string()))?;
+            let info = msg.info().map_err(|e| failed(e.to_string()))?;
+            let pending = info.pending;
+            let revision = info.stream_sequence;
+            let deleted = msg.headers.as_ref().is_some_and(|h| {
+                h.get("KV-Operation")
+                    .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
+                    || h.get("Nats-Marker-Reason").is_some()
+            });
+            if !deleted {
+                if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
+                    out.push(Entry {
+                        key: key.to_string(),
+                        value: msg.payload.to_vec(),
+                        revision,
+                    });
+                }
+            }
+            if pending == 0 {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every bucket the answer reads, concurrently, once.
+    pub async fn read_rows(&self, b: &Buckets) -> Rows {
+        let (presence, positions, holds, backups, snapshots, gates, floors) = tokio::join!(
+            self.read_bucket(&b.presence),
+            self.read_bucket(&b.positions),
+            self.read_bucket(&b.holds),
+            self.read_bucket(&b.backups),
+            self.read_bucket(&b.snapshots),
+            self.read_bucket(&b.gates),
+            self.read_bucket(&b.floors),
+        );
+        Rows {
+            presence,
+            positions,
+            holds,
+            backups,
+            snapshots,
+            gates,
+            floors,
+        }
+    }
+
+    /// Fresh stream info.
+    pub async fn stream_state(&self, stream: &str) -> Result<StreamState, String> {
+        let s = tokio::time::timeout(READ_TIMEOUT, self.js.get_stream(stream))
+            .await
+            .map_err(|_| {
+                format!(
+                    "stream {stream}: no answer within {}s",
+                    READ_TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|e| match e.kind() {
+                GetStreamErrorKind::JetStream(je)
+                    if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    format!("stream {stream} does not exist")
+                }
+                _ => format!("stream {stream}: {e}"),
+            })?;
+        let info = s.cached_info();
+        Ok(StreamState {
+            first_seq: info.state.first_sequence,
+            last_seq: info.state.last_sequence,
+            bytes: info.state.bytes,
+            max_bytes: info.config.max_bytes,
+            created: instant_of(info.created),
+            facts: super::streams::facts_of(&info.config),
+        })
+    }
+
+    /// The feed consumer's floors.
+    pub async fn feed_state(&self, stream: &str, consumer: &str) -> Result<FeedState, String> {
+        use async_nats::jetstream::context::ConsumerInfoErrorKind as K;
+        let read = async {
+            let s = self
+                .js
+                .get_stream(stream)
+                .await
+                .map_err(|e| format!("stream {stream}: {e}"))?;
+            s.consumer_info(consumer).await.map_err(|e| match e.kind() {
+                K::NotFound => format!("consumer {consumer} not found on {stream}"),
+                K::JetStream(je) if je.error_code() == ErrorCode::CONSUMER_NOT_FOUND => {
+                    format!("consumer {consumer} not found on {stream}")
+                }
+                _ => format!("consumer {consumer} on {stream}: {e}"),
+            })
+        };
+        let info = tokio::time::timeout(READ_TIMEOUT, read)
+            .await
+            .map_err(|_| {
+                format!(
+                    "consumer {consumer}: no answer within {}s",
+                    READ_TIMEOUT.as_secs()
+                )
+            })??;
+        Ok(FeedState {
+            ack_floor_seq: info.ack_floor.stream_sequence,
+            delivered_seq: info.delivered.stream_sequence,
+            num_ack_pending: info.num_ack_pending as u64,
+            num_pending: info.num_pending,
+        })
+    }
+
+    /// The first retained sequence stamped at or after `at`, or `None` when
+    /// every retained record is older. One request: the broker's own
+    /// lookup by start time (`MSG.GET` with `start_time`).
+    pub async fn first_seq_at_or_after(
+        &self,
+        stream: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<u64>, String> {
+        #[derive(Deserialize)]
+        struct Msg {
+            seq: u64,
+        }
+        #[derive(Deserialize)]
+        struct ApiError {
+            code: u64,
+            err_code: u64,
+            description: String,
+        }
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Reply {
+            Err { error: ApiError },
+            Ok { message: Msg },
+        }
+        let body = serde_json::json!({ "start_time": Instant(at).to_rfc3339() });
+        let request = self
+            .js
+            .request::<_, _, Reply>(format!("STREAM.MSG.GET.{stream}"), &body);
+        let reply = tokio::time::timeout(READ_TIMEOUT, request)
+            .await
+            .map_err(|_| {
+                format!(
+                    "age lookup on {stream}: no answer within {}s",
+                    READ_TIMEOUT.as_secs()
+                )
+            })?
+            .map_err(|e| format!("age lookup on {stream}: {e}"))?;
+        match reply {
+            Reply::Ok { message } => Ok(Some(message.seq)),
+            // 10037: no message at or after that time.
+            Reply::Err { error } if error.err_code == 10037 => Ok(None),
+            Reply::Err { error } => Err(format!(
+                "age lookup on {stream}: {} ({}/{})",
+                error.description, error.code, error.err_code
+            )),
+        }
+    }
+}

@@ -1,0 +1,132 @@
+//! The tick's writers: publishing the answer with compare-and-set, and the
+//! one purge the sidecar ever sends, re-checked against fresh stream info.
+
+use async_nats::jetstream::kv;
+
+use super::read::instant_of;
+use super::Broker;
+use crate::floor::check_purge;
+use crate::rows::Instant;
+
+/// Why a publish wrote nothing.
+#[derive(Debug, thiserror::Error)]
+pub enum PublishError {
+    /// Someone else wrote the row since it was read.
+    #[error("the floors row for {key} changed since it was read (compare-and-set refused)")]
+    Conflict { key: String },
+    #[error("publishing the floors row for {key}: {reason}")]
+    Failed { key: String, reason: String },
+}
+
+/// Why a purge was not sent or failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PurgeError {
+    /// Fresh stream info no longer licenses the purge.
+    #[error("purge of {stream} to {target} not sent: {reason}")]
+    Refused {
+        stream: String,
+        target: u64,
+        reason: String,
+    },
+    #[error("purge of {stream} to {target} failed: {reason}")]
+    Failed {
+        stream: String,
+        target: u64,
+        reason: String,
+    },
+}
+
+impl Broker {
+    /// The KV handle of `bucket`.
+    pub async fn kv(&self, bucket: &str) -> Result<kv::Store, String> {
+        self.js
+            .get_key_value(bucket)
+            .await
+            .map_err(|e| format!("bucket {bucket}: {e}"))
+    }
+
+    /// Writes `value` at `key` only if the key is still at `revision`
+    /// (`None`: only if it does not exist). Returns the new revision.
+    pub async fn put_if(
+        &self,
+        bucket: &str,
+        key: &str,
+        value: Vec<u8>,
+        revision: Option<u64>,
+    ) -> Result<u64, PublishError> {
+        let failed = |reason: String| PublishError::Failed {
+            key: key.to_string(),
+            reason,
+        };
+        let store = self.kv(bucket).await.map_err(failed)?;
+        let result = match revision {
+            Some(rev) => store
+                .update(key, value.into(), rev)
+                .await
+                .map_err(|e| match e.kind() {
+                    kv::UpdateErrorKind::WrongLastRevision => PublishError::Conflict {
+                        key: key.to_string(),
+                    },
+                    _ => failed(e.to_string()),
+                }),
+            None => store
+                .create(key, value.into())
+                .await
+                .map_err(|e| match e.kind() {
+                    kv::CreateErrorKind::AlreadyExists => PublishError::Conflict {
+                        key: key.to_string(),
+                    },
+                    _ => failed(e.to_string()),
+                }),
+        };
+        result
+    }
+
+    /// Purges `stream` keeping sequences `>= trim_to + 1`, after re-reading
+    /// stream info: the stream must still be the incarnation `created`, hold
+    /// `trim_to` (`last_seq >= trim_to`), and start below the target.
+    /// Returns how many records went.
+    pub async fn purge_to(
+        &self,
+        stream: &str,
+        trim_to: u64,
+        created: Instant,
+    ) -> Result<u64, PurgeError> {
+        let target = trim_to.saturating_add(1);
+        let refused = |reason: String| PurgeError::Refused {
+            stream: stream.to_string(),
+            target,
+            reason,
+        };
+        let s = self
+            .js
+            .get_stream(stream)
+            .await
+            .map_err(|e| refused(format!("stream info: {e}")))?;
+        let info = s.cached_info();
+        let live_created = instant_of(info.created);
+        if live_created != created {
+            return Err(refused(format!(
+                "the stream was recreated (created {live_created}, expected {created})"
+            )));
+        }
+        let (first, last) = (info.state.first_sequence, info.state.last_sequence);
+        let Some(seq) = check_purge(trim_to, first, last) else {
+            return Err(refused(format!(
+                "first_seq {first}, last_seq {last} do not license it"
+            )));
+        };
+        // check_purge never yields 0 (a full purge) nor past last_seq + 1.
+        debug_assert!(seq > 0 && seq <= last + 1);
+        let response = s
+            .purge()
+            .sequence(seq)
+            .await
+            .map_err(|e| PurgeError::Failed {
+                stream: stream.to_string(),
+                target,
+                reason: e.to_string(),
+            })?;
+        Ok(response.purged)
+    }
+}
