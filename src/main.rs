@@ -6,7 +6,13 @@ use crewlet::cli::{self, LogFormat};
 
 fn main() -> ExitCode {
     let cli = cli::parse_args();
-    init_tracing(cli.log_format);
+    // The demo narrates on stdout; its log lines would drown that out.
+    let default_level = if matches!(cli.command, cli::Command::Demo(_)) {
+        "warn"
+    } else {
+        "info"
+    };
+    init_tracing(cli.log_format, default_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -20,9 +26,10 @@ fn main() -> ExitCode {
     runtime.block_on(cli::run(cli)).into()
 }
 
-fn init_tracing(format: LogFormat) {
+fn init_tracing(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr);

@@ -48,3 +48,35 @@ impl Broker {
         Ok(Ensured::Created)
     }
 }
+
+impl Broker {
+    /// On the embedded broker only: creates the domain's stream if it is
+    /// missing, with settings `validate` accepts (`discard: new`, a 1 GiB
+    /// ceiling, no limits of its own). Returns whether it created one.
+    pub async fn ensure_log_stream(
+        &self,
+        domain: &crate::config::Domain,
+    ) -> Result<bool, ReadError> {
+        if self.stream_config(&domain.stream).await?.is_some() {
+            return Ok(false);
+        }
+        let mut subjects = vec![format!("{}.>", domain.stream)];
+        subjects.extend(domain.gate_subject.clone());
+        self.js
+            .create_stream(jetstream::stream::Config {
+                name: domain.stream.clone(),
+                subjects,
+                max_bytes: crate::stream_check::MIN_MAX_BYTES,
+                discard: jetstream::stream::DiscardPolicy::New,
+                storage: jetstream::stream::StorageType::File,
+                allow_direct: true,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| ReadError {
+                stream: domain.stream.clone(),
+                reason: format!("creating the stream: {e}"),
+            })?;
+        Ok(true)
+    }
+}

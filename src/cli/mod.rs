@@ -2,7 +2,10 @@
 //! command returns an [`Exit`]; printing is done here, computing elsewhere.
 
 pub mod args;
+mod demo;
 mod init;
+mod reanchor;
+mod run;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -60,6 +63,45 @@ pub enum Command {
     /// gestures.
     #[command(subcommand)]
     Retention(Retention),
+    /// A guided tour on an embedded broker: three simulated nodes apply a
+    /// log, the trim advances the floor, a stalled node pins it, and it
+    /// moves again once the node catches up. Exercises the real sidecar.
+    Demo(DemoArgs),
+}
+
+/// `crewlet demo` options.
+#[derive(Debug, clap::Args)]
+pub struct DemoArgs {
+    /// How many ticks to run.
+    #[arg(long, default_value_t = 18)]
+    pub ticks: u32,
+    /// Keep the demo broker's store here instead of a temporary directory.
+    #[arg(long, value_name = "DIR")]
+    pub data_dir: Option<PathBuf>,
+}
+
+/// `crewlet retention run` options.
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// Claim the duty, run one tick, release, and exit with the status exit
+    /// code (0 no alarm, 1 an alarm, 3 broker unreachable).
+    #[arg(long)]
+    pub once: bool,
+}
+
+/// `crewlet retention reanchor` options.
+#[derive(Debug, clap::Args)]
+pub struct ReanchorArgs {
+    /// The stream (or domain name) to reanchor.
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// The live stream's `created`, exactly as printed. Without it the
+    /// command prints the live value and the case, and refuses.
+    #[arg(long, value_name = "CREATED")]
+    pub confirm: Option<String>,
+    /// Who is doing this [default: the OS user name].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -68,6 +110,13 @@ pub enum Retention {
     /// an existing bucket is left as it is, and each setting that differs is
     /// reported as a warning. Exits 0 once every bucket exists.
     Init,
+    /// The sidecar: claims the trim duty, ticks every retention.tick
+    /// (read, compute, publish, purge), evaluates alarms. SIGTERM/SIGINT
+    /// finish the running tick, release the duty and exit 0.
+    Run(RunArgs),
+    /// Adopt a recreated or restored stream: opens the next generation of
+    /// its floor, keyed to the live stream's `created`.
+    Reanchor(ReanchorArgs),
 }
 
 /// Parses argv (accepting single-dash long flags) into [`Cli`].
@@ -88,6 +137,9 @@ pub async fn run(cli: Cli) -> Exit {
     match &cli.command {
         Command::Validate => validate::run(&cli).await,
         Command::Retention(Retention::Init) => init::run(&cli).await,
+        Command::Retention(Retention::Run(args)) => run::run(&cli, args).await,
+        Command::Retention(Retention::Reanchor(args)) => reanchor::run(&cli, args).await,
+        Command::Demo(args) => demo::run(&cli, args).await,
     }
 }
 
@@ -131,6 +183,54 @@ pub fn load_config(cli: &Cli) -> Result<Loaded, Exit> {
             }
             eprintln!("run `crewlet validate` for the full report");
             Err(Exit::Usage)
+        }
+    }
+}
+
+/// Who a gesture is by: `-by`, else the OS user name, else `unknown`.
+pub fn by_name(flag: Option<&str>) -> String {
+    flag.map(str::to_string)
+        .or_else(|| std::env::var("USER").ok())
+        .or_else(|| std::env::var("LOGNAME").ok())
+        .filter(|s| !s.trim().is_empty())
+        .unwrap_or_else(|| "unknown".into())
+}
+
+/// Connects, starting the embedded broker first when `nats.url` is
+/// `embedded` (and `--nats-url` does not override it).
+pub async fn connect_or_embed(
+    cli: &Cli,
+    config: &Config,
+) -> Result<(Broker, Option<crate::embedded::EmbeddedServer>), Exit> {
+    let env = std::env::var("NATS_URL").ok();
+    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
+    if url.trim() != EMBEDDED_URL {
+        return connect(cli, config).await.map(|b| (b, None));
+    }
+    let server = match crate::embedded::EmbeddedServer::start(
+        &config.nats.embedded_dir,
+        config.nats.embedded_port,
+    )
+    .await
+    {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Err(Exit::Unreachable);
+        }
+    };
+    match broker::connect(
+        &server.url,
+        &config.nats,
+        &format!("crewlet/{}", config.node.id),
+    )
+    .await
+    {
+        Ok(b) => Ok((b, Some(server))),
+        Err(e) => {
+            eprintln!("error: {e}");
+            server.stop().await;
+            Err(Exit::Unreachable)
         }
     }
 }

@@ -136,6 +136,11 @@ pub struct NatsConfig {
     /// How long a connection attempt may take before the broker counts as
     /// unreachable (exit 3).
     pub connect_timeout: Dur,
+    /// With `url: embedded`: where the local broker keeps its store
+    /// (created owner-only).
+    pub embedded_dir: PathBuf,
+    /// With `url: embedded`: its loopback port; 0 picks a free one.
+    pub embedded_port: u16,
 }
 
 impl Default for NatsConfig {
@@ -149,6 +154,8 @@ impl Default for NatsConfig {
             token: None,
             tls: None,
             connect_timeout: Dur::secs(5),
+            embedded_dir: PathBuf::from(".crewlet/embedded"),
+            embedded_port: 0,
         }
     }
 }

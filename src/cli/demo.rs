@@ -1,0 +1,292 @@
+//! `crewlet demo`: the first-run experience. On an embedded broker three
+//! simulated nodes apply a log while the real sidecar (the same `Sidecar`
+//! tick `run` uses) trims it: the floor advances, a stalled node pins it
+//! (and status says so in one sentence), and it moves again once the node
+//! catches up. The demo checks that story happened and exits 1 if not.
+
+use chrono::Utc;
+use serde::Serialize;
+
+use super::{Cli, DemoArgs};
+use crate::broker::Broker;
+use crate::config::{self, Config};
+use crate::exit::Exit;
+use crate::report;
+use crate::rows::{
+    Artefact, BackupManifest, Instant, PositionRow, PositionStatus, PresenceRow, SkipReason,
+    SnapshotRow,
+};
+use crate::trim::{Sidecar, TickReport};
+
+/// The demo's configuration is the shipped example, so the two never drift.
+const DEMO_CONFIG: &str = include_str!("../../config/demo.yaml");
+const NODES: [&str; 3] = ["node-1", "node-2", "node-3"];
+const RECORDS_PER_TICK: u64 = 25;
+const STALLED: &str = "node-3";
+/// The stalled node stops at this tick and returns `RESUME_BEFORE_END`
+/// ticks before the end: long enough for min_age to pass its position.
+const STALL_AT: u32 = 4;
+const RESUME_BEFORE_END: u32 = 5;
+const MIN_TICKS: u32 = 14;
+
+pub async fn run(_cli: &Cli, args: &DemoArgs) -> Exit {
+    let Some(mut config) = config::check(DEMO_CONFIG).config else {
+        eprintln!("error: the built-in demo configuration is invalid (config/demo.yaml)");
+        return Exit::Usage;
+    };
+    let (dir, temporary) = match &args.data_dir {
+        Some(d) => (d.clone(), false),
+        None => (
+            std::env::temp_dir().join(format!("crewlet-demo-{}", std::process::id())),
+            true,
+        ),
+    };
+    config.nats.embedded_dir = dir.clone();
+    let ticks = args.ticks.max(MIN_TICKS);
+    println!(
+        "crewlet demo: an embedded nats-server in {}, one domain ({}), three nodes, trim enabled.",
+        dir.display(),
+        config.domains[0].stream
+    );
+    let server = match crate::embedded::EmbeddedServer::start(&dir, 0).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Unreachable;
+        }
+    };
+    let exit = match crate::broker::connect(&server.url, &config.nats, "crewlet-demo").await {
+        Ok(broker) => tour(broker, config, ticks).await,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Exit::Unreachable
+        }
+    };
+    server.stop().await;
+    if temporary {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    exit
+}
+
+/// The simulated fleet: what each node has applied, and whether it runs.
+struct Fleet {
+    broker: Broker,
+    config: Config,
+    applied: [u64; 3],
+    running: [bool; 3],
+}
+
+impl Fleet {
+    async fn put<T: Serialize>(&self, bucket: &str, key: &str, row: &T) -> Result<(), String> {
+        let store = self.broker.kv(bucket).await?;
+        let body = serde_json::to_vec(row).map_err(|e| e.to_string())?;
+        store
+            .put(key, body.into())
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// One step of the world: new records, then every running node applies
+    /// them and reports, snapshots and backs up.
+    async fn step(&mut self) -> Result<u64, String> {
+        let d = &self.config.domains[0];
+        let subject = format!("{}.records", d.stream);
+        let mut acks = Vec::new();
+        for i in 0..RECORDS_PER_TICK {
+            let ack = self
+                .broker
+                .js
+                .publish(subject.clone(), format!("record {i}").into())
+                .await
+                .map_err(|e| e.to_string())?;
+            acks.push(ack);
+        }
+        for ack in acks {
+            ack.await.map_err(|e| e.to_string())?;
+        }
+        let state = self.broker.stream_state(&d.stream).await?;
+        let now = Instant(Utc::now());
+        let b = self.config.buckets.clone();
+        for (i, node) in NODES.iter().enumerate() {
+            if !self.running[i] {
+                continue;
+            }
+            self.applied[i] = state.last_seq;
+            self.put(
+                &b.presence,
+                node,
+                &PresenceRow {
+                    node: node.to_string(),
+                    roles: vec!["data".into()],
+                    version: "demo".into(),
+                    started_at: now,
+                },
+            )
+            .await?;
+            let position = PositionRow {
+                node: node.to_string(),
+                stream: d.stream.clone(),
+                seq: self.applied[i],
+                generation: 0,
+                stream_created: state.created,
+                updated_at: now,
+                status: PositionStatus::Ok,
+            };
+            self.put(&b.positions, &PositionRow::key(&d.stream, node), &position)
+                .await?;
+            let artefact = Artefact {
+                position: self.applied[i],
+                generation: 0,
+                taken_at: now,
+                verified: true,
+            };
+            let snapshot = SnapshotRow {
+                node: node.to_string(),
+                updated_at: now,
+                skip_reason: SkipReason::None,
+                artefacts: [(d.stream.clone(), artefact)].into(),
+            };
+            self.put(&b.snapshots, node, &snapshot).await?;
+        }
+        // node-1 runs the nightly backup, compressed into every tick here.
+        let backup = BackupManifest {
+            id: "nightly".into(),
+            node: NODES[0].into(),
+            taken_at: now,
+            completed_at: Some(now),
+            verified: true,
+            owner: "demo".into(),
+            positions: [(d.stream.clone(), self.applied[0])].into(),
+        };
+        self.put(
+            &b.backups,
+            &BackupManifest::key(NODES[0], "nightly"),
+            &backup,
+        )
+        .await?;
+        Ok(state.last_seq)
+    }
+
+    /// The node stops: its lease lapses (deleted at once rather than waiting
+    /// out the TTL) and its position stays where it was.
+    async fn stop(&mut self, node: usize) -> Result<(), String> {
+        self.running[node] = false;
+        let store = self.broker.kv(&self.config.buckets.presence).await?;
+        store.delete(NODES[node]).await.map_err(|e| e.to_string())
+    }
+}
+
+fn progress(tick: u32, r: &TickReport) -> String {
+    let Some(d) = r.domains.first() else {
+        return format!("tick {tick:>2}: no domain");
+    };
+    let a = &d.answer;
+    let purged = match &d.purged {
+        Some(Ok(n)) => n.to_string(),
+        Some(Err(e)) => format!("failed ({e})"),
+        None => "0".into(),
+    };
+    let blocked = if a.blocked_by.is_empty() {
+        "-".to_string()
+    } else {
+        a.blocked_by
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    let binding = a
+        .terms
+        .iter()
+        .find(|t| t.binding)
+        .map(|t| t.term.as_str())
+        .unwrap_or("-");
+    format!(
+        "tick {tick:>2}  last {:>5}  first {:>5}  floor {:>5}  trim_to {:>5}  purged {:>4}  binding {:<14} blocked_by {blocked}",
+        a.last_seq,
+        a.first_seq,
+        a.floor.map(|f| f.to_string()).unwrap_or_else(|| "-".into()),
+        a.trim_to,
+        purged,
+        binding
+    )
+}
+
+async fn tour(broker: Broker, config: Config, ticks: u32) -> Exit {
+    if let Err(e) = super::run::prepare(&broker, &config, true).await {
+        eprintln!("error: {e}");
+        return Exit::Unreachable;
+    }
+    let tick = config.retention.tick.0;
+    let mut fleet = Fleet {
+        broker: broker.clone(),
+        config: config.clone(),
+        applied: [0; 3],
+        running: [true; 3],
+    };
+    let mut sidecar = Sidecar::new(config, broker);
+    let stall_at = STALL_AT;
+    let resume_at = ticks - RESUME_BEFORE_END;
+    let mut floors = Vec::new();
+    let mut said_pinned = false;
+    println!("min_age is {}: the newest records are always kept; the floor follows the oldest thing anything still needs.\n", sidecar.config.retention.min_age);
+    for t in 1..=ticks {
+        if t == stall_at {
+            if let Err(e) = fleet.stop(2).await {
+                eprintln!("error: {e}");
+                return Exit::Unreachable;
+            }
+            println!(
+                "         {STALLED} stops: its presence lease lapses and its position stays at {}.",
+                fleet.applied[2]
+            );
+        }
+        if t == resume_at {
+            fleet.running[2] = true;
+            println!("         {STALLED} comes back and catches up.");
+        }
+        if let Err(e) = fleet.step().await {
+            eprintln!("error: {e}");
+            return Exit::Unreachable;
+        }
+        let report = sidecar.tick().await;
+        println!("{}", progress(t, &report));
+        if let Some(d) = report.domains.first() {
+            floors.push(d.answer.floor.unwrap_or(0));
+            if !said_pinned && t < resume_at {
+                if let Some(sentence) = report::not_trimming(&d.answer, Utc::now()) {
+                    println!("         status: {sentence}");
+                    said_pinned = true;
+                }
+            }
+        }
+        tokio::time::sleep(tick).await;
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+
+    // The story must have happened: advancing, pinned, advancing again.
+    let before = floors.get(stall_at as usize - 1).copied().unwrap_or(0);
+    let pinned = floors.get(resume_at as usize - 2).copied().unwrap_or(0);
+    let after = floors.last().copied().unwrap_or(0);
+    let pinned_at = fleet_pin(&floors, stall_at, resume_at);
+    println!();
+    if before > 0 && pinned_at && after > pinned && said_pinned {
+        println!("The floor advanced while every node kept up, held at {pinned} while {STALLED} was away, and moved on to {after} once it caught up.");
+        println!("Next: crewlet validate --config config/crewlet.reference.yaml, then crewlet retention run against your broker (docs/runbook.md).");
+        Exit::Ok
+    } else {
+        println!(
+            "The demo did not go as expected (floors by tick: {floors:?}); see the lines above."
+        );
+        Exit::Attention
+    }
+}
+
+/// Did the floor stop moving at some point while the node was away?
+fn fleet_pin(floors: &[u64], stall_at: u32, resume_at: u32) -> bool {
+    let window =
+        &floors[(stall_at as usize).min(floors.len())..(resume_at as usize - 1).min(floors.len())];
+    window.windows(2).any(|w| w[0] == w[1] && w[0] > 0)
+}

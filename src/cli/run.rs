@@ -1,0 +1,140 @@
+//! `crewlet retention run [--once]`: the sidecar.
+
+use std::sync::Arc;
+
+use tokio::sync::Notify;
+
+use super::{Cli, RunArgs};
+use crate::broker::kv::Ensured;
+use crate::broker::Broker;
+use crate::buckets::{contract_buckets, differences};
+use crate::config::{self, Config};
+use crate::exit::Exit;
+use crate::trim::Sidecar;
+
+pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
+    let loaded = match super::load_config(cli) {
+        Ok(l) => l,
+        Err(exit) => return exit,
+    };
+    let config = loaded.config;
+    // Warnings are worth a log line at start; errors already stopped us.
+    if let Ok(text) = std::fs::read_to_string(&loaded.path) {
+        for p in config::check(&text).problems {
+            tracing::warn!(
+                event = "config_warning",
+                "{}",
+                p.render(&loaded.path.display().to_string())
+            );
+        }
+    }
+    let (broker, embedded) = match super::connect_or_embed(cli, &config).await {
+        Ok(x) => x,
+        Err(exit) => return exit,
+    };
+    let exit = serve(broker, config, args.once, embedded.is_some()).await;
+    if let Some(server) = embedded {
+        server.stop().await;
+    }
+    exit
+}
+
+/// Ensures the buckets the sidecar may create: its own (floors, duty,
+/// gates), and on its own embedded broker every bucket and missing stream.
+pub async fn prepare(broker: &Broker, config: &Config, embedded: bool) -> Result<(), String> {
+    for spec in contract_buckets(config)
+        .into_iter()
+        .filter(|s| s.sidecar_owned || embedded)
+    {
+        match broker.ensure_bucket(&spec).await {
+            Ok(Ensured::Created) => {
+                tracing::info!(event = "bucket_created", bucket = %spec.name, role = spec.role, "created bucket")
+            }
+            Ok(Ensured::Existed(have)) => {
+                for d in differences(&spec, &have) {
+                    tracing::warn!(event = "bucket_differs", bucket = %spec.name, "{d}");
+                }
+            }
+            Err(e) => return Err(e.to_string()),
+        }
+    }
+    if embedded {
+        for d in &config.domains {
+            if broker
+                .ensure_log_stream(d)
+                .await
+                .map_err(|e| e.to_string())?
+            {
+                tracing::info!(event = "stream_created", stream = %d.stream, "created the domain's stream on the embedded broker");
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn serve(broker: Broker, config: Config, once: bool, embedded: bool) -> Exit {
+    tracing::info!(
+        event = "started",
+        node = %config.node.id,
+        duty = config.node.duty,
+        tick = %config.retention.tick,
+        trim_enabled = config.trim.enabled,
+        domains = config.domains.len(),
+        url = %broker.url,
+        "crewlet retention run"
+    );
+    if let Err(e) = prepare(&broker, &config, embedded).await {
+        eprintln!("error: {e}");
+        return Exit::Unreachable;
+    }
+    let mut sidecar = Sidecar::new(config, broker);
+    if once {
+        let report = sidecar.tick().await;
+        sidecar.duty.release(&sidecar.broker).await;
+        for a in &report.alarms {
+            eprintln!("{}", a.line());
+        }
+        return if report.broker_failed() {
+            Exit::Unreachable
+        } else if report.alarms.is_empty() {
+            Exit::Ok
+        } else {
+            Exit::Attention
+        };
+    }
+    let shutdown = Arc::new(Notify::new());
+    let signal = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!(
+            event = "stopping",
+            "signal received: finishing the tick, then releasing the duty"
+        );
+        signal.notify_one();
+    });
+    sidecar.run(shutdown).await;
+    tracing::info!(event = "stopped", "crewlet retention run stopped");
+    Exit::Ok
+}
+
+async fn wait_for_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = tokio::signal::ctrl_c() => {}
+                }
+            }
+            Err(_) => {
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}

@@ -1,0 +1,296 @@
+//! One tick (read → compute → publish → re-check duty → purge) and the loop
+//! that runs it every `retention.tick` until shutdown. The order is the
+//! safety argument: a tick whose answer could not be published deletes
+//! nothing, and a purge is sent only by the holder of the duty lease, to
+//! this tick's `trim_to`, re-checked against fresh stream info.
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
+
+use crate::alarms::{self, Alarm, AlarmPolicy, DutyView};
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::duty::{Duty, DutyStatus};
+use crate::floor::{self, Answer, DomainRead, Policy, Rows};
+
+/// What happened to one domain in a tick.
+#[derive(Debug, Clone)]
+pub struct DomainTick {
+    pub answer: Answer,
+    /// `None` when this sidecar did not hold the duty (or the answer was
+    /// not publishable); else the new revision or why it failed.
+    pub published: Option<Result<u64, String>>,
+    /// `None` when nothing was licensed; else records purged or why not.
+    pub purged: Option<Result<u64, String>>,
+}
+
+/// What a tick did, for logs, `--once` and the demo.
+#[derive(Debug, Clone)]
+pub struct TickReport {
+    pub domains: Vec<DomainTick>,
+    pub duty: DutyStatus,
+    pub alarms: Vec<Alarm>,
+}
+
+impl TickReport {
+    /// Nothing about any log could be read: the broker is gone.
+    pub fn broker_failed(&self) -> bool {
+        !self.domains.is_empty() && self.domains.iter().all(|d| d.answer.stream_error.is_some())
+    }
+}
+
+/// A running sidecar: configuration, connection, duty lease, and the alarms
+/// it last reported (to log changes only).
+pub struct Sidecar {
+    pub config: Config,
+    pub broker: Broker,
+    pub duty: Duty,
+    active: BTreeSet<(String, Option<String>)>,
+}
+
+/// Reads everything one domain needs beyond the buckets, in the order
+/// floor.md fixes: stream info, then the consumer, then the age lookup.
+pub async fn read_domain(
+    broker: &Broker,
+    domain: &crate::config::Domain,
+    min_age: Duration,
+    now: DateTime<Utc>,
+) -> DomainRead {
+    let stream = broker.stream_state(&domain.stream).await;
+    let feed = match &domain.feed_consumer {
+        Some(c) => Some(broker.feed_state(&domain.stream, c).await),
+        None => None,
+    };
+    let young_seq = match &stream {
+        Err(e) => Err(e.clone()),
+        // Nothing retained, or no record can be young: no request needed.
+        Ok(s) if s.last_seq < s.first_seq || min_age.is_zero() => Ok(None),
+        Ok(_) => {
+            let cutoff = now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
+            broker.first_seq_at_or_after(&domain.stream, cutoff).await
+        }
+    };
+    DomainRead {
+        stream,
+        feed,
+        young_seq,
+    }
+}
+
+/// Every domain's answer from one fresh read (the buckets once, then each
+/// domain's stream concurrently). `status` uses this too.
+pub async fn answers(
+    broker: &Broker,
+    config: &Config,
+    session: &str,
+    now: DateTime<Utc>,
+) -> (Rows, Vec<Answer>) {
+    let rows = broker.read_rows(&config.buckets).await;
+    let policy = Policy::from_config(config, session);
+    let reads = futures::future::join_all(
+        config
+            .domains
+            .iter()
+            .map(|d| read_domain(broker, d, policy.min_age, now)),
+    )
+    .await;
+    let answers = config
+        .domains
+        .iter()
+        .zip(reads)
+        .map(|(d, read)| floor::compute(d, &policy, &rows, &read, now))
+        .collect();
+    (rows, answers)
+}
+
+/// The duty as the alarms see it.
+pub fn duty_view(status: &DutyStatus, duty: &Duty) -> DutyView {
+    match status {
+        DutyStatus::Held => DutyView::Held {
+            holder: duty.holder().to_string(),
+            claimed_at: duty.claimed_at(),
+        },
+        DutyStatus::Other {
+            holder, claimed_at, ..
+        } => DutyView::Held {
+            holder: holder.clone(),
+            claimed_at: *claimed_at,
+        },
+        DutyStatus::Free => DutyView::Unheld,
+        DutyStatus::Unknown(e) => DutyView::Unreadable(e.clone()),
+    }
+}
+
+impl Sidecar {
+    pub fn new(config: Config, broker: Broker) -> Sidecar {
+        let duty = Duty::new(&config.buckets.duty, &config.node.id, config.node.duty);
+        Sidecar {
+            config,
+            broker,
+            duty,
+            active: BTreeSet::new(),
+        }
+    }
+
+    /// One tick. Never panics on anything the broker says; a failure is in
+    /// the report and the logs.
+    pub async fn tick(&mut self) -> TickReport {
+        let duty = self.duty.claim_or_renew(&self.broker).await;
+        // `now` is taken before the reads: a hold expiring mid-tick is still
+        // seen live, and the age cutoff errs toward keeping.
+        let now = Utc::now();
+        let (rows, answers) = answers(&self.broker, &self.config, self.duty.session(), now).await;
+        let mut domains = Vec::with_capacity(answers.len());
+        for answer in answers {
+            let mut d = DomainTick {
+                answer,
+                published: None,
+                purged: None,
+            };
+            if self.duty.holds() {
+                self.publish_and_purge(&rows, &mut d).await;
+            }
+            log_domain(&d, self.duty.holds());
+            domains.push(d);
+        }
+        let policy = AlarmPolicy::from_config(&self.config);
+        let view = duty_view(&duty, &self.duty);
+        let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();
+        let alarms = alarms::evaluate(&all, &view, &policy, Utc::now());
+        self.log_alarm_changes(&alarms);
+        TickReport {
+            domains,
+            duty,
+            alarms,
+        }
+    }
+
+    async fn publish_and_purge(&self, rows: &Rows, d: &mut DomainTick) {
+        let a = &d.answer;
+        let revision = match floor::published(rows, &a.stream) {
+            Ok(p) => p.map(|(_, rev)| rev),
+            // An unreadable floors row is never overwritten: the floor it
+            // holds may be above anything this tick could conclude.
+            Err(_) => return,
+        };
+        if a.stream_error.is_some() {
+            return;
+        }
+        let body = match serde_json::to_vec(a) {
+            Ok(b) => b,
+            Err(e) => {
+                d.published = Some(Err(e.to_string()));
+                return;
+            }
+        };
+        match self
+            .broker
+            .put_if(&self.config.buckets.floors, &a.stream, body, revision)
+            .await
+        {
+            Ok(rev) => d.published = Some(Ok(rev)),
+            Err(e) => {
+                tracing::warn!(event = "publish_failed", domain = %a.domain, error = %e, "the answer was not published; nothing is purged this tick");
+                d.published = Some(Err(e.to_string()));
+                return;
+            }
+        }
+        let (Some(_target), Some(created)) = (floor::purge_target(a), a.stream_created) else {
+            return;
+        };
+        // Fencing: purge only if nobody has taken the duty since we renewed.
+        if !self.duty.still_held(&self.broker).await {
+            tracing::warn!(event = "duty_lost", domain = %a.domain, "the duty lease changed hands before the purge; nothing purged");
+            d.purged = Some(Err("duty lost before the purge".into()));
+            return;
+        }
+        match self.broker.purge_to(&a.stream, a.trim_to, created).await {
+            Ok(n) => d.purged = Some(Ok(n)),
+            Err(e) => {
+                // The floor is now ahead of the log: the safe direction.
+                tracing::warn!(event = "purge_failed", domain = %a.domain, error = %e, "the floor is ahead of the log until a later tick purges");
+                d.purged = Some(Err(e.to_string()));
+            }
+        }
+    }
+
+    fn log_alarm_changes(&mut self, alarms: &[Alarm]) {
+        let now: BTreeSet<(String, Option<String>)> = alarms
+            .iter()
+            .map(|a| (a.alarm.to_string(), a.domain.clone()))
+            .collect();
+        for a in alarms {
+            if !self
+                .active
+                .contains(&(a.alarm.to_string(), a.domain.clone()))
+            {
+                tracing::warn!(event = "alarm_raised", alarm = a.alarm, domain = a.domain.as_deref().unwrap_or("*"), measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
+            }
+        }
+        for (name, domain) in self.active.difference(&now) {
+            tracing::info!(event = "alarm_cleared", alarm = %name, domain = domain.as_deref().unwrap_or("*"), "alarm cleared");
+        }
+        self.active = now;
+    }
+
+    /// Runs until `shutdown` is notified. A tick that has started always
+    /// finishes (publish, then purge) before the lease is released.
+    pub async fn run(&mut self, shutdown: Arc<Notify>) {
+        let tick = self.config.retention.tick.0;
+        let mut failures: u32 = 0;
+        loop {
+            let report = self.tick().await;
+            if report.broker_failed() {
+                failures = failures.saturating_add(1);
+            } else {
+                failures = 0;
+            }
+            // Back off while the broker is gone: 1, 2, 4, then 8 ticks.
+            let wait = tick * 2u32.pow(failures.min(3));
+            if failures > 0 {
+                tracing::warn!(
+                    event = "tick_failed",
+                    failures,
+                    retry_in_secs = wait.as_secs_f64(),
+                    "nothing about any log could be read; retrying"
+                );
+            }
+            tokio::select! {
+                _ = shutdown.notified() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        self.duty.release(&self.broker).await;
+    }
+}
+
+fn log_domain(d: &DomainTick, holder: bool) {
+    let a = &d.answer;
+    let blocked: Vec<&str> = a.blocked_by.iter().map(|t| t.as_str()).collect();
+    let blocked = blocked.join(",");
+    let floor = a.floor.map(|f| f as i64).unwrap_or(-1);
+    let purged = match &d.purged {
+        Some(Ok(n)) => *n,
+        _ => 0,
+    };
+    let unreadable = a
+        .terms
+        .iter()
+        .any(|t| matches!(t.state, floor::TermState::Unreadable { .. }));
+    if let Some(why) = &a.not_ready {
+        tracing::warn!(event = "not_ready", domain = %a.domain, reason = %why, floor, trim_to = a.trim_to, "NOT READY: nothing purged");
+    } else if unreadable {
+        tracing::warn!(event = "trim_blocked", domain = %a.domain, blocked_by = %blocked, floor, trim_to = a.trim_to, dry_run = a.dry_run, "a term is unreadable: nothing purged");
+    } else if !holder {
+        tracing::info!(event = "trim_observed", domain = %a.domain, floor, trim_to = a.trim_to, blocked_by = %blocked, dry_run = a.dry_run, "computed (another sidecar holds the duty)");
+    } else if purged > 0 {
+        tracing::info!(event = "trim_purged", domain = %a.domain, floor, trim_to = a.trim_to, purged, blocked_by = %blocked, dry_run = a.dry_run, "published, then purged");
+    } else {
+        let would = a.would_purge.map(|w| w.records).unwrap_or(0);
+        tracing::info!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published");
+    }
+}
