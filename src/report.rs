@@ -16,7 +16,7 @@ pub fn is_trimming(a: &Answer) -> bool {
     if a.dry_run && a.would_purge.is_some() {
         return false;
     }
-    !(a.trim_to < a.first_seq && !a.blocked_by.is_empty())
+    a.trim_to >= a.first_seq || a.blocked_by.is_empty()
 }
 
 /// The sentence for a domain that is not trimming, naming why and the
