@@ -138,9 +138,7 @@ fn domain_alarms(
     let backup_term = a.terms.iter().find(|t| t.term == TermName::BackupFloor);
     if let Some(t) = backup_term {
         if !matches!(t.state, TermState::Unreadable { .. }) {
-            let stale = a
-                .backup_age_secs
-                .map(|s| Duration::from_secs(s) > p.backup_max_age);
+            let stale = a.backup_age_secs.map(|_| a.backup_stale);
             let measurement = match (p.backup_floor, stale) {
                 (BackupPolicy::Engine, None) => {
                     Some(format!("no verified backup names {}", a.stream))

@@ -178,6 +178,8 @@ pub struct Answer {
     /// How old the backup point the trim reads is (seconds), for the
     /// `backup_age` alarm; null when there is none.
     pub backup_age_secs: Option<u64>,
+    /// That backup point is older than `backup_max_age`.
+    pub backup_stale: bool,
     /// The stream's `created` when it differs from the generation's
     /// (`wrong_stream (recreated)`), so status can print both.
     pub live_stream_created: Option<Instant>,
@@ -285,7 +287,7 @@ pub fn compute(
         not_ready = Some("wrong_stream (ahead_of_log)".into());
     }
     let min_hold = terms::min_hold(stream, &rows.holds, now);
-    let (backup, backup_age) = terms::backup_floor(stream, &rows.backups, policy, now);
+    let (backup, backup_age) = terms::backup_floor(stream, &rows.backups, policy, gen_created, now);
     let snapshot = terms::snapshot_floor(
         stream,
         &rows.snapshots,
@@ -397,6 +399,7 @@ pub fn compute(
         nodes: set.nodes,
         stream_error: read.stream.as_ref().err().cloned(),
         backup_age_secs: backup_age.map(|d| d.as_secs()),
+        backup_stale: backup_age.is_some_and(|d| d > policy.backup_max_age),
         live_stream_created: if recreated { live_created } else { None },
         broker_retention_bypass: state.map(|s| bypasses(&s.facts)).unwrap_or_default(),
         published_at: previous

@@ -11,7 +11,7 @@ use super::counted::CountedSet;
 use super::{Bucket, FeedState, Policy, StreamState};
 use crate::config::{BackupPolicy, Dur};
 use crate::human;
-use crate::rows::{AckRow, BackupManifest, HoldRow, SnapshotRow, ACK_PREFIX};
+use crate::rows::{AckRow, BackupManifest, HoldRow, Instant, SnapshotRow, ACK_PREFIX};
 
 fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String>) -> Term {
     Term {
@@ -109,13 +109,17 @@ pub fn min_hold(stream: &str, holds: &Bucket, now: DateTime<Utc>) -> Term {
 
 /// `backup_floor` under either policy. Also returns the age of the backup
 /// point the trim reads (for the `backup_age` alarm): `None` when there is
-/// none at all.
+/// none at all. A manifest completed (or an acknowledgement given) before
+/// the stream's incarnation was created speaks of another number space and
+/// does not count.
 pub fn backup_floor(
     stream: &str,
     backups: &Bucket,
     policy: &Policy,
+    created: Option<Instant>,
     now: DateTime<Utc>,
 ) -> (Term, Option<Duration>) {
+    let before_stream = |t: Instant| created.is_some_and(|c| t < c);
     let entries = match backups {
         Ok(e) => e,
         Err(e) => return (unreadable(TermName::BackupFloor, e.to_string()), None),
@@ -136,6 +140,10 @@ pub fn backup_floor(
                 Some(e) => match AckRow::parse(&e.key, &e.value) {
                     Err(err) => (
                         unreadable(TermName::BackupFloor, format!("backups {err}")),
+                        None,
+                    ),
+                    Ok(ack) if before_stream(ack.at) => (
+                        value(TermName::BackupFloor, 0, None, Some(format!("the only acknowledgement predates the stream (given {}, stream created {})", ack.at, created.map(|c| c.to_string()).unwrap_or_default()))),
                         None,
                     ),
                     Ok(ack) => {
@@ -168,7 +176,10 @@ pub fn backup_floor(
                         )
                     }
                 };
-                if !m.counts() || !m.positions.contains_key(stream) {
+                if !m.counts()
+                    || !m.positions.contains_key(stream)
+                    || m.completed_at.is_some_and(before_stream)
+                {
                     continue;
                 }
                 if newest

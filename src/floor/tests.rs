@@ -442,6 +442,21 @@ fn backups_that_do_not_count() {
         assert_eq!(reason(&a, TermName::BackupFloor), want, "{what}");
         assert_eq!(a.trim_to, 0, "{what}");
     }
+    // A backup completed before the stream was created covers none of it.
+    let mut w = World::new();
+    w.backup(
+        "node-1",
+        "b1",
+        800,
+        -(now()
+            .signed_duration_since(Instant::parse(CREATED).expect("valid").0)
+            .num_seconds()
+            + 60),
+        true,
+        true,
+    );
+    w.policy.backup_max_age = Duration::from_secs(90 * 86400);
+    check(&w.answer(), TermName::BackupFloor, "value 0");
     // The newest complete one counts, even when an older one reaches further.
     let mut w = World::new();
     w.backup("node-1", "old", 950, -7200, true, true)
@@ -462,11 +477,11 @@ fn operator_acknowledgements() {
     // An old acknowledgement still counts for the trim (the alarm ages it).
     w.backups.get_or_insert_with(Vec::new).push((
         format!("_ack.{S}"),
-        json!({"stream": S, "position": 650, "by": "alice", "at": ts(-30 * 86400)}).to_string(),
+        json!({"stream": S, "position": 650, "by": "alice", "at": ts(-20 * 86400)}).to_string(),
     ));
     let a = w.answer();
     check(&a, TermName::BackupFloor, "value 650");
-    assert_eq!(a.backup_age_secs, Some(30 * 86400));
+    assert_eq!(a.backup_age_secs, Some(20 * 86400));
 }
 
 #[test]

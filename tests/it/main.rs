@@ -7,4 +7,6 @@ mod support;
 mod connect;
 mod examples;
 mod init;
+mod run;
+mod trim;
 mod validate;

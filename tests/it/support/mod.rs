@@ -7,6 +7,8 @@
 
 #![allow(dead_code)]
 
+pub mod fleet;
+
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};

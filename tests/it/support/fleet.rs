@@ -1,0 +1,231 @@
+//! A domain on a real broker with the contract's buckets, and helpers that
+//! write rows the way nodes and tools do (raw JSON into KV), for tests of
+//! the tick.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use async_nats::jetstream;
+use chrono::Utc;
+use serde_json::{json, Value};
+
+use super::{create_stream, log_stream, Server};
+use crewlet::broker::Broker;
+use crewlet::config::{self, Config, Dur};
+use crewlet::rows::Instant;
+use crewlet::trim::Sidecar;
+
+pub const STREAM: &str = "CREWLET_TRACKER_LOG";
+pub const GIB: i64 = 1 << 30;
+
+pub fn ts(offset_secs: i64) -> String {
+    Instant(Utc::now() + chrono::Duration::seconds(offset_secs)).to_rfc3339()
+}
+
+/// A configuration for tests: one domain on [`STREAM`], trim enabled,
+/// `min_age` zero so that age binds only where a test wants it. Built in
+/// code, not YAML: `min_age: 0` is below what validation allows even with
+/// unsafe limits (the cross-field rule), and the tick does not depend on
+/// validation.
+pub fn test_config(url: &str) -> Config {
+    let mut c = config::check(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, backup_owner: oncall, snapshot_quorum: 2, allow_unsafe_limits: true, min_age: 3s, snapshot_interval: 1s, fence_window: 2s}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
+    ))
+    .config
+    .expect("valid test config");
+    c.retention.min_age = Dur::secs(0);
+    c
+}
+
+pub struct Fleet {
+    pub server: Server,
+    pub js: jetstream::Context,
+    pub config: Config,
+}
+
+impl Fleet {
+    /// A server, the domain's stream with `records` records, and every
+    /// bucket of the contract.
+    pub async fn new(records: u64) -> Fleet {
+        let server = Server::start();
+        let js = server.js().await;
+        create_stream(
+            &js,
+            log_stream(
+                STREAM,
+                &[&format!("{STREAM}.>"), "crewlet.tracker.gate"],
+                GIB,
+            ),
+        )
+        .await;
+        let config = test_config(&server.url());
+        let fleet = Fleet { server, js, config };
+        let broker = fleet.broker().await;
+        for spec in crewlet::buckets::contract_buckets(&fleet.config) {
+            broker.ensure_bucket(&spec).await.expect("create bucket");
+        }
+        fleet.publish(records).await;
+        fleet
+    }
+
+    pub async fn broker(&self) -> Broker {
+        crewlet::broker::connect(&self.server.url(), &self.config.nats, "test")
+            .await
+            .expect("connect")
+    }
+
+    pub async fn sidecar(&self) -> Sidecar {
+        Sidecar::new(self.config.clone(), self.broker().await)
+    }
+
+    pub async fn sidecar_as(&self, node: &str) -> Sidecar {
+        let mut c = self.config.clone();
+        c.node.id = node.to_string();
+        Sidecar::new(c, self.broker().await)
+    }
+
+    pub async fn publish(&self, n: u64) {
+        let mut acks = Vec::new();
+        for i in 0..n {
+            acks.push(
+                self.js
+                    .publish(format!("{STREAM}.records"), format!("r{i}").into())
+                    .await
+                    .expect("publish"),
+            );
+        }
+        for a in acks {
+            a.await.expect("ack");
+        }
+    }
+
+    pub async fn state(&self) -> (u64, u64, String) {
+        let s = self.js.get_stream(STREAM).await.expect("stream");
+        let i = s.cached_info();
+        (
+            i.state.first_sequence,
+            i.state.last_sequence,
+            crewlet::broker::read::instant_of(i.created).to_rfc3339(),
+        )
+    }
+
+    pub async fn first_seq(&self) -> u64 {
+        self.state().await.0
+    }
+
+    pub async fn created(&self) -> String {
+        self.state().await.2
+    }
+
+    pub async fn put(&self, bucket: &str, key: &str, value: Value) {
+        let kv = self.js.get_key_value(bucket).await.expect("bucket");
+        kv.put(key, value.to_string().into()).await.expect("put");
+    }
+
+    pub async fn delete(&self, bucket: &str, key: &str) {
+        let kv = self.js.get_key_value(bucket).await.expect("bucket");
+        kv.delete(key).await.expect("delete");
+    }
+
+    pub async fn get(&self, bucket: &str, key: &str) -> Option<Value> {
+        let kv = self.js.get_key_value(bucket).await.expect("bucket");
+        kv.get(key)
+            .await
+            .expect("get")
+            .map(|b| serde_json::from_slice(&b).expect("json"))
+    }
+
+    pub async fn presence(&self, node: &str, roles: &[&str]) {
+        self.put(
+            "crewlet_presence",
+            node,
+            json!({"node": node, "roles": roles, "version": "t", "started_at": ts(-10)}),
+        )
+        .await;
+    }
+
+    pub async fn position(&self, node: &str, seq: u64) {
+        let created = self.created().await;
+        self.position_at(node, seq, 0, &created, "ok").await;
+    }
+
+    pub async fn position_at(
+        &self,
+        node: &str,
+        seq: u64,
+        generation: u64,
+        created: &str,
+        status: &str,
+    ) {
+        self.put(
+            "crewlet_positions",
+            &format!("{STREAM}.{node}"),
+            json!({"node": node, "stream": STREAM, "seq": seq, "generation": generation, "stream_created": created, "updated_at": ts(0), "status": status}),
+        )
+        .await;
+    }
+
+    pub async fn hold(&self, id: &str, seq: u64, expires_in_secs: i64) {
+        self.put("crewlet_holds", &format!("{STREAM}.{id}"), json!({"seq": seq, "owner": "tester", "kind": "operator", "expires_at": ts(expires_in_secs)})).await;
+    }
+
+    /// A backup manifest; `complete`/`verified` false make it not count.
+    pub async fn backup(
+        &self,
+        node: &str,
+        id: &str,
+        pos: u64,
+        completed_ago_secs: i64,
+        verified: bool,
+        complete: bool,
+    ) {
+        let mut m = json!({"id": id, "node": node, "taken_at": ts(-completed_ago_secs - 10), "verified": verified, "owner": "oncall", "positions": {STREAM: pos}});
+        if complete {
+            m["completed_at"] = json!(ts(-completed_ago_secs));
+        }
+        self.put("crewlet_backups", &format!("{node}.{id}"), m)
+            .await;
+    }
+
+    pub async fn snapshot(&self, node: &str, pos: u64) {
+        self.put(
+            "crewlet_snapshots",
+            node,
+            json!({"node": node, "updated_at": ts(0), "skip_reason": "", "artefacts": {STREAM: {"position": pos, "generation": 0, "taken_at": ts(0), "verified": true}}}),
+        )
+        .await;
+    }
+
+    /// Nodes that have applied `seq`, a fresh backup at `backup`: the usual
+    /// healthy world the tests then perturb.
+    pub async fn healthy(&self, nodes: &[(&str, u64)], backup: u64) {
+        for (n, seq) in nodes {
+            self.presence(n, &["data"]).await;
+            self.position(n, *seq).await;
+            self.snapshot(n, *seq).await;
+        }
+        // Completed now: a manifest older than the stream would not count.
+        self.backup("node-1", "b1", backup, 0, true, true).await;
+    }
+
+    pub async fn floors_row(&self) -> Option<Value> {
+        self.get("crewlet_floors", STREAM).await
+    }
+}
+
+/// Waits until `f` is true or `secs` pass.
+pub async fn eventually<F, Fut>(secs: u64, mut f: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while std::time::Instant::now() < deadline {
+        if f().await {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}

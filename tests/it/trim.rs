@@ -1,0 +1,463 @@
+//! The tick against a real broker: each term binding the purge, each term
+//! state, the floor's rules, dry run, duty, generations.
+
+use serde_json::json;
+
+use crate::support::fleet::*;
+use crewlet::floor::{FloorState, TermName, TermState};
+use crewlet::trim::TickReport;
+
+fn term_state(r: &TickReport, name: TermName) -> String {
+    let t = r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .find(|t| t.term == name)
+        .expect("term");
+    match &t.state {
+        TermState::Value { seq, .. } => format!("value {seq}"),
+        TermState::Unbounded => "unbounded".into(),
+        TermState::NotApplicable => "n/a".into(),
+        TermState::Unreadable { error } => format!("unreadable: {error}"),
+    }
+}
+
+fn purged(r: &TickReport) -> u64 {
+    match &r.domains[0].purged {
+        Some(Ok(n)) => *n,
+        _ => 0,
+    }
+}
+
+#[tokio::test]
+async fn each_term_binds_the_purge() {
+    // applied: the lowest counted node.
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 40)], 95).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(
+        r.domains[0].answer.trim_to, 40,
+        "{:?}",
+        r.domains[0].answer.terms
+    );
+    assert_eq!(f.first_seq().await, 41, "purged up to and including 40");
+    assert_eq!(purged(&r), 40);
+
+    // min_hold: a live hold at 31 permits up to 30.
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    f.hold("join-node-5", 31, 600).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term_state(&r, TermName::MinHold), "value 30");
+    assert_eq!(f.first_seq().await, 31);
+
+    // backup_floor.
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 25).await;
+    f.sidecar().await.tick().await;
+    assert_eq!(f.first_seq().await, 26);
+
+    // snapshot_floor: the 2nd highest verified snapshot.
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90), ("node-3", 90)], 95)
+        .await;
+    f.snapshot("node-1", 80).await;
+    f.snapshot("node-2", 20).await;
+    f.snapshot("node-3", 10).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term_state(&r, TermName::SnapshotFloor), "value 20");
+    assert_eq!(f.first_seq().await, 21);
+}
+
+#[tokio::test]
+async fn the_feed_consumer_binds_with_real_acks() {
+    use async_nats::jetstream::consumer::{pull, AckPolicy};
+    use futures::StreamExt;
+    let mut f = Fleet::new(50).await;
+    f.config.domains[0].feed_consumer = Some("tracker-feed".into());
+    f.healthy(&[("node-1", 50)], 50).await;
+
+    // A missing consumer is unreadable: nothing is purged.
+    let mut sidecar = f.sidecar().await;
+    let r = sidecar.tick().await;
+    assert!(
+        term_state(&r, TermName::FeedAckFloor)
+            .starts_with("unreadable: consumer tracker-feed not found"),
+        "{}",
+        term_state(&r, TermName::FeedAckFloor)
+    );
+    assert_eq!(f.first_seq().await, 1);
+
+    let stream = f.js.get_stream(STREAM).await.expect("stream");
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("tracker-feed".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    // Acknowledge the first 12 of 20 delivered.
+    let mut batch = consumer
+        .fetch()
+        .max_messages(20)
+        .messages()
+        .await
+        .expect("fetch");
+    let mut n = 0;
+    while let Some(m) = batch.next().await {
+        let m = m.expect("message");
+        n += 1;
+        if n <= 12 {
+            m.ack().await.expect("ack");
+        }
+    }
+    let r = sidecar.tick().await;
+    assert_eq!(
+        term_state(&r, TermName::FeedAckFloor),
+        "value 12",
+        "acknowledged, never merely delivered"
+    );
+    assert_eq!(f.first_seq().await, 13);
+}
+
+#[tokio::test]
+async fn term_states_and_missing_buckets() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90)], 95).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term_state(&r, TermName::MinHold), "unbounded");
+    assert_eq!(term_state(&r, TermName::FeedAckFloor), "n/a");
+    assert_eq!(
+        term_state(&r, TermName::SnapshotFloor),
+        "unbounded",
+        "a sole node takes no snapshots"
+    );
+    assert_eq!(term_state(&r, TermName::AgeFloor), "value 100");
+    assert_eq!(f.first_seq().await, 91);
+
+    // Delete the holds bucket: min_hold is unreadable, naming init; nothing more goes.
+    f.publish(10).await;
+    f.healthy(&[("node-1", 110)], 110).await;
+    f.js.delete_key_value("crewlet_holds")
+        .await
+        .expect("delete bucket");
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(
+        term_state(&r, TermName::MinHold),
+        "unreadable: bucket crewlet_holds does not exist; run `crewlet retention init`"
+    );
+    assert_eq!(r.domains[0].answer.trim_to, 0);
+    assert_eq!(f.first_seq().await, 91);
+    assert!(
+        r.alarms.iter().any(|a| a.alarm == "term_unreadable"),
+        "{:?}",
+        r.alarms
+    );
+}
+
+#[tokio::test]
+async fn a_live_data_node_without_a_row_blocks() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    f.presence("node-9", &["data"]).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term_state(&r, TermName::Applied), "value 0");
+    assert_eq!(
+        f.first_seq().await,
+        1,
+        "a booting node is about to replay everything"
+    );
+}
+
+#[tokio::test]
+async fn expired_holds_and_backups_that_do_not_count() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90)], 95).await;
+    f.hold("old", 5, -60).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(
+        term_state(&r, TermName::MinHold),
+        "unbounded",
+        "an expired hold is ignored"
+    );
+    assert_eq!(f.first_seq().await, 91);
+
+    for (what, verified, complete, stale) in [
+        ("stale", true, true, true),
+        ("unverified", false, true, false),
+        ("incomplete", true, false, false),
+    ] {
+        let mut f = Fleet::new(100).await;
+        if stale {
+            f.config.retention.backup_max_age = crewlet::config::Dur::secs(1);
+        }
+        f.healthy(&[("node-1", 90)], 95).await;
+        f.backup("node-1", "b1", 95, 0, verified, complete).await;
+        if stale {
+            tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+        }
+        let r = f.sidecar().await.tick().await;
+        assert_eq!(term_state(&r, TermName::BackupFloor), "value 0", "{what}");
+        assert_eq!(
+            f.first_seq().await,
+            1,
+            "{what}: nothing goes without a counted backup"
+        );
+        assert!(
+            r.alarms.iter().any(|a| a.alarm == "backup_age"),
+            "{what}: {:?}",
+            r.alarms
+        );
+    }
+}
+
+#[tokio::test]
+async fn operator_acknowledgements() {
+    let mut f = Fleet::new(100).await;
+    f.config.retention.backup_floor = crewlet::config::BackupPolicy::Operator;
+    f.healthy(&[("node-1", 90)], 95).await;
+    let mut sidecar = f.sidecar().await;
+    let r = sidecar.tick().await;
+    assert_eq!(term_state(&r, TermName::BackupFloor), "value 0");
+    assert_eq!(f.first_seq().await, 1);
+    f.put(
+        "crewlet_backups",
+        &format!("_ack.{STREAM}"),
+        json!({"stream": STREAM, "position": 60, "by": "alice", "at": ts(0)}),
+    )
+    .await;
+    sidecar.tick().await;
+    assert_eq!(f.first_seq().await, 61);
+}
+
+#[tokio::test]
+async fn snapshot_quorum_needs_k_nodes() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    f.delete("crewlet_snapshots", "node-2").await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term_state(&r, TermName::SnapshotFloor), "value 0");
+    assert_eq!(f.first_seq().await, 1);
+}
+
+#[tokio::test]
+async fn age_floor_keeps_young_records() {
+    let mut f = Fleet::new(40).await;
+    f.config.retention.min_age = crewlet::config::Dur::secs(2);
+    tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+    f.publish(10).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(
+        term_state(&r, TermName::AgeFloor),
+        "value 40",
+        "the 10 young records stay"
+    );
+    assert_eq!(f.first_seq().await, 41);
+}
+
+#[tokio::test]
+async fn the_floor_never_moves_down_and_the_purge_follows_trim_to() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 80)], 95).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 81);
+    // The node is restored from an old backup: its row moves back to 30.
+    f.position("node-1", 30).await;
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    assert_eq!(a.trim_to, 30);
+    assert_eq!(a.floor, Some(81), "the floor does not move down");
+    assert_eq!(f.first_seq().await, 81, "nothing more is purged");
+    assert_eq!(f.floors_row().await.expect("row")["floor"], 81);
+}
+
+#[tokio::test]
+async fn dry_run_publishes_and_purges_nothing() {
+    let mut f = Fleet::new(100).await;
+    f.config.trim.enabled = false;
+    f.healthy(&[("node-1", 70)], 95).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(f.first_seq().await, 1);
+    let row = f.floors_row().await.expect("published");
+    assert_eq!(row["dry_run"], true);
+    assert_eq!(row["floor"], serde_json::Value::Null);
+    assert_eq!(row["trim_floor_state"], "none");
+    assert_eq!(
+        row["would_purge"],
+        json!({"records": 70, "first_seq": 1, "last_seq": 70})
+    );
+    assert!(r.domains[0].purged.is_none());
+}
+
+#[tokio::test]
+async fn two_sidecars_one_purges() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 50)], 95).await;
+    let mut a = f.sidecar_as("node-1").await;
+    let mut b = f.sidecar_as("node-2").await;
+    let ra = a.tick().await;
+    let rb = b.tick().await;
+    assert!(matches!(ra.duty, crewlet::duty::DutyStatus::Held));
+    assert!(
+        matches!(rb.duty, crewlet::duty::DutyStatus::Other { ref holder, .. } if holder == "node-1"),
+        "{:?}",
+        rb.duty
+    );
+    assert!(
+        ra.domains[0].published.is_some() && rb.domains[0].published.is_none(),
+        "only the holder publishes"
+    );
+    assert_eq!(purged(&ra), 50);
+    assert_eq!(purged(&rb), 0);
+    // The holder releases: the other takes over at once.
+    a.duty.release(&a.broker).await;
+    f.position("node-1", 60).await;
+    let rb = b.tick().await;
+    assert!(matches!(rb.duty, crewlet::duty::DutyStatus::Held));
+    assert_eq!(purged(&rb), 10);
+    assert_eq!(f.floors_row().await.expect("row")["by"], "node-2");
+}
+
+#[tokio::test]
+async fn a_recreated_stream_is_not_ready_until_reanchored() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 50)], 95).await;
+    let mut sidecar = f.sidecar().await;
+    sidecar.tick().await;
+    assert_eq!(f.first_seq().await, 51);
+    let old_created = f.created().await;
+
+    // Delete and recreate the stream; the nodes keep their old rows.
+    f.js.delete_stream(STREAM).await.expect("delete");
+    crate::support::create_stream(
+        &f.js,
+        crate::support::log_stream(
+            STREAM,
+            &[&format!("{STREAM}.>"), "crewlet.tracker.gate"],
+            GIB,
+        ),
+    )
+    .await;
+    f.publish(100).await;
+    let new_created = f.created().await;
+    assert_ne!(old_created, new_created);
+    let r = sidecar.tick().await;
+    let a = &r.domains[0].answer;
+    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (recreated)"));
+    assert_eq!(
+        f.first_seq().await,
+        1,
+        "nothing purged on the recreated stream"
+    );
+    assert!(
+        r.alarms
+            .iter()
+            .any(|al| al.alarm == "not_ready"
+                && al.remedy.contains(&format!("-confirm {new_created}"))),
+        "{:?}",
+        r.alarms
+    );
+
+    // reanchor without -confirm prints the live created and refuses.
+    let s = crate::support::Scratch::new();
+    let cfg = s.write(
+        "c.yaml",
+        &crate::support::basic_config(
+            &f.server.url(),
+            STREAM,
+            "    gate_subject: crewlet.tracker.gate\n",
+        ),
+    );
+    let cfg = cfg.to_str().expect("utf-8");
+    let run =
+        crate::support::crewlet(&["retention", "reanchor", "-stream", STREAM, "--config", cfg]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout.contains(&format!("live created {new_created}")),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains(&format!(
+            "case: recreated: the floor (generation 0) belongs to {old_created}"
+        )),
+        "{run:?}"
+    );
+    // A wrong confirmation writes nothing.
+    let run = crate::support::crewlet(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &old_created,
+        "--config",
+        cfg,
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(f.floors_row().await.expect("row")["generation"], 0);
+    // The right one opens generation 1.
+    let run = crate::support::crewlet(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &new_created,
+        "--config",
+        cfg,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(row["generation"], 1);
+    assert_eq!(row["trim_floor_state"], "none_at_generation");
+    assert_eq!(row["floor"], serde_json::Value::Null);
+    assert_eq!(row["terms"], json!([]));
+
+    // Old-generation positions count at 0 until the node reports anew.
+    let r = sidecar.tick().await;
+    assert_eq!(r.domains[0].answer.not_ready, None);
+    assert_eq!(term_state(&r, TermName::Applied), "value 0");
+    assert_eq!(r.domains[0].answer.nodes[0].left_gen, Some(0));
+    assert_eq!(f.first_seq().await, 1);
+    f.position_at("node-1", 40, 1, &new_created, "ok").await;
+    // The old backup predates this stream; a new one covers it.
+    f.backup("node-1", "b2", 95, 0, true, true).await;
+    let r = sidecar.tick().await;
+    assert_eq!(r.domains[0].answer.trim_floor_state, FloorState::Published);
+    assert_eq!(f.first_seq().await, 41);
+}
+
+#[tokio::test]
+async fn positions_past_the_log_end_are_not_ready() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 150)], 95).await;
+    let r = f.sidecar().await.tick().await;
+    let a = &r.domains[0].answer;
+    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (ahead_of_log)"));
+    assert!(term_state(&r, TermName::Applied).contains("node-2 reports position 150"));
+    assert_eq!(f.first_seq().await, 1);
+    assert!(r.alarms.iter().any(|al| al.alarm == "not_ready"));
+}
+
+#[tokio::test]
+async fn evicted_nodes_stop_counting_after_the_fence_window() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90)], 95).await;
+    f.position("node-4", 10).await;
+    f.snapshot("node-4", 10).await;
+    let op = crewlet::rows::OpId::mint(chrono::Utc::now());
+    f.put("crewlet_gates", &format!("{STREAM}.node-4"), json!({"node": "node-4", "stream": STREAM, "state": "evicted", "op_id": op.as_str(), "seq": 3, "landed_at": ts(-1), "by": "alice"})).await;
+    let mut sidecar = f.sidecar().await;
+    let r = sidecar.tick().await;
+    assert_eq!(
+        r.domains[0].answer.trim_to, 10,
+        "inside the 2s fence window it still counts"
+    );
+    tokio::time::sleep(std::time::Duration::from_millis(1500)).await;
+    let r = sidecar.tick().await;
+    assert_eq!(r.domains[0].answer.trim_to, 90);
+    assert_eq!(f.first_seq().await, 91);
+}
