@@ -134,3 +134,62 @@ fn the_demo_tells_its_story() {
     );
     assert!(run.stdout.contains("moved on to"), "{run:?}");
 }
+
+#[tokio::test]
+async fn the_loop_survives_the_broker_going_away() {
+    let mut f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    let s = Scratch::new();
+    let cfg = s.write("c.yaml", &yaml(&f.server.url()));
+    let child = Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(["retention", "run", "--config", cfg.to_str().expect("utf-8")])
+        .env_remove("NATS_URL")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start run");
+    assert!(eventually(10, || async { f.floors_row().await.is_some() }).await);
+    // SIGKILL the broker mid-loop, leave it down for a few ticks, restart it
+    // on the same store.
+    f.server.kill();
+    tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+    f.server.restart();
+    let js = f.server.js().await;
+    let before = std::time::Instant::now();
+    let fresh = eventually(30, || {
+        let js = js.clone();
+        async move {
+            let Ok(kv) = js.get_key_value("crewlet_floors").await else {
+                return false;
+            };
+            let Ok(Some(row)) = kv.get(STREAM).await else {
+                return false;
+            };
+            let row: serde_json::Value = serde_json::from_slice(&row).unwrap_or_default();
+            row["at"]
+                .as_str()
+                .and_then(|a| crewlet::rows::Instant::parse(a).ok())
+                .is_some_and(|at| {
+                    chrono::Utc::now().signed_duration_since(at.0) < chrono::Duration::seconds(2)
+                })
+        }
+    })
+    .await;
+    assert!(
+        fresh,
+        "the sidecar publishes again after the broker returns ({:?})",
+        before.elapsed()
+    );
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: signalling a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(!log.contains("panicked"), "{log}");
+}

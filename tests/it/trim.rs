@@ -461,3 +461,22 @@ async fn evicted_nodes_stop_counting_after_the_fence_window() {
     assert_eq!(r.domains[0].answer.trim_to, 90);
     assert_eq!(f.first_seq().await, 91);
 }
+
+#[tokio::test]
+async fn a_malformed_row_blocks_and_names_its_key() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90)], 95).await;
+    f.put(
+        "crewlet_positions",
+        &format!("{STREAM}.node-2"),
+        json!({"node": "node-3", "stream": STREAM, "seq": 5}),
+    )
+    .await;
+    let r = f.sidecar().await.tick().await;
+    let state = term_state(&r, TermName::Applied);
+    assert!(
+        state.starts_with("unreadable") && state.contains(&format!("{STREAM}.node-2")),
+        "{state}"
+    );
+    assert_eq!(f.first_seq().await, 1);
+}
