@@ -115,10 +115,18 @@ impl Duty {
                 Err(e) => return DutyStatus::Unknown(format!("claiming the duty lease: {e}")),
             }
         }
-        self.current_holder(&store).await
+        Self::current_holder(&store).await
     }
 
-    async fn current_holder(&self, store: &kv::Store) -> DutyStatus {
+    /// Who holds the duty, without trying to claim it (for `status`).
+    pub async fn observe(broker: &Broker, bucket: &str) -> DutyStatus {
+        match broker.kv(bucket).await {
+            Ok(store) => Self::current_holder(&store).await,
+            Err(e) => DutyStatus::Unknown(e),
+        }
+    }
+
+    async fn current_holder(store: &kv::Store) -> DutyStatus {
         match store.entry(DUTY_KEY).await {
             Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
                 match DutyRow::parse(DUTY_KEY, &entry.value) {

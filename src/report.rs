@@ -136,3 +136,230 @@ pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String 
         TermState::Unbounded | TermState::NotApplicable => term.as_str().to_string(),
     }
 }
+
+/// Everything `status` shows: the answers (with the published rows beside
+/// them), the duty holder, and the alarms.
+#[derive(Debug, Clone)]
+pub struct Status {
+    pub at: crate::rows::Instant,
+    /// The node id of the sidecar config that produced this view.
+    pub node: String,
+    pub duty_holder: Option<String>,
+    pub domains: Vec<DomainStatus>,
+    pub alarms: Vec<crate::alarms::Alarm>,
+}
+
+/// One domain in `status`.
+#[derive(Debug, Clone)]
+pub struct DomainStatus {
+    /// Computed afresh; `floor` and `trim_floor_state` are the published ones.
+    pub answer: Answer,
+    /// The floors row as last written (null if none).
+    pub published: Option<serde_json::Value>,
+}
+
+/// `status --json`: one object (cli.md; docs/status-json.md).
+pub fn status_json(s: &Status) -> serde_json::Value {
+    let domains: Vec<serde_json::Value> = s
+        .domains
+        .iter()
+        .map(|d| {
+            let mut v = serde_json::to_value(&d.answer).unwrap_or(serde_json::Value::Null);
+            if let Some(obj) = v.as_object_mut() {
+                obj.insert(
+                    "published".into(),
+                    d.published.clone().unwrap_or(serde_json::Value::Null),
+                );
+            }
+            v
+        })
+        .collect();
+    serde_json::json!({
+        "at": s.at,
+        "node": s.node,
+        "duty_holder": s.duty_holder,
+        "domains": domains,
+        "alarms": s.alarms,
+    })
+}
+
+fn floor_text(a: &Answer) -> String {
+    match (a.floor, a.trim_floor_state) {
+        (Some(f), _) => f.to_string(),
+        (None, crate::floor::FloorState::NoneAtGeneration) => "-".into(),
+        (None, _) => "-".into(),
+    }
+}
+
+fn term_row(t: &crate::floor::Term) -> (String, String, String) {
+    match &t.state {
+        TermState::Value { seq, reason } => {
+            let detail = match (&t.detail, reason) {
+                (Some(d), Some(r)) if r.contains(d.as_str()) => r.clone(),
+                (Some(d), Some(r)) => format!("{d}: {r}"),
+                (Some(d), None) => d.clone(),
+                (None, Some(r)) => r.clone(),
+                (None, None) => String::new(),
+            };
+            ("value".into(), seq.to_string(), detail)
+        }
+        TermState::Unbounded => ("unbounded".into(), String::new(), String::new()),
+        TermState::NotApplicable => ("n/a".into(), String::new(), String::new()),
+        TermState::Unreadable { error } => ("unreadable".into(), String::new(), error.clone()),
+    }
+}
+
+/// Lays rows out in columns, two spaces apart, the last column unpadded.
+pub fn table(rows: &[Vec<String>], indent: &str) -> String {
+    let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
+    let widths: Vec<usize> = (0..cols)
+        .map(|c| {
+            rows.iter()
+                .filter_map(|r| r.get(c))
+                .map(|s| s.chars().count())
+                .max()
+                .unwrap_or(0)
+        })
+        .collect();
+    let mut out = String::new();
+    for r in rows {
+        let mut line = indent.to_string();
+        for (c, cell) in r.iter().enumerate() {
+            if c + 1 == r.len() {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  ", w = widths[c]));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+/// `status` as text: prose first (one sentence per domain not trimming),
+/// then per domain the four capacity figures, the watermarks, the term
+/// table and the node table.
+pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
+    let mut out = String::new();
+    let mut prose = false;
+    for d in &s.domains {
+        if let Some(sentence) = not_trimming(&d.answer, now) {
+            out.push_str(&sentence);
+            out.push('\n');
+            prose = true;
+        }
+    }
+    if prose {
+        out.push('\n');
+    }
+    let holder = s.duty_holder.as_deref().unwrap_or("nobody");
+    out.push_str(&format!("trim duty: {holder}    at {}\n", s.at));
+    for d in &s.domains {
+        let a = &d.answer;
+        out.push('\n');
+        let mode = if a.dry_run { "    DRY RUN" } else { "" };
+        out.push_str(&format!(
+            "{} ({})    generation {}{mode}\n",
+            a.domain, a.stream, a.generation
+        ));
+        if a.stream_error.is_some() {
+            out.push_str("  stream unreadable: nothing below is known\n");
+        }
+        let max = if a.max_bytes > 0 {
+            human::bytes(a.max_bytes as u64)
+        } else {
+            "unset".into()
+        };
+        out.push_str(&format!(
+            "  bytes {}   max_bytes {}   reserve_bytes {}   headroom_fraction {:.2}\n",
+            human::bytes(a.bytes),
+            max,
+            human::bytes(a.reserve_bytes),
+            a.headroom_fraction
+        ));
+        let blocked = if a.blocked_by.is_empty() {
+            "-".to_string()
+        } else {
+            a.blocked_by
+                .iter()
+                .map(|t| t.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        out.push_str(&format!(
+            "  FIRST {}   LAST {}   TRIM FLOOR {}   TRIM_TO {}   BLOCKED_BY {blocked}\n",
+            a.first_seq,
+            a.last_seq,
+            floor_text(a),
+            a.trim_to
+        ));
+        if a.trim_floor_state == crate::floor::FloorState::NoneAtGeneration {
+            out.push_str(&format!(
+                "  the trim has concluded nothing about generation {} yet\n",
+                a.generation
+            ));
+        }
+        if a.evictions_unreadable {
+            out.push_str("  evictions unreadable: nobody is treated as evicted\n");
+        }
+        let mut rows = vec![vec![
+            "  ".to_string(),
+            "TERM".into(),
+            "STATE".into(),
+            "SEQ".into(),
+            "DETAIL".into(),
+        ]];
+        for t in &a.terms {
+            let (state, seq, detail) = term_row(t);
+            let mark = if t.binding { "*" } else { " " };
+            let state = if state == "unreadable" {
+                format!("unreadable: {detail}")
+            } else {
+                state
+            };
+            let detail = if t.state_is_unreadable() {
+                String::new()
+            } else {
+                detail
+            };
+            rows.push(vec![
+                mark.into(),
+                t.term.as_str().into(),
+                state,
+                seq,
+                detail,
+            ]);
+        }
+        out.push_str(&table(&rows, "  "));
+        if !a.nodes.is_empty() {
+            let mut rows = vec![vec![
+                "NODE".to_string(),
+                "LIVE".into(),
+                "SEQ".into(),
+                "GEN".into(),
+                "STATE".into(),
+            ]];
+            for n in &a.nodes {
+                let gen = match (n.left_gen, n.generation) {
+                    (Some(g), _) => format!("left gen {g}"),
+                    (None, Some(g)) => g.to_string(),
+                    (None, None) => "-".into(),
+                };
+                let state = serde_json::to_value(n.state)
+                    .ok()
+                    .and_then(|v| v.as_str().map(str::to_string))
+                    .unwrap_or_default();
+                rows.push(vec![
+                    n.node.clone(),
+                    if n.live { "yes".into() } else { "no".into() },
+                    n.seq.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
+                    gen,
+                    state,
+                ]);
+            }
+            out.push_str(&table(&rows, "  "));
+        }
+    }
+    out
+}

@@ -5,7 +5,10 @@ pub mod args;
 mod demo;
 mod init;
 mod reanchor;
-mod run;
+mod record;
+pub(crate) mod run;
+mod snapshots;
+mod status;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -117,6 +120,133 @@ pub enum Retention {
     /// Adopt a recreated or restored stream: opens the next generation of
     /// its floor, keyed to the live stream's `created`.
     Reanchor(ReanchorArgs),
+    /// The retention answer for every domain, computed afresh, beside the
+    /// published floor; alarms on stderr. Exit 0 no alarm, 1 an alarm, 2 bad
+    /// configuration, 3 broker unreachable. For cron.
+    Status(StatusArgs),
+    /// Per node and stream: snapshot artefact position, age, generation,
+    /// verified, and the reason a node cannot take a new one.
+    Snapshots,
+    /// Record an operator's acknowledgement that a copy of the log up to a
+    /// position is safe (for backup_floor: operator).
+    Ack(AckArgs),
+    /// Place a live pin: the trim keeps every record from -seq on until the
+    /// hold expires or is released. Prints the hold id.
+    Hold(HoldArgs),
+    /// Lift a hold.
+    Release(ReleaseArgs),
+    /// Backup manifests, for backup jobs written in shell.
+    #[command(subcommand)]
+    Backup(Backup),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Backup {
+    /// Announce a finished backup: writes its manifest (completed now unless
+    /// -completed-at says otherwise). Only a -verified backup counts.
+    Announce(AnnounceArgs),
+}
+
+/// `status` options.
+#[derive(Debug, clap::Args)]
+pub struct StatusArgs {
+    /// Only this stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: Option<String>,
+}
+
+/// `ack` options.
+#[derive(Debug, clap::Args)]
+pub struct AckArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// The highest sequence the off-site copy holds (at most the log's last).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub position: String,
+    /// Who acknowledges [default: the OS user name].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+/// Who placed a hold, for the `kind` field.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum KindArg {
+    Backup,
+    Join,
+    Operator,
+}
+
+/// `hold` options.
+#[derive(Debug, clap::Args)]
+pub struct HoldArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// The first sequence the holder still needs (1 or more).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub seq: String,
+    /// How long the hold lives (1s ..= 30d), e.g. 2h.
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true)]
+    pub ttl: String,
+    /// Who holds it: a person, a job, a joining node.
+    #[arg(long, value_name = "OWNER")]
+    pub owner: String,
+    /// What kind of holder.
+    #[arg(long, value_enum, value_name = "KIND")]
+    pub kind: Option<KindArg>,
+    /// Why, for whoever finds it later.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// A hold id of your own (node id rule) [default: hold-<ULID>].
+    #[arg(long, value_name = "ID")]
+    pub id: Option<String>,
+    /// Who places it [default: the OS user name].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+/// `release` options.
+#[derive(Debug, clap::Args)]
+pub struct ReleaseArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// The id `hold` printed.
+    #[arg(value_name = "HOLD_ID")]
+    pub hold_id: String,
+    /// Who releases it [default: the OS user name].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
+/// `backup announce` options.
+#[derive(Debug, clap::Args)]
+pub struct AnnounceArgs {
+    /// The node whose database was backed up.
+    #[arg(long, value_name = "NODE")]
+    pub node: String,
+    /// The backup's id (node id rule), e.g. 2026-11-30T00-00Z.
+    #[arg(long, value_name = "ID")]
+    pub id: String,
+    /// STREAM=SEQ: the highest sequence the backup holds for a log; repeat per log.
+    #[arg(long, value_name = "STREAM=SEQ", action = clap::ArgAction::Append, allow_hyphen_values = true)]
+    pub position: Vec<String>,
+    /// The backup was opened and checked; an unverified one never counts.
+    #[arg(long)]
+    pub verified: bool,
+    /// When it was taken (RFC 3339, UTC) [default: now].
+    #[arg(long, value_name = "TIME")]
+    pub taken_at: Option<String>,
+    /// When it finished (RFC 3339, UTC) [default: now].
+    #[arg(long, value_name = "TIME")]
+    pub completed_at: Option<String>,
+    /// Who owns the backups [default: retention.backup_owner].
+    #[arg(long, value_name = "OWNER")]
+    pub owner: Option<String>,
+    /// Who announces it [default: the OS user name].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 /// Parses argv (accepting single-dash long flags) into [`Cli`].
@@ -139,6 +269,14 @@ pub async fn run(cli: Cli) -> Exit {
         Command::Retention(Retention::Init) => init::run(&cli).await,
         Command::Retention(Retention::Run(args)) => run::run(&cli, args).await,
         Command::Retention(Retention::Reanchor(args)) => reanchor::run(&cli, args).await,
+        Command::Retention(Retention::Status(args)) => status::run(&cli, args).await,
+        Command::Retention(Retention::Snapshots) => snapshots::run(&cli).await,
+        Command::Retention(Retention::Ack(args)) => record::ack(&cli, args).await,
+        Command::Retention(Retention::Hold(args)) => record::hold(&cli, args).await,
+        Command::Retention(Retention::Release(args)) => record::release(&cli, args).await,
+        Command::Retention(Retention::Backup(Backup::Announce(args))) => {
+            record::announce(&cli, args).await
+        }
         Command::Demo(args) => demo::run(&cli, args).await,
     }
 }
@@ -185,6 +323,21 @@ pub fn load_config(cli: &Cli) -> Result<Loaded, Exit> {
             Err(Exit::Usage)
         }
     }
+}
+
+/// The configured streams, for "not configured" errors.
+pub fn configured(config: &Config) -> String {
+    config
+        .domains
+        .iter()
+        .map(|d| format!("{} ({})", d.stream, d.name))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Columns two spaces apart, the last unpadded.
+pub fn columns(rows: &[Vec<String>]) -> String {
+    crate::report::table(rows, "")
 }
 
 /// Who a gesture is by: `-by`, else the OS user name, else `unknown`.

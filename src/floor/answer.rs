@@ -61,6 +61,10 @@ pub struct Term {
 }
 
 impl Term {
+    pub fn state_is_unreadable(&self) -> bool {
+        matches!(self.state, TermState::Unreadable { .. })
+    }
+
     pub fn seq(&self) -> Option<u64> {
         match &self.state {
             TermState::Value { seq, .. } => Some(*seq),

@@ -8,5 +8,6 @@ mod connect;
 mod examples;
 mod init;
 mod run;
+mod status;
 mod trim;
 mod validate;

@@ -48,17 +48,16 @@ impl Fleet {
     /// A server, the domain's stream with `records` records, and every
     /// bucket of the contract.
     pub async fn new(records: u64) -> Fleet {
+        Self::with_max_bytes(records, GIB).await
+    }
+
+    /// As [`Fleet::new`], with the stream's `max_bytes` set.
+    pub async fn with_max_bytes(records: u64, max_bytes: i64) -> Fleet {
         let server = Server::start();
         let js = server.js().await;
-        create_stream(
-            &js,
-            log_stream(
-                STREAM,
-                &[&format!("{STREAM}.>"), "crewlet.tracker.gate"],
-                GIB,
-            ),
-        )
-        .await;
+        let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
+        let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+        create_stream(&js, log_stream(STREAM, &subjects, max_bytes)).await;
         let config = test_config(&server.url());
         let fleet = Fleet { server, js, config };
         let broker = fleet.broker().await;
@@ -228,4 +227,31 @@ where
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     false
+}
+
+/// A sidecar loop running in the background until the returned handle is
+/// dropped or stopped.
+pub struct Loop {
+    stop: std::sync::Arc<tokio::sync::Notify>,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Loop {
+    pub async fn start(f: &Fleet) -> Loop {
+        let mut sidecar = f.sidecar().await;
+        let stop = std::sync::Arc::new(tokio::sync::Notify::new());
+        let s = stop.clone();
+        let task = tokio::spawn(async move { sidecar.run(s).await });
+        Loop {
+            stop,
+            task: Some(task),
+        }
+    }
+
+    pub async fn stop(mut self) {
+        self.stop.notify_one();
+        if let Some(t) = self.task.take() {
+            let _ = t.await;
+        }
+    }
 }

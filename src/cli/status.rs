@@ -1,0 +1,126 @@
+//! `crewlet retention status [--json] [-stream S]`: the retention answer for
+//! every domain from a fresh read, the published floors row beside it, and
+//! the alarms on stderr. Exit 0 calm, 1 an alarm, 2 config, 3 unreachable.
+
+use chrono::Utc;
+
+use super::{Cli, StatusArgs};
+use crate::alarms::{self, AlarmPolicy};
+use crate::duty::{Duty, DutyStatus};
+use crate::exit::Exit;
+use crate::floor::{self, FloorState};
+use crate::report::{self, DomainStatus, Status};
+use crate::rows::Instant;
+
+pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
+    let loaded = match super::load_config(cli) {
+        Ok(l) => l,
+        Err(exit) => return exit,
+    };
+    let mut config = loaded.config;
+    if let Some(s) = &args.stream {
+        match config.domain(s).cloned() {
+            Some(d) => config.domains = vec![d],
+            None => {
+                eprintln!(
+                    "error: -stream {s:?} is not configured; configured: {}",
+                    super::configured(&config)
+                );
+                return Exit::Usage;
+            }
+        }
+    }
+    let broker = match super::connect(cli, &config).await {
+        Ok(b) => b,
+        Err(exit) => return exit,
+    };
+    let now = Utc::now();
+    let duty = Duty::observe(&broker, &config.buckets.duty).await;
+    let (rows, answers) = crate::trim::answers(&broker, &config, "", now).await;
+    if !answers.is_empty()
+        && answers.iter().all(|a| a.stream_error.is_some())
+        && rows_all_failed(&rows)
+    {
+        eprintln!(
+            "error: nothing could be read from the broker at {}",
+            broker.url
+        );
+        return Exit::Unreachable;
+    }
+
+    let view = match &duty {
+        DutyStatus::Other {
+            holder, claimed_at, ..
+        } => alarms::DutyView::Held {
+            holder: holder.clone(),
+            claimed_at: *claimed_at,
+        },
+        DutyStatus::Held => alarms::DutyView::Unheld,
+        DutyStatus::Free => alarms::DutyView::Unheld,
+        DutyStatus::Unknown(e) => alarms::DutyView::Unreadable(e.clone()),
+    };
+    let active = alarms::evaluate(&answers, &view, &AlarmPolicy::from_config(&config), now);
+
+    let domains = answers
+        .into_iter()
+        .map(|mut answer| {
+            let published = match &rows.floors {
+                Ok(entries) => entries
+                    .iter()
+                    .find(|e| e.key == answer.stream)
+                    .and_then(|e| serde_json::from_slice::<serde_json::Value>(&e.value).ok()),
+                Err(_) => None,
+            };
+            // The floor shown is the published one, never this read's guess.
+            match floor::published(&rows, &answer.stream) {
+                Ok(Some((p, _))) => {
+                    answer.floor = p.floor;
+                    answer.trim_floor_state = p.trim_floor_state;
+                }
+                _ => {
+                    answer.floor = None;
+                    answer.trim_floor_state = FloorState::None;
+                }
+            }
+            DomainStatus { answer, published }
+        })
+        .collect();
+    let duty_holder = match &duty {
+        DutyStatus::Other { holder, .. } => Some(holder.clone()),
+        _ => None,
+    };
+    let status = Status {
+        at: Instant(now),
+        node: config.node.id.clone(),
+        duty_holder,
+        domains,
+        alarms: active,
+    };
+    if cli.json {
+        println!("{}", report::status_json(&status));
+    } else {
+        print!("{}", report::status_text(&status, now));
+    }
+    for a in &status.alarms {
+        eprintln!("{}", a.line());
+    }
+    if status.alarms.is_empty() {
+        Exit::Ok
+    } else {
+        Exit::Attention
+    }
+}
+
+fn rows_all_failed(rows: &floor::Rows) -> bool {
+    [
+        &rows.presence,
+        &rows.positions,
+        &rows.holds,
+        &rows.backups,
+        &rows.snapshots,
+        &rows.gates,
+        &rows.floors,
+    ]
+    .iter()
+    .all(|b| matches!(b, Err(floor::BucketError::Failed { .. })))
+}
