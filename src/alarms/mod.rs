@@ -310,6 +310,7 @@ fn held_remedy(a: &Answer, binding: TermName, now: DateTime<Utc>) -> String {
                     )
                 }
                 Some(row) if row.state == NodeState::LogDiverged => format!("{} reports log_diverged: rebuild it from a snapshot, or evict it", row.node),
+                Some(row) if row.seq.is_none() => format!("{} is live but has not reported a position on {}: check that it applies this log", row.node, a.stream),
                 Some(row) => format!("{} is live but its position is not advancing past {}: check its applier", row.node, row.seq.unwrap_or(0)),
                 None => "a counted node pins applied: see the node table".into(),
             }

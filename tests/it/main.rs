@@ -8,6 +8,7 @@ mod connect;
 mod examples;
 mod init;
 mod run;
+mod samples;
 mod status;
 mod trim;
 mod validate;
