@@ -278,15 +278,7 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
             human::bytes(a.reserve_bytes),
             a.headroom_fraction
         ));
-        let blocked = if a.blocked_by.is_empty() {
-            "-".to_string()
-        } else {
-            a.blocked_by
-                .iter()
-                .map(|t| t.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        };
+        let blocked = a.blocked_names(", ");
         out.push_str(&format!(
             "  FIRST {}   LAST {}   TRIM FLOOR {}   TRIM_TO {}   BLOCKED_BY {blocked}\n",
             a.first_seq,

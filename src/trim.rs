@@ -270,8 +270,7 @@ impl Sidecar {
 
 fn log_domain(d: &DomainTick, holder: bool) {
     let a = &d.answer;
-    let blocked: Vec<&str> = a.blocked_by.iter().map(|t| t.as_str()).collect();
-    let blocked = blocked.join(",");
+    let blocked = a.blocked_names(",");
     let floor = a.floor.map(|f| f as i64).unwrap_or(-1);
     let purged = match &d.purged {
         Some(Ok(n)) => *n,

@@ -120,7 +120,7 @@ fn domain_alarms(
         let held = if a.blocked_by.is_empty() {
             "the trim is not held; the log holds what min_age and the nodes need".to_string()
         } else {
-            format!("the trim is held by {}", names(&a.blocked_by))
+            format!("the trim is held by {}", a.blocked_names(", "))
         };
         out.push(Alarm {
             alarm: "log_headroom",
@@ -196,7 +196,7 @@ fn domain_alarms(
                 domain: d(),
                 measurement: format!(
                     "blocked_by {} for {} (held_alarm_after is {})",
-                    names(&a.blocked_by),
+                    a.blocked_names(", "),
                     human::age(held_for),
                     Dur(p.held_alarm_after)
                 ),
@@ -262,14 +262,6 @@ fn domain_alarms(
             });
         }
     }
-}
-
-fn names(blocked: &[TermName]) -> String {
-    blocked
-        .iter()
-        .map(|t| t.as_str())
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 fn unreadable_remedy(term: TermName, error: &str) -> String {

@@ -188,15 +188,7 @@ fn progress(tick: u32, r: &TickReport) -> String {
         Some(Err(e)) => format!("failed ({e})"),
         None => "0".into(),
     };
-    let blocked = if a.blocked_by.is_empty() {
-        "-".to_string()
-    } else {
-        a.blocked_by
-            .iter()
-            .map(|t| t.as_str())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
+    let blocked = a.blocked_names(",");
     let binding = a
         .terms
         .iter()

@@ -196,6 +196,20 @@ pub struct Answer {
     pub at: Instant,
 }
 
+impl Answer {
+    /// `blocked_by` as words joined by `sep`, or `-` when empty.
+    pub fn blocked_names(&self, sep: &str) -> String {
+        if self.blocked_by.is_empty() {
+            return "-".into();
+        }
+        self.blocked_by
+            .iter()
+            .map(|t| t.as_str())
+            .collect::<Vec<_>>()
+            .join(sep)
+    }
+}
+
 /// The fields of a published floors row that the next tick needs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PublishedFloor {
