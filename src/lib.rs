@@ -26,6 +26,7 @@ pub mod duty;
 pub mod embedded;
 pub mod exit;
 pub mod floor;
+pub mod gate;
 pub mod human;
 pub mod report;
 pub mod rows;

@@ -292,6 +292,17 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
                 a.generation
             ));
         }
+        if let Some(v) = &a.gate_view {
+            if v.absorbed_to.is_none() {
+                out.push_str("  the gates view has not read this log yet: nothing is purged until the duty holder absorbs its gate records\n");
+            }
+            for skipped in &v.skipped {
+                out.push_str(&format!(
+                    "  gate record {} skipped: {}\n",
+                    skipped.seq, skipped.reason
+                ));
+            }
+        }
         if a.evictions_unreadable {
             out.push_str("  evictions unreadable: nobody is treated as evicted\n");
         }

@@ -140,6 +140,9 @@ impl Sidecar {
     /// the report and the logs.
     pub async fn tick(&mut self) -> TickReport {
         let duty = self.duty.claim_or_renew(&self.broker).await;
+        if self.duty.holds() {
+            self.absorb_gates().await;
+        }
         // `now` is taken before the reads: a hold expiring mid-tick is still
         // seen live, and the age cutoff errs toward keeping.
         let now = Utc::now();
@@ -166,6 +169,29 @@ impl Sidecar {
             domains,
             duty,
             alarms,
+        }
+    }
+
+    /// Brings the gates view up to date with every log that takes gate
+    /// records (the purge is clamped to what it has absorbed).
+    async fn absorb_gates(&self) {
+        for d in &self.config.domains {
+            let Some(subject) = &d.gate_subject else {
+                continue;
+            };
+            match self
+                .broker
+                .absorb_gates(&self.config.buckets.gates, &d.stream, subject)
+                .await
+            {
+                Ok(r) if r.absorbed > 0 => {
+                    tracing::info!(event = "gates_absorbed", domain = %d.name, records = r.absorbed, cursor = r.cursor, "absorbed gate records into the gates view")
+                }
+                Ok(_) => {}
+                Err(e) => {
+                    tracing::warn!(event = "gates_unabsorbed", domain = %d.name, error = %e, "the gates view could not be brought up to date; the purge stops at what it has absorbed")
+                }
+            }
         }
     }
 

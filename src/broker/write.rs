@@ -12,9 +12,9 @@ use crate::rows::Instant;
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {
     /// Someone else wrote the row since it was read.
-    #[error("the floors row for {key} changed since it was read (compare-and-set refused)")]
+    #[error("the row {key} changed since it was read (compare-and-set refused)")]
     Conflict { key: String },
-    #[error("publishing the floors row for {key}: {reason}")]
+    #[error("writing the row {key}: {reason}")]
     Failed { key: String, reason: String },
 }
 

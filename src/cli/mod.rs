@@ -3,6 +3,7 @@
 
 pub mod args;
 mod demo;
+mod gesture;
 mod init;
 mod reanchor;
 mod record;
@@ -138,6 +139,38 @@ pub enum Retention {
     /// Backup manifests, for backup jobs written in shell.
     #[command(subcommand)]
     Backup(Backup),
+    /// Evict a node that is not coming back: one gate record on every log
+    /// with a gate_subject; the trim stops counting it fence_window after the
+    /// record lands. Exit 0 when every log applied or pending, 1 refused or
+    /// unfinished (the exact finishing command is printed), 2 bad input.
+    Evict(GestureArgs),
+    /// Readmit an evicted node once it has caught up: refused below the
+    /// floor on any log; otherwise a gate record on every log.
+    Readmit(GestureArgs),
+}
+
+/// `evict` / `readmit` options.
+#[derive(Debug, clap::Args)]
+pub struct GestureArgs {
+    /// The node.
+    #[arg(value_name = "NODE")]
+    pub node: String,
+    /// Repeat the node id.
+    #[arg(long, value_name = "NODE")]
+    pub confirm: Option<String>,
+    /// Evict even a node holding a live presence lease, or when presence
+    /// cannot be read (logged).
+    #[arg(long)]
+    pub force: bool,
+    /// Finish an earlier gesture: the operation id it printed.
+    #[arg(long, value_name = "ID")]
+    pub op_id: Option<String>,
+    /// Why, recorded in the gate record.
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Who [default: the OS user name].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -276,6 +309,12 @@ pub async fn run(cli: Cli) -> Exit {
         Command::Retention(Retention::Release(args)) => record::release(&cli, args).await,
         Command::Retention(Retention::Backup(Backup::Announce(args))) => {
             record::announce(&cli, args).await
+        }
+        Command::Retention(Retention::Evict(args)) => {
+            gesture::run(&cli, crate::rows::GateSign::Evict, args).await
+        }
+        Command::Retention(Retention::Readmit(args)) => {
+            gesture::run(&cli, crate::rows::GateSign::Readmit, args).await
         }
         Command::Demo(args) => demo::run(&cli, args).await,
     }

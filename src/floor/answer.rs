@@ -137,6 +137,16 @@ pub struct NodeRow {
     pub updated_at: Option<Instant>,
 }
 
+/// How far the gates view has read a log.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct GateView {
+    /// Every gate record at or below this sequence is absorbed (or skipped);
+    /// null when the view has not read this log (or cannot be read).
+    pub absorbed_to: Option<u64>,
+    /// Gate records that were not absorbed, with the reason.
+    pub skipped: Vec<crate::gate::Skipped>,
+}
+
 /// What a dry run would have purged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct WouldPurge {
@@ -191,6 +201,10 @@ pub struct Answer {
     pub broker_retention_bypass: Vec<Bypass>,
     /// When the floors row this answer follows was written (null if none).
     pub published_at: Option<Instant>,
+    /// For a domain with a `gate_subject`: how far the gates view has
+    /// absorbed the log, and records it skipped. The purge never passes an
+    /// unabsorbed gate record.
+    pub gate_view: Option<GateView>,
     pub by: String,
     pub session: String,
     pub at: Instant,
@@ -424,8 +438,26 @@ pub fn compute(
             .as_ref()
             .ok()
             .and_then(|p| p.as_ref().map(|(p, _)| p.at)),
+        gate_view: domain
+            .gate_subject
+            .as_ref()
+            .map(|_| gate_view(rows, stream)),
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,
+    }
+}
+
+fn gate_view(rows: &Rows, stream: &str) -> GateView {
+    let key = crate::gate::Cursor::key(stream);
+    let cursor = rows
+        .gates
+        .as_ref()
+        .ok()
+        .and_then(|entries| entries.iter().find(|e| e.key == key))
+        .and_then(|e| serde_json::from_slice::<crate::gate::Cursor>(&e.value).ok());
+    GateView {
+        absorbed_to: cursor.as_ref().map(|c| c.seq),
+        skipped: cursor.map(|c| c.skipped).unwrap_or_default(),
     }
 }

@@ -18,7 +18,8 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 pub use answer::{
-    Answer, FloorState, NodeRow, NodeState, PublishedFloor, Term, TermName, TermState, WouldPurge,
+    Answer, FloorState, GateView, NodeRow, NodeState, PublishedFloor, Term, TermName, TermState,
+    WouldPurge,
 };
 
 use crate::config::{BackupPolicy, Config, Domain};

@@ -6,6 +6,7 @@ mod support;
 
 mod connect;
 mod examples;
+mod gates;
 mod init;
 mod run;
 mod samples;

@@ -264,6 +264,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "evictions_unreadable",
         "first_seq",
         "floor",
+        "gate_view",
         "generation",
         "headroom_fraction",
         "held_since",

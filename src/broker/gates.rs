@@ -1,0 +1,262 @@
+//! Gate records on the logs: publishing one, reading them back after the
+//! view's cursor, and absorbing them into the gates bucket (the logic is
+//! `gate::absorb`; this is the IO around it).
+
+use std::collections::BTreeMap;
+
+use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use async_nats::jetstream::context::PublishErrorKind;
+use async_nats::jetstream::message::PublishMessage;
+use futures::StreamExt;
+
+use super::read::{instant_of, READ_TIMEOUT};
+use super::Broker;
+use crate::floor::Entry;
+use crate::gate::{self, Cursor, LogRecord, Skipped, View};
+use crate::rows::{GateRow, OpRow, OP_PREFIX};
+
+/// How a publish of a gate record ended without an acknowledgement.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishFailure {
+    /// The broker refused it: past even the reserve (`max_bytes`).
+    LogFull(String),
+    /// The broker answered with another error: it is not on the log.
+    Refused(String),
+    /// No answer: it may or may not be on the log.
+    NoAnswer(String),
+}
+
+/// Why an absorption pass stopped.
+enum Absorb {
+    /// Another absorber wrote first: read again.
+    Conflict(String),
+    Failed(String),
+}
+
+impl From<String> for Absorb {
+    fn from(e: String) -> Self {
+        Absorb::Failed(e)
+    }
+}
+
+impl From<super::write::PublishError> for Absorb {
+    fn from(e: super::write::PublishError) -> Self {
+        match e {
+            super::write::PublishError::Conflict { .. } => Absorb::Conflict(e.to_string()),
+            other => Absorb::Failed(other.to_string()),
+        }
+    }
+}
+
+/// What one absorption pass did.
+#[derive(Debug, Clone, Default)]
+pub struct AbsorbReport {
+    pub absorbed: usize,
+    pub skipped: Vec<Skipped>,
+    pub cursor: u64,
+}
+
+impl Broker {
+    /// Publishes one gate record; returns its sequence (the original one
+    /// when the broker collapsed a resend inside its duplicate window).
+    pub async fn publish_gate(
+        &self,
+        subject: &str,
+        headers: &[(&'static str, String)],
+        body: Vec<u8>,
+    ) -> Result<u64, PublishFailure> {
+        let mut msg = PublishMessage::build().payload(body.into());
+        for (k, v) in headers {
+            msg = msg.header(*k, v.as_str());
+        }
+        let ack = match self.js.send_publish(subject.to_string(), msg).await {
+            Ok(f) => f.await,
+            Err(e) => Err(e),
+        };
+        match ack {
+            Ok(a) => Ok(a.sequence),
+            Err(e) => {
+                let text = e.to_string();
+                match e.kind() {
+                    PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => {
+                        Err(PublishFailure::NoAnswer(text))
+                    }
+                    // 10077: maximum bytes exceeded (discard: new at max_bytes).
+                    _ if text.contains("10077") || text.contains("maximum bytes exceeded") => {
+                        Err(PublishFailure::LogFull(text))
+                    }
+                    PublishErrorKind::StreamNotFound => Err(PublishFailure::Refused(format!(
+                        "no stream takes {subject} ({text})"
+                    ))),
+                    _ => Err(PublishFailure::Refused(text)),
+                }
+            }
+        }
+    }
+
+    /// Gate records on `subject` after sequence `after`, in log order, and
+    /// the last sequence the scan covered.
+    pub async fn gate_records(
+        &self,
+        stream: &str,
+        subject: &str,
+        after: u64,
+    ) -> Result<(Vec<LogRecord>, u64), String> {
+        let read = async {
+            let s = self
+                .js
+                .get_stream(stream)
+                .await
+                .map_err(|e| format!("stream {stream}: {e}"))?;
+            let last = s.cached_info().state.last_sequence;
+            if last <= after {
+                return Ok((Vec::new(), after));
+            }
+            let consumer = s
+                .create_consumer(OrderedConfig {
+                    filter_subject: subject.to_string(),
+                    deliver_policy: DeliverPolicy::ByStartSequence {
+                        start_sequence: after + 1,
+                    },
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+            if consumer.cached_info().num_pending == 0 {
+                return Ok((Vec::new(), last));
+            }
+            let mut messages = consumer
+                .messages()
+                .await
+                .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+            let mut out = Vec::new();
+            let mut scanned = last;
+            while let Some(m) = messages.next().await {
+                let m = m.map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                let info = m
+                    .info()
+                    .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                let (seq, pending, landed_at) = (
+                    info.stream_sequence,
+                    info.pending,
+                    instant_of(info.published),
+                );
+                let headers: BTreeMap<String, String> = m
+                    .headers
+                    .as_ref()
+                    .map(|h| {
+                        h.iter()
+                            .filter_map(|(k, v)| {
+                                v.first().map(|v| (k.to_string(), v.as_str().to_string()))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                out.push(LogRecord {
+                    seq,
+                    landed_at,
+                    headers,
+                    body: m.payload.to_vec(),
+                });
+                scanned = scanned.max(seq);
+                if pending == 0 {
+                    break;
+                }
+            }
+            Ok((out, scanned))
+        };
+        tokio::time::timeout(READ_TIMEOUT, read)
+            .await
+            .map_err(|_| {
+                format!(
+                    "reading gate records on {stream}: no answer within {}s",
+                    READ_TIMEOUT.as_secs()
+                )
+            })?
+    }
+
+    /// Brings the gates view of `stream` up to date with its log. Safe to
+    /// run from several places at once: every write is compare-and-set, a
+    /// row only ever moves forward in log order, and a pass that loses a
+    /// race starts again from a fresh read.
+    pub async fn absorb_gates(
+        &self,
+        bucket: &str,
+        stream: &str,
+        subject: &str,
+    ) -> Result<AbsorbReport, String> {
+        let mut attempt = 0;
+        loop {
+            match self.absorb_once(bucket, stream, subject).await {
+                Err(Absorb::Conflict(_)) if attempt < 5 => {
+                    attempt += 1;
+                    tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
+                }
+                Err(Absorb::Conflict(e)) | Err(Absorb::Failed(e)) => return Err(e),
+                Ok(r) => return Ok(r),
+            }
+        }
+    }
+
+    async fn absorb_once(
+        &self,
+        bucket: &str,
+        stream: &str,
+        subject: &str,
+    ) -> Result<AbsorbReport, Absorb> {
+        let entries = self
+            .read_bucket(bucket)
+            .await
+            .map_err(|e| Absorb::Failed(e.to_string()))?;
+        let by_key: BTreeMap<&str, &Entry> = entries.iter().map(|e| (e.key.as_str(), e)).collect();
+        let cursor_key = Cursor::key(stream);
+        let previous: Option<Cursor> = match by_key.get(cursor_key.as_str()) {
+            Some(e) => Some(
+                serde_json::from_slice(&e.value)
+                    .map_err(|err| Absorb::Failed(format!("gates key {cursor_key}: {err}")))?,
+            ),
+            None => None,
+        };
+        let mut view = View::default();
+        let prefix = format!("{stream}.");
+        for e in &entries {
+            if e.key.starts_with(&prefix) {
+                if let Ok(g) = GateRow::parse(&e.key, &e.value) {
+                    view.gates.insert(g.node.clone(), g);
+                }
+            } else if e.key.starts_with(OP_PREFIX) {
+                if let Ok(o) = OpRow::parse(&e.key, &e.value) {
+                    view.ops.insert(o.op_id.clone(), o);
+                }
+            }
+        }
+        let after = previous.as_ref().map_or(0, |c| c.seq);
+        let (records, scanned) = self.gate_records(stream, subject, after).await?;
+        let out = gate::absorb(stream, &view, previous.as_ref(), &records, scanned);
+        let revision = |key: &str| by_key.get(key).map(|e| e.revision);
+        for g in &out.gates {
+            let key = format!("{stream}.{}", g.node);
+            let body = serde_json::to_vec(g).map_err(|e| Absorb::Failed(e.to_string()))?;
+            self.put_if(bucket, &key, body, revision(&key)).await?;
+        }
+        for o in &out.ops {
+            let key = format!("{OP_PREFIX}{}", o.op_id);
+            let body = serde_json::to_vec(o).map_err(|e| Absorb::Failed(e.to_string()))?;
+            self.put_if(bucket, &key, body, revision(&key)).await?;
+        }
+        for s in &out.skipped {
+            tracing::warn!(event = "gate_record_skipped", stream, seq = s.seq, reason = %s.reason, "a gate record on the log was not absorbed");
+        }
+        let cursor = out.cursor.as_ref().map_or(after, |c| c.seq);
+        if let Some(c) = &out.cursor {
+            let body = serde_json::to_vec(c).map_err(|e| Absorb::Failed(e.to_string()))?;
+            self.put_if(bucket, &cursor_key, body, revision(&cursor_key))
+                .await?;
+        }
+        Ok(AbsorbReport {
+            absorbed: out.gates.len().max(out.ops.len()),
+            skipped: out.skipped,
+            cursor,
+        })
+    }
+}

@@ -1,0 +1,367 @@
+//! `crewlet retention evict` and `readmit`: judged once before anything is
+//! written, then one gate record per counted log, each log answering on its
+//! own line, with the exact command that finishes any log that did not.
+
+use std::collections::BTreeMap;
+
+use chrono::Utc;
+use serde_json::json;
+
+use super::{Cli, GestureArgs};
+use crate::broker::gates::PublishFailure;
+use crate::broker::Broker;
+use crate::config::{Config, Domain};
+use crate::exit::Exit;
+use crate::floor;
+use crate::gate::{self, LogOutcome, Presence, Prior, ReadmitFacts, Refusal};
+use crate::rows::{GateRow, GateSign, OpId, OpRow, PositionRow, OP_PREFIX};
+
+pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
+    let loaded = match super::load_config(cli) {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
+    let config = loaded.config;
+    let logs: Vec<Domain> = config
+        .domains
+        .iter()
+        .filter(|d| d.gate_subject.is_some())
+        .cloned()
+        .collect();
+    if logs.is_empty() {
+        eprintln!(
+            "error: no domain has a gate_subject, so no log takes gate records; nothing written"
+        );
+        return Exit::Usage;
+    }
+    let op = match gate::check_input(
+        &args.node,
+        args.confirm.as_deref(),
+        args.op_id.as_deref(),
+        Utc::now(),
+    ) {
+        Ok(op) => op,
+        Err(r) => return refused(cli, sign, &args.node, None, &r),
+    };
+    let broker = match super::connect(cli, &config).await {
+        Ok(b) => b,
+        Err(e) => return e,
+    };
+    let judged = match sign {
+        GateSign::Evict => judge_eviction(&broker, &config, args).await,
+        GateSign::Readmit => judge_readmission(&broker, &config, &logs, &args.node).await,
+    };
+    if let Err(r) = judged {
+        return refused(cli, sign, &args.node, Some(&op), &r);
+    }
+
+    let by = super::by_name(args.by.as_deref());
+    let reason = args.reason.clone().unwrap_or_default();
+    let mut outcomes: Vec<(String, LogOutcome)> = Vec::new();
+    // Bring every log's view up to date first, so that a retry finds a
+    // record an earlier attempt landed, even past the duplicate window.
+    let mut view_errors: BTreeMap<String, String> = BTreeMap::new();
+    for d in &logs {
+        let subject = d.gate_subject.as_deref().unwrap_or_default();
+        if let Err(e) = broker
+            .absorb_gates(&config.buckets.gates, &d.stream, subject)
+            .await
+        {
+            view_errors.insert(d.stream.clone(), e);
+        }
+    }
+    let (op_row, gate_rows) = match read_view(&broker, &config, &op, &args.node).await {
+        Ok(v) => v,
+        Err(e) => {
+            for d in &logs {
+                outcomes.push((
+                    d.stream.clone(),
+                    LogOutcome::Unknown {
+                        error: format!("the gates view cannot be read: {e}"),
+                    },
+                ));
+            }
+            return report(cli, sign, args, &op, &outcomes, &logs);
+        }
+    };
+    match gate::prior(&op, sign, &args.node, op_row.as_ref(), &gate_rows) {
+        Prior::Reused { sign: other, node } => {
+            for d in &logs {
+                outcomes.push((
+                    d.stream.clone(),
+                    LogOutcome::NotWritten {
+                        reason: "op_reused".into(),
+                        detail: format!(
+                            "{op} names {} {node}; start a new gesture without -op-id",
+                            other.as_str()
+                        ),
+                    },
+                ));
+            }
+        }
+        Prior::Superseded {
+            logs: landed,
+            stream,
+            by_op,
+        } => {
+            for d in &logs {
+                let outcome = match landed.get(&d.stream) {
+                    Some(&seq) => LogOutcome::Applied { seq },
+                    None => LogOutcome::NotWritten { reason: "superseded".into(), detail: format!("a later gate ({by_op}) on {} undid it on {stream}; start a new gesture", args.node) },
+                };
+                outcomes.push((d.stream.clone(), outcome));
+            }
+        }
+        Prior::New | Prior::Same { .. } => {
+            let landed = op_row.map(|r| r.logs).unwrap_or_default();
+            for d in &logs {
+                if let Some(&seq) = landed.get(&d.stream) {
+                    outcomes.push((d.stream.clone(), LogOutcome::Applied { seq }));
+                    continue;
+                }
+                if let Some(e) = view_errors.get(&d.stream) {
+                    outcomes.push((d.stream.clone(), LogOutcome::Unknown { error: format!("the gates view of this log cannot be brought up to date ({e}); nothing written") }));
+                    continue;
+                }
+                let g = gate::Gesture {
+                    op: &op,
+                    sign,
+                    node: &args.node,
+                    by: &by,
+                    force: args.force,
+                    reason: &reason,
+                };
+                let outcome = write_one(&broker, &config, d, &g).await;
+                outcomes.push((d.stream.clone(), outcome));
+            }
+        }
+    }
+    report(cli, sign, args, &op, &outcomes, &logs)
+}
+
+async fn judge_eviction(
+    broker: &Broker,
+    config: &Config,
+    args: &GestureArgs,
+) -> Result<(), Refusal> {
+    let presence = match broker.read_bucket(&config.buckets.presence).await {
+        Ok(entries) if entries.iter().any(|e| e.key == args.node) => Presence::Live,
+        Ok(_) => Presence::Absent,
+        Err(e) => Presence::Unreadable(e.to_string()),
+    };
+    match gate::judge_evict(&args.node, &presence, args.force)? {
+        gate::EvictJudged::ForcedUnjudged => {
+            tracing::warn!(event = "evict_forced_unjudged", node = %args.node, "eviction forced unjudged: presence could not be read");
+        }
+        gate::EvictJudged::ForcedLive => {
+            tracing::warn!(event = "evict_forced_live", node = %args.node, "eviction forced past a live presence lease");
+        }
+        gate::EvictJudged::Clear => {}
+    }
+    Ok(())
+}
+
+async fn judge_readmission(
+    broker: &Broker,
+    config: &Config,
+    logs: &[Domain],
+    node: &str,
+) -> Result<(), Refusal> {
+    let rows = broker.read_rows(&config.buckets).await;
+    let mut facts = Vec::new();
+    for d in logs {
+        facts.push(readmit_facts(broker, &rows, d, node).await);
+    }
+    gate::judge_readmit(node, &facts)
+}
+
+async fn readmit_facts(
+    broker: &Broker,
+    rows: &floor::Rows,
+    d: &Domain,
+    node: &str,
+) -> Result<ReadmitFacts, String> {
+    let state = broker.stream_state(&d.stream).await?;
+    let published = floor::published(rows, &d.stream)?;
+    let (floor, generation, created) = match &published {
+        Some((p, _)) => (
+            p.floor,
+            p.generation,
+            p.stream_created.unwrap_or(state.created),
+        ),
+        None => (None, 0, state.created),
+    };
+    let positions = rows.positions.as_ref().map_err(|e| e.to_string())?;
+    let key = PositionRow::key(&d.stream, node);
+    let (position, left_gen) = match positions.iter().find(|e| e.key == key) {
+        None => (None, None),
+        Some(e) => {
+            let row = PositionRow::parse(&e.key, &e.value).map_err(|e| e.to_string())?;
+            if row.generation == generation && row.stream_created == created {
+                (Some(row.seq), None)
+            } else {
+                (None, Some(row.generation))
+            }
+        }
+    };
+    Ok(ReadmitFacts {
+        stream: d.stream.clone(),
+        position,
+        left_gen,
+        floor,
+        first_seq: state.first_seq,
+        generation,
+    })
+}
+
+/// The `_op` row of this operation and, per log, the node's gate row.
+async fn read_view(
+    broker: &Broker,
+    config: &Config,
+    op: &OpId,
+    node: &str,
+) -> Result<(Option<OpRow>, BTreeMap<String, GateRow>), String> {
+    let entries = broker
+        .read_bucket(&config.buckets.gates)
+        .await
+        .map_err(|e| e.to_string())?;
+    let op_key = format!("{OP_PREFIX}{op}");
+    let op_row = match entries.iter().find(|e| e.key == op_key) {
+        Some(e) => Some(OpRow::parse(&e.key, &e.value).map_err(|e| e.to_string())?),
+        None => None,
+    };
+    let mut gates = BTreeMap::new();
+    for d in &config.domains {
+        let key = PositionRow::key(&d.stream, node);
+        if let Some(e) = entries.iter().find(|e| e.key == key) {
+            if let Ok(g) = GateRow::parse(&e.key, &e.value) {
+                gates.insert(d.stream.clone(), g);
+            }
+        }
+    }
+    Ok((op_row, gates))
+}
+
+async fn write_one(
+    broker: &Broker,
+    config: &Config,
+    d: &Domain,
+    g: &gate::Gesture<'_>,
+) -> LogOutcome {
+    let subject = d.gate_subject.clone().unwrap_or_default();
+    let (headers, body) = gate::record(g, &d.stream, Utc::now());
+    let seq = match broker.publish_gate(&subject, &headers, body).await {
+        Ok(seq) => seq,
+        Err(PublishFailure::LogFull(e)) => {
+            return LogOutcome::NotWritten {
+                reason: "log_full".into(),
+                detail: format!("past even the gate reserve ({e}); raise the ceiling with crewlet retention set-capacity {} BYTES, then finish with the same -op-id", d.stream),
+            }
+        }
+        Err(PublishFailure::Refused(e)) => return LogOutcome::NotWritten { reason: "refused".into(), detail: e },
+        Err(PublishFailure::NoAnswer(e)) => return LogOutcome::Unknown { error: e },
+    };
+    // Absorb at once, so the answer can say `applied`; a later tick does it
+    // otherwise.
+    let _ = broker
+        .absorb_gates(&config.buckets.gates, &d.stream, &subject)
+        .await;
+    match read_view(broker, config, g.op, g.node).await {
+        Ok((Some(row), _)) if row.logs.get(&d.stream) == Some(&seq) => LogOutcome::Applied { seq },
+        _ => LogOutcome::Pending { seq },
+    }
+}
+
+fn command(sign: GateSign, args: &GestureArgs, op: Option<&OpId>) -> String {
+    let mut c = format!(
+        "crewlet retention {} {} -confirm {}",
+        sign.as_str(),
+        args.node,
+        args.node
+    );
+    if let Some(op) = op {
+        c.push_str(&format!(" -op-id {op}"));
+    }
+    if args.force {
+        c.push_str(" -force");
+    }
+    if let Some(r) = &args.reason {
+        c.push_str(&format!(" -reason {r:?}"));
+    }
+    c
+}
+
+fn refused(cli: &Cli, sign: GateSign, node: &str, op: Option<&OpId>, r: &Refusal) -> Exit {
+    if cli.json {
+        println!(
+            "{}",
+            json!({"sign": sign.as_str(), "node": node, "op_id": op.map(|o| o.to_string()), "refused": r.code(), "message": r.to_string(), "logs": []})
+        );
+    } else {
+        let op_txt = op.map(|o| format!(" (op {o})")).unwrap_or_default();
+        eprintln!("refused {} {node}{op_txt}: {r}", sign.as_str());
+    }
+    if r.is_bad_input() {
+        Exit::Usage
+    } else {
+        Exit::Attention
+    }
+}
+
+fn report(
+    cli: &Cli,
+    sign: GateSign,
+    args: &GestureArgs,
+    op: &OpId,
+    outcomes: &[(String, LogOutcome)],
+    logs: &[Domain],
+) -> Exit {
+    let finished = outcomes.iter().all(|(_, o)| o.finished());
+    let finish_cmd = |o: &LogOutcome| -> Option<String> {
+        match o {
+            LogOutcome::Applied { .. } | LogOutcome::Pending { .. } => None,
+            LogOutcome::NotWritten { reason, .. }
+                if reason == "op_reused" || reason == "superseded" =>
+            {
+                Some(command(sign, args, None))
+            }
+            _ => Some(command(sign, args, Some(op))),
+        }
+    };
+    if cli.json {
+        let rows: Vec<_> = outcomes
+            .iter()
+            .map(|(stream, o)| {
+                let mut v = serde_json::to_value(o).unwrap_or_default();
+                if let Some(obj) = v.as_object_mut() {
+                    obj.insert("stream".into(), json!(stream));
+                    obj.insert("finish".into(), json!(finish_cmd(o)));
+                }
+                v
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({"sign": sign.as_str(), "node": args.node, "op_id": op.to_string(), "finished": finished, "logs": rows})
+        );
+    } else {
+        println!("{} {} (op {op}):", sign.as_str(), args.node);
+        let width = logs.iter().map(|d| d.stream.len()).max().unwrap_or(0);
+        for (stream, o) in outcomes {
+            println!("  {stream:<width$}  {}", o.text());
+            if let Some(cmd) = finish_cmd(o) {
+                println!("    finish: {cmd}");
+            }
+        }
+        if sign == GateSign::Evict && finished {
+            println!(
+                "the node stops being counted once the fence window passes after each record lands"
+            );
+        }
+    }
+    if finished {
+        Exit::Ok
+    } else {
+        Exit::Attention
+    }
+}
