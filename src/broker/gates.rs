@@ -260,3 +260,35 @@ impl Broker {
         })
     }
 }
+
+impl Broker {
+    /// The gate reserve's admission rule against the *published* soft
+    /// ceiling: reads the floors row (`soft_ceiling_bytes`, `max_bytes`) and
+    /// the stream's bytes, then [`gate::admission`]. For publishers that
+    /// honour the reserve; an unreadable row refuses nothing it cannot judge
+    /// and says so.
+    pub async fn admission(
+        &self,
+        floors_bucket: &str,
+        stream: &str,
+        kind: gate::RecordKind,
+        record_bytes: u64,
+    ) -> Result<gate::Admission, String> {
+        let store = self.kv(floors_bucket).await?;
+        let row = store
+            .get(stream)
+            .await
+            .map_err(|e| format!("floors row {stream}: {e}"))?
+            .ok_or_else(|| format!("no floors row for {stream} has been published yet"))?;
+        let v: serde_json::Value =
+            serde_json::from_slice(&row).map_err(|e| format!("floors row {stream}: {e}"))?;
+        let soft = v["soft_ceiling_bytes"]
+            .as_u64()
+            .ok_or_else(|| format!("floors row {stream} has no soft_ceiling_bytes"))?;
+        let max = v["max_bytes"]
+            .as_u64()
+            .ok_or_else(|| format!("floors row {stream} has no max_bytes"))?;
+        let state = self.stream_state(stream).await?;
+        Ok(gate::admission(kind, state.bytes, record_bytes, soft, max))
+    }
+}

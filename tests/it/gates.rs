@@ -500,6 +500,33 @@ async fn the_gate_reserve_takes_evictions_until_max_bytes() {
         ),
         crewlet::gate::Admission::Refuse { .. }
     ));
+    // The published soft ceiling refuses ordinary writes and admits gates.
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let broker = f.broker().await;
+    let ordinary = broker
+        .admission(
+            "crewlet_floors",
+            STREAM,
+            crewlet::gate::RecordKind::Ordinary,
+            200,
+        )
+        .await
+        .expect("judged");
+    assert!(
+        matches!(ordinary, crewlet::gate::Admission::Refuse { .. }),
+        "{ordinary:?}"
+    );
+    let gate = broker
+        .admission(
+            "crewlet_floors",
+            STREAM,
+            crewlet::gate::RecordKind::Gate,
+            200,
+        )
+        .await
+        .expect("judged");
+    assert_eq!(gate, crewlet::gate::Admission::Admit);
     let op = Op::new(&f);
     let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
     assert_eq!(run.code, 0, "the reserve takes the eviction: {run:?}");
