@@ -17,6 +17,14 @@
 //!
 //! See `docs/architecture.md` for the data flow and the invariants.
 
+// Nothing read from the broker, a file or the command line may panic the
+// sidecar: outside test code, `unwrap`/`expect`/`panic!` are compile errors
+// under `cargo clippy` (CI runs it with -D warnings).
+#![cfg_attr(
+    not(test),
+    deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
+)]
+
 pub mod alarms;
 pub mod broker;
 pub mod buckets;
@@ -32,3 +40,6 @@ pub mod report;
 pub mod rows;
 pub mod stream_check;
 pub mod trim;
+
+#[cfg(test)]
+mod fuzz_tests;

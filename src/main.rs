@@ -1,5 +1,7 @@
 //! The `crewlet` binary: parse, set up logging, run, map to an exit code.
 
+#![deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)]
+
 use std::process::ExitCode;
 
 use crewlet::cli::{self, LogFormat};
