@@ -8,6 +8,7 @@ mod connect;
 mod examples;
 mod gates;
 mod init;
+mod model;
 mod run;
 mod samples;
 mod status;

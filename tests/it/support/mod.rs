@@ -147,7 +147,14 @@ fn spawn(dir: &tempfile::TempDir, port: u16, config: Option<&Path>) -> Child {
     cmd.args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
         .arg(dir.path().join("store"))
         .stdout(Stdio::null())
-        .stderr(Stdio::null());
+        .stderr(
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(dir.path().join("server.log"))
+                .map(Stdio::from)
+                .unwrap_or_else(|_| Stdio::null()),
+        );
     cmd.spawn().expect("start nats-server")
 }
 
@@ -171,7 +178,19 @@ pub fn log_stream(name: &str, subjects: &[&str], max_bytes: i64) -> stream::Conf
     }
 }
 
+/// Creates a stream. A server busy deleting others has been seen to answer
+/// 10049 ("error creating store") once in a long run; a short retry keeps
+/// such a blip from failing a test about something else.
 pub async fn create_stream(js: &jetstream::Context, config: stream::Config) -> stream::Stream {
+    for _ in 0..3 {
+        match js.create_stream(config.clone()).await {
+            Ok(s) => return s,
+            Err(e) => {
+                eprintln!("create stream {}: {e}; retrying", config.name);
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        }
+    }
     js.create_stream(config).await.expect("create stream")
 }
 
