@@ -232,8 +232,7 @@ fn may_go(s: &Scenario, r: u64) -> bool {
         .backups
         .iter()
         .filter_map(|b| b.as_ref().ok())
-        .filter(|(_, v, c)| *v && *c)
-        .last();
+        .rfind(|(_, v, c)| *v && *c);
     match backup {
         Some((pos, _, _)) if *pos >= r => {}
         _ => return false,
