@@ -228,6 +228,7 @@ impl Sidecar {
         let (Some(_target), Some(created)) = (floor::purge_target(a), a.stream_created) else {
             return;
         };
+        failpoint("after_publish");
         // Fencing: purge only if nobody has taken the duty since we renewed.
         if !self.duty.still_held(&self.broker).await {
             tracing::warn!(event = "duty_lost", domain = %a.domain, "the duty lease changed hands before the purge; nothing purged");
@@ -317,5 +318,16 @@ fn log_domain(d: &DomainTick, holder: bool) {
     } else {
         let would = a.would_purge.map(|w| w.records).unwrap_or(0);
         tracing::info!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published");
+    }
+}
+
+/// Fault injection for the crash tests (docs/testing.md): with
+/// `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as a
+/// kill would leave it. The only point is `after_publish`: the answer is
+/// published and the purge it licenses is not sent.
+fn failpoint(name: &str) {
+    if std::env::var("CREWLET_FAILPOINT").is_ok_and(|v| v == name) {
+        tracing::error!(event = "failpoint", name, "CREWLET_FAILPOINT: aborting");
+        std::process::abort();
     }
 }

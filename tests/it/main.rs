@@ -6,11 +6,13 @@ mod support;
 
 mod connect;
 mod examples;
+mod faults;
 mod gates;
 mod init;
 mod model;
 mod run;
 mod samples;
+mod security;
 mod status;
 mod trim;
 mod validate;
