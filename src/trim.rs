@@ -15,7 +15,7 @@ use crate::alarms::{self, Alarm, AlarmPolicy, DutyView};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::duty::{Duty, DutyStatus};
-use crate::floor::{self, Answer, DomainRead, Policy, Rows};
+use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy, Rows};
 
 /// What happened to one domain in a tick.
 #[derive(Debug, Clone)]
@@ -81,15 +81,30 @@ pub async fn read_domain(
     }
 }
 
+/// One fresh read: the buckets as read and parsed, and every domain's
+/// answer.
+pub struct Fresh {
+    pub rows: Rows,
+    pub parsed: ParsedRows,
+    pub answers: Vec<Answer>,
+}
+
 /// Every domain's answer from one fresh read (the buckets once, then each
 /// domain's stream concurrently). `status` uses this too.
-pub async fn answers(
+pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateTime<Utc>) -> Fresh {
+    let rows = broker.read_rows(&config.buckets).await;
+    answers_from(broker, config, session, rows, now).await
+}
+
+/// The answers from buckets already read this tick.
+pub async fn answers_from(
     broker: &Broker,
     config: &Config,
     session: &str,
+    rows: Rows,
     now: DateTime<Utc>,
-) -> (Rows, Vec<Answer>) {
-    let rows = broker.read_rows(&config.buckets).await;
+) -> Fresh {
+    let parsed = ParsedRows::from_rows(&rows);
     let policy = Policy::from_config(config, session);
     let reads = futures::future::join_all(
         config
@@ -102,9 +117,13 @@ pub async fn answers(
         .domains
         .iter()
         .zip(reads)
-        .map(|(d, read)| floor::compute(d, &policy, &rows, &read, now))
+        .map(|(d, read)| floor::compute(d, &policy, &parsed, &read, now))
         .collect();
-    (rows, answers)
+    Fresh {
+        rows,
+        parsed,
+        answers,
+    }
 }
 
 /// The duty as the alarms see it.
@@ -140,13 +159,15 @@ impl Sidecar {
     /// the report and the logs.
     pub async fn tick(&mut self) -> TickReport {
         let duty = self.duty.claim_or_renew(&self.broker).await;
-        if self.duty.holds() {
-            self.absorb_gates().await;
-        }
         // `now` is taken before the reads: a hold expiring mid-tick is still
         // seen live, and the age cutoff errs toward keeping.
         let now = Utc::now();
-        let (rows, answers) = answers(&self.broker, &self.config, self.duty.session(), now).await;
+        let mut rows = self.broker.read_rows(&self.config.buckets).await;
+        if self.duty.holds() {
+            self.absorb_gates(&mut rows).await;
+        }
+        let fresh = answers_from(&self.broker, &self.config, self.duty.session(), rows, now).await;
+        let (parsed, answers) = (fresh.parsed, fresh.answers);
         let mut domains = Vec::with_capacity(answers.len());
         for answer in answers {
             let mut d = DomainTick {
@@ -155,7 +176,7 @@ impl Sidecar {
                 purged: None,
             };
             if self.duty.holds() {
-                self.publish_and_purge(&rows, &mut d).await;
+                self.publish_and_purge(&parsed, &mut d).await;
             }
             log_domain(&d, self.duty.holds());
             domains.push(d);
@@ -173,15 +194,19 @@ impl Sidecar {
     }
 
     /// Brings the gates view up to date with every log that takes gate
-    /// records (the purge is clamped to what it has absorbed).
-    async fn absorb_gates(&self) {
+    /// records (the purge is clamped to what it has absorbed), working on
+    /// the gates bucket as this tick read it.
+    async fn absorb_gates(&self, rows: &mut Rows) {
+        let Ok(entries) = rows.gates.as_mut() else {
+            return;
+        };
         for d in &self.config.domains {
             let Some(subject) = &d.gate_subject else {
                 continue;
             };
             match self
                 .broker
-                .absorb_gates(&self.config.buckets.gates, &d.stream, subject)
+                .absorb_into(&self.config.buckets.gates, &d.stream, subject, entries)
                 .await
             {
                 Ok(r) if r.absorbed > 0 => {
@@ -195,9 +220,9 @@ impl Sidecar {
         }
     }
 
-    async fn publish_and_purge(&self, rows: &Rows, d: &mut DomainTick) {
+    async fn publish_and_purge(&self, rows: &ParsedRows, d: &mut DomainTick) {
         let a = &d.answer;
-        let revision = match floor::published(rows, &a.stream) {
+        let revision = match rows.published(&a.stream) {
             Ok(p) => p.map(|(_, rev)| rev),
             // An unreadable floors row is never overwritten: the floor it
             // holds may be above anything this tick could conclude.

@@ -185,12 +185,28 @@ impl Broker {
         stream: &str,
         subject: &str,
     ) -> Result<AbsorbReport, String> {
+        let mut entries = self.read_bucket(bucket).await.map_err(|e| e.to_string())?;
+        self.absorb_into(bucket, stream, subject, &mut entries)
+            .await
+    }
+
+    /// As [`Broker::absorb_gates`], from the gates bucket `entries` already
+    /// read this tick, which are brought up to date with what was written
+    /// (so the bucket is not read twice in a tick).
+    pub async fn absorb_into(
+        &self,
+        bucket: &str,
+        stream: &str,
+        subject: &str,
+        entries: &mut Vec<Entry>,
+    ) -> Result<AbsorbReport, String> {
         let mut attempt = 0;
         loop {
-            match self.absorb_once(bucket, stream, subject).await {
+            match self.absorb_once(bucket, stream, subject, entries).await {
                 Err(Absorb::Conflict(_)) if attempt < 5 => {
                     attempt += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
+                    *entries = self.read_bucket(bucket).await.map_err(|e| e.to_string())?;
                 }
                 Err(Absorb::Conflict(e)) | Err(Absorb::Failed(e)) => return Err(e),
                 Ok(r) => return Ok(r),
@@ -203,14 +219,10 @@ impl Broker {
         bucket: &str,
         stream: &str,
         subject: &str,
+        entries: &mut Vec<Entry>,
     ) -> Result<AbsorbReport, Absorb> {
-        let entries = self
-            .read_bucket(bucket)
-            .await
-            .map_err(|e| Absorb::Failed(e.to_string()))?;
-        let by_key: BTreeMap<&str, &Entry> = entries.iter().map(|e| (e.key.as_str(), e)).collect();
         let cursor_key = Cursor::key(stream);
-        let previous: Option<Cursor> = match by_key.get(cursor_key.as_str()) {
+        let previous: Option<Cursor> = match entries.iter().find(|e| e.key == cursor_key) {
             Some(e) => Some(
                 serde_json::from_slice(&e.value)
                     .map_err(|err| Absorb::Failed(format!("gates key {cursor_key}: {err}")))?,
@@ -219,7 +231,7 @@ impl Broker {
         };
         let mut view = View::default();
         let prefix = format!("{stream}.");
-        for e in &entries {
+        for e in entries.iter() {
             if e.key.starts_with(&prefix) {
                 if let Ok(g) = GateRow::parse(&e.key, &e.value) {
                     view.gates.insert(g.node.clone(), g);
@@ -233,30 +245,48 @@ impl Broker {
         let after = previous.as_ref().map_or(0, |c| c.seq);
         let (records, scanned) = self.gate_records(stream, subject, after).await?;
         let out = gate::absorb(stream, &view, previous.as_ref(), &records, scanned);
-        let revision = |key: &str| by_key.get(key).map(|e| e.revision);
+        let mut writes: Vec<(String, Vec<u8>)> = Vec::new();
         for g in &out.gates {
-            let key = format!("{stream}.{}", g.node);
-            let body = serde_json::to_vec(g).map_err(|e| Absorb::Failed(e.to_string()))?;
-            self.put_if(bucket, &key, body, revision(&key)).await?;
+            writes.push((
+                format!("{stream}.{}", g.node),
+                serde_json::to_vec(g).map_err(|e| Absorb::Failed(e.to_string()))?,
+            ));
         }
         for o in &out.ops {
-            let key = format!("{OP_PREFIX}{}", o.op_id);
-            let body = serde_json::to_vec(o).map_err(|e| Absorb::Failed(e.to_string()))?;
-            self.put_if(bucket, &key, body, revision(&key)).await?;
+            writes.push((
+                format!("{OP_PREFIX}{}", o.op_id),
+                serde_json::to_vec(o).map_err(|e| Absorb::Failed(e.to_string()))?,
+            ));
+        }
+        // The cursor last: it only moves once everything below it is written.
+        if let Some(c) = &out.cursor {
+            writes.push((
+                cursor_key.clone(),
+                serde_json::to_vec(c).map_err(|e| Absorb::Failed(e.to_string()))?,
+            ));
+        }
+        for (key, body) in writes {
+            let revision = entries.iter().find(|e| e.key == key).map(|e| e.revision);
+            let new_rev = self.put_if(bucket, &key, body.clone(), revision).await?;
+            match entries.iter_mut().find(|e| e.key == key) {
+                Some(e) => {
+                    e.value = body;
+                    e.revision = new_rev;
+                }
+                None => entries.push(Entry {
+                    key,
+                    value: body,
+                    revision: new_rev,
+                }),
+            }
         }
         for s in &out.skipped {
             tracing::warn!(event = "gate_record_skipped", stream, seq = s.seq, reason = %s.reason, "a gate record on the log was not absorbed");
         }
-        let cursor = out.cursor.as_ref().map_or(after, |c| c.seq);
-        if let Some(c) = &out.cursor {
-            let body = serde_json::to_vec(c).map_err(|e| Absorb::Failed(e.to_string()))?;
-            self.put_if(bucket, &cursor_key, body, revision(&cursor_key))
-                .await?;
-        }
         Ok(AbsorbReport {
             absorbed: out.gates.len().max(out.ops.len()),
             skipped: out.skipped,
-            cursor,
+            cursor: out.cursor.as_ref().map_or(after, |c| c.seq),
         })
     }
 }

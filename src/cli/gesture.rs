@@ -182,7 +182,7 @@ async fn readmit_facts(
     node: &str,
 ) -> Result<ReadmitFacts, String> {
     let state = broker.stream_state(&d.stream).await?;
-    let published = floor::published(rows, &d.stream)?;
+    let published = floor::ParsedRows::from_rows(rows).published(&d.stream)?;
     let (floor, generation, created) = match &published {
         Some((p, _)) => (
             p.floor,

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{Cli, ReanchorArgs};
 use crate::exit::Exit;
-use crate::floor::{self, FloorState};
+use crate::floor::FloorState;
 use crate::rows::Instant;
 
 pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
@@ -40,7 +40,11 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         Err(exit) => return exit,
     };
     let now = Utc::now();
-    let (rows, answers) = crate::trim::answers(&broker, &config, "", now).await;
+    let crate::trim::Fresh {
+        rows,
+        parsed,
+        answers,
+    } = crate::trim::answers(&broker, &config, "", now).await;
     let Some(answer) = answers.into_iter().find(|a| a.stream == domain.stream) else {
         return Exit::Unreachable;
     };
@@ -51,7 +55,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             return Exit::Unreachable;
         }
     };
-    let previous = match floor::published(&rows, &domain.stream) {
+    let previous = match parsed.published(&domain.stream) {
         Ok(p) => p,
         // An unreadable row is replaced only by an explicit, confirmed reanchor.
         Err(e) => {

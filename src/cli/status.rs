@@ -36,7 +36,11 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     };
     let now = Utc::now();
     let duty = Duty::observe(&broker, &config.buckets.duty).await;
-    let (rows, answers) = crate::trim::answers(&broker, &config, "", now).await;
+    let crate::trim::Fresh {
+        rows,
+        parsed,
+        answers,
+    } = crate::trim::answers(&broker, &config, "", now).await;
     if !answers.is_empty()
         && answers.iter().all(|a| a.stream_error.is_some())
         && rows_all_failed(&rows)
@@ -72,7 +76,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
                 Err(_) => None,
             };
             // The floor shown is the published one, never this read's guess.
-            match floor::published(&rows, &answer.stream) {
+            match parsed.published(&answer.stream) {
                 Ok(Some((p, _))) => {
                     answer.floor = p.floor;
                     answer.trim_floor_state = p.trim_floor_state;

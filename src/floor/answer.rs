@@ -5,8 +5,9 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::counted::counted_set;
-use super::{terms, DomainRead, Policy, Rows};
+use super::counted::{counted_set, Generation};
+use super::parsed::ParsedRows;
+use super::{terms, DomainRead, Policy};
 use crate::config::Domain;
 use crate::rows::Instant;
 use crate::stream_check::{bypasses, Bypass};
@@ -262,13 +263,13 @@ impl PublishedFloor {
 pub fn compute(
     domain: &Domain,
     policy: &Policy,
-    rows: &Rows,
+    rows: &ParsedRows,
     read: &DomainRead,
     now: DateTime<Utc>,
 ) -> Answer {
     let stream = domain.stream.as_str();
     let at = Instant(now);
-    let previous = super::published(rows, stream);
+    let previous = rows.published(stream);
 
     // The generation this answer belongs to, and whether the live stream is
     // the one the floor was published for.
@@ -308,13 +309,15 @@ pub fn compute(
         stream,
         rows,
         state,
-        generation,
-        gen_created,
+        Generation {
+            number: generation,
+            created: gen_created,
+        },
         policy.fence_window,
         now,
     );
 
-    let applied = terms::applied(&set);
+    let applied = terms::applied(stream, &set);
     if !set.ahead.is_empty() && not_ready.is_none() {
         not_ready = Some("wrong_stream (ahead_of_log)".into());
     }
@@ -448,14 +451,13 @@ pub fn compute(
     }
 }
 
-fn gate_view(rows: &Rows, stream: &str) -> GateView {
-    let key = crate::gate::Cursor::key(stream);
+fn gate_view(rows: &ParsedRows, stream: &str) -> GateView {
     let cursor = rows
         .gates
         .as_ref()
         .ok()
-        .and_then(|entries| entries.iter().find(|e| e.key == key))
-        .and_then(|e| serde_json::from_slice::<crate::gate::Cursor>(&e.value).ok());
+        .and_then(|g| g.cursors.get(stream))
+        .cloned();
     GateView {
         absorbed_to: cursor.as_ref().map(|c| c.seq),
         skipped: cursor.map(|c| c.skipped).unwrap_or_default(),

@@ -9,25 +9,50 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::answer::{NodeRow, NodeState};
-use super::{BucketError, Rows, StreamState};
-use crate::rows::{GateRow, GateState, PositionRow, PositionStatus, PresenceRow, RowError};
+use super::parsed::{ByNode, ParsedRows};
+use super::StreamState;
+use crate::rows::{GateRow, GateState, Instant, PositionRow, PositionStatus, PresenceRow};
+
+/// Why a counted node is assumed to hold nothing; worded only when it binds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ZeroReason {
+    NoRow,
+    LeftGen(u64),
+    Diverged,
+    AtZero,
+}
+
+impl ZeroReason {
+    pub fn words(self, node: &str, stream: &str) -> String {
+        match self {
+            ZeroReason::NoRow => format!("{node} has not reported a position on {stream}"),
+            ZeroReason::LeftGen(g) => {
+                format!("{node}'s position is from a generation the log has left (left gen {g})")
+            }
+            ZeroReason::Diverged => format!(
+                "{node} reports log_diverged: it applied a history this log does not continue"
+            ),
+            ZeroReason::AtZero => format!("{node} is at position 0"),
+        }
+    }
+}
 
 /// One node as the trim sees it on one log.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Counted {
-    pub node: String,
+pub struct Counted<'a> {
+    pub node: &'a str,
     /// The position the trim may assume (0 when the node has no current row).
     pub effective_seq: u64,
-    /// Why `effective_seq` is 0 when it is, for the term's reason.
-    pub zero_reason: Option<String>,
+    /// Why `effective_seq` is 0 when it is.
+    pub zero_reason: Option<ZeroReason>,
     /// The row's own status (`log_diverged` rows' snapshots do not count).
     pub diverged: bool,
 }
 
 /// The result: counted nodes, the node table, and what blocks.
 #[derive(Debug, Clone, Default)]
-pub struct CountedSet {
-    pub counted: Vec<Counted>,
+pub struct CountedSet<'a> {
+    pub counted: Vec<Counted<'a>>,
     pub nodes: Vec<NodeRow>,
     /// Presence or positions could not be read, or a row was malformed.
     pub unreadable: Option<String>,
@@ -37,47 +62,42 @@ pub struct CountedSet {
     pub evictions_unreadable: bool,
 }
 
-/// A node's row on this log, as parsed or as refused.
-struct PositionSeen {
-    row: Result<PositionRow, RowError>,
+/// The generation the answer belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct Generation {
+    pub number: u64,
+    pub created: Option<Instant>,
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn counted_set(
+static NO_PRESENCE: ByNode<PresenceRow> = BTreeMap::new();
+static NO_POSITIONS: ByNode<PositionRow> = BTreeMap::new();
+
+pub fn counted_set<'a>(
     stream: &str,
-    rows: &Rows,
+    rows: &'a ParsedRows,
     state: Option<&StreamState>,
-    generation: u64,
-    created: Option<crate::rows::Instant>,
+    generation: Generation,
     fence_window: Duration,
     now: DateTime<Utc>,
-) -> CountedSet {
+) -> CountedSet<'a> {
     let mut out = CountedSet::default();
+    let fence = chrono::Duration::from_std(fence_window).unwrap_or(chrono::Duration::MAX);
 
     // Gates first: an evicted node's rows, however wrong, change nothing.
-    let mut gates: BTreeMap<String, GateRow> = BTreeMap::new();
-    match &rows.gates {
-        Ok(entries) => {
-            let prefix = format!("{stream}.");
-            for e in entries.iter().filter(|e| e.key.starts_with(&prefix)) {
-                // A gate row we cannot read evicts nobody (the safe way).
-                if let Ok(g) = GateRow::parse(&e.key, &e.value) {
-                    gates.insert(g.node.clone(), g);
-                }
-            }
+    let empty = BTreeMap::new();
+    let gates: &BTreeMap<String, GateRow> = match &rows.gates {
+        Ok(g) => g.rows.get(stream).unwrap_or(&empty),
+        Err(_) => {
+            out.evictions_unreadable = true;
+            &empty
         }
-        Err(BucketError::Missing { .. }) | Err(BucketError::Failed { .. }) => {
-            out.evictions_unreadable = true
-        }
-    }
+    };
     let gate_state = |node: &str| -> Option<NodeState> {
         let g = gates.get(node)?;
         if g.state != GateState::Evicted {
             return None;
         }
-        let since = now.signed_duration_since(g.landed_at.0);
-        let fence = chrono::Duration::from_std(fence_window).unwrap_or(chrono::Duration::MAX);
-        Some(if since > fence {
+        Some(if now.signed_duration_since(g.landed_at.0) > fence {
             NodeState::Evicted
         } else {
             NodeState::Evicting
@@ -85,115 +105,92 @@ pub fn counted_set(
     };
 
     let presence = match &rows.presence {
-        Ok(entries) => {
-            let mut live = BTreeMap::new();
-            for e in entries {
-                match PresenceRow::parse(&e.key, &e.value) {
-                    Ok(p) => {
-                        live.insert(p.node.clone(), p.is_data());
-                    }
-                    Err(err) => {
-                        if gate_state(&e.key) != Some(NodeState::Evicted) {
-                            out.unreadable = Some(format!("presence {err}"));
-                        }
-                    }
-                }
-            }
-            live
-        }
+        Ok(p) => p,
         Err(e) => {
             out.unreadable = Some(e.to_string());
-            BTreeMap::new()
+            &NO_PRESENCE
         }
     };
-
-    let mut positions: BTreeMap<String, PositionSeen> = BTreeMap::new();
-    match &rows.positions {
-        Ok(entries) => {
-            let prefix = format!("{stream}.");
-            for e in entries.iter().filter(|e| e.key.starts_with(&prefix)) {
-                let node = e.key[prefix.len()..].to_string();
-                positions.insert(
-                    node,
-                    PositionSeen {
-                        row: PositionRow::parse(&e.key, &e.value),
-                    },
-                );
+    for (node, row) in presence {
+        if let Err(err) = row {
+            if out.unreadable.is_none() && gate_state(node) != Some(NodeState::Evicted) {
+                out.unreadable = Some(format!("presence {err}"));
             }
         }
+    }
+    let positions = match &rows.positions {
+        Ok(p) => p.get(stream).unwrap_or(&NO_POSITIONS),
         Err(e) => {
             if out.unreadable.is_none() {
                 out.unreadable = Some(e.to_string());
             }
+            &NO_POSITIONS
         }
-    }
+    };
 
-    let mut names: Vec<String> = positions.keys().cloned().collect();
-    for (node, data) in &presence {
-        if *data && !positions.contains_key(node) {
-            names.push(node.clone());
-        }
-    }
-    names.sort();
+    // Nodes with a row on this log, then live data nodes without one.
+    let with_rows = positions.iter().map(|(n, r)| (n.as_str(), Some(r)));
+    let without = presence
+        .iter()
+        .filter(|(n, p)| matches!(p, Ok(p) if p.is_data()) && !positions.contains_key(n.as_str()))
+        .map(|(n, _)| (n.as_str(), None));
+    let mut names: Vec<_> = with_rows.chain(without).collect();
+    names.sort_unstable_by(|a, b| a.0.cmp(b.0));
+    out.nodes.reserve(names.len());
+    out.counted.reserve(names.len());
 
-    for node in names {
-        let live = presence.contains_key(&node);
-        let gate = gate_state(&node);
-        let seen = positions.get(&node);
+    for (node, seen) in names {
+        let gate = gate_state(node);
+        let evicted = gate == Some(NodeState::Evicted);
         let mut row = NodeRow {
-            node: node.clone(),
-            live,
+            node: node.to_string(),
+            live: presence.contains_key(node),
             seq: None,
             generation: None,
             left_gen: None,
             state: gate.unwrap_or(NodeState::Counted),
             updated_at: None,
         };
-        let evicted = gate == Some(NodeState::Evicted);
         let mut effective_seq = 0;
-        let mut zero_reason = Some(format!("{node} has not reported a position on {stream}"));
+        let mut zero_reason = Some(ZeroReason::NoRow);
         let mut diverged = false;
-        match seen.map(|s| &s.row) {
+        match seen {
             None => {}
-            Some(Err(err)) if !evicted && out.unreadable.is_none() => {
-                out.unreadable = Some(format!("positions {err}"));
+            Some(Err(err)) => {
+                if !evicted && out.unreadable.is_none() {
+                    out.unreadable = Some(format!("positions {err}"));
+                }
             }
-            Some(Err(_)) => {}
             Some(Ok(p)) => {
                 row.seq = Some(p.seq);
                 row.updated_at = Some(p.updated_at);
                 row.generation = Some(p.generation);
-                let current = p.generation == generation && Some(p.stream_created) == created;
+                let current = p.generation == generation.number
+                    && Some(p.stream_created) == generation.created;
                 diverged = p.status == PositionStatus::LogDiverged;
                 if !current {
                     row.left_gen = Some(p.generation);
-                    zero_reason = Some(format!(
-                        "{node}'s position is from a generation the log has left (left gen {})",
-                        p.generation
-                    ));
+                    zero_reason = Some(ZeroReason::LeftGen(p.generation));
                 } else if diverged {
                     if !evicted {
                         row.state = NodeState::LogDiverged;
                     }
-                    zero_reason = Some(format!("{node} reports log_diverged: it applied a history this log does not continue"));
+                    zero_reason = Some(ZeroReason::Diverged);
                 } else {
                     effective_seq = p.seq;
-                    zero_reason = None;
+                    zero_reason = (p.seq == 0).then_some(ZeroReason::AtZero);
                     if let Some(s) = state {
                         if p.seq > s.last_seq && !evicted {
                             row.state = NodeState::AheadOfLog;
-                            out.ahead.push((node.clone(), p.seq));
+                            out.ahead.push((node.to_string(), p.seq));
                         }
                     }
                 }
             }
         }
-        if effective_seq == 0 && zero_reason.is_none() {
-            zero_reason = Some(format!("{node} is at position 0"));
-        }
         if !evicted {
             out.counted.push(Counted {
-                node: node.clone(),
+                node,
                 effective_seq,
                 zero_reason,
                 diverged,

@@ -6,6 +6,7 @@
 
 mod answer;
 mod counted;
+mod parsed;
 mod terms;
 
 #[cfg(test)]
@@ -21,6 +22,7 @@ pub use answer::{
     Answer, FloorState, GateView, NodeRow, NodeState, PublishedFloor, Term, TermName, TermState,
     WouldPurge,
 };
+pub use parsed::ParsedRows;
 
 use crate::config::{BackupPolicy, Config, Domain};
 use crate::rows::Instant;
@@ -126,21 +128,11 @@ impl Policy {
     }
 }
 
-/// The floors row for `stream` as published, with its revision for the
-/// compare-and-set, or why it cannot be used.
-pub fn published(rows: &Rows, stream: &str) -> Result<Option<(PublishedFloor, u64)>, String> {
-    let entries = rows.floors.as_ref().map_err(|e| e.to_string())?;
-    match entries.iter().find(|e| e.key == stream) {
-        None => Ok(None),
-        Some(e) => PublishedFloor::parse(&e.key, &e.value).map(|p| Some((p, e.revision))),
-    }
-}
-
 /// The retention answer for one domain.
 pub fn compute(
     domain: &Domain,
     policy: &Policy,
-    rows: &Rows,
+    rows: &ParsedRows,
     read: &DomainRead,
     now: DateTime<Utc>,
 ) -> Answer {

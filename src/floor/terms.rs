@@ -8,10 +8,11 @@ use chrono::{DateTime, Utc};
 
 use super::answer::{Term, TermName, TermState};
 use super::counted::CountedSet;
-use super::{Bucket, FeedState, Policy, StreamState};
+use super::parsed::{Backups, ByNode, Parsed};
+use super::{BucketError, FeedState, Policy, StreamState};
 use crate::config::{BackupPolicy, Dur};
 use crate::human;
-use crate::rows::{AckRow, BackupManifest, HoldRow, Instant, SnapshotRow, ACK_PREFIX};
+use crate::rows::{BackupManifest, HoldKey, HoldRow, Instant, SnapshotRow};
 
 fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String>) -> Term {
     Term {
@@ -43,7 +44,7 @@ fn plain(name: TermName, state: TermState) -> Term {
 }
 
 /// `applied`: the lowest position over the counted set.
-pub fn applied(set: &CountedSet) -> Term {
+pub fn applied(stream: &str, set: &CountedSet) -> Term {
     if let Some(e) = &set.unreadable {
         return unreadable(TermName::Applied, e.clone());
     }
@@ -57,43 +58,47 @@ pub fn applied(set: &CountedSet) -> Term {
         None => plain(TermName::Applied, TermState::Unbounded),
         Some(c) => {
             let reason = if c.effective_seq == 0 {
-                c.zero_reason.clone()
+                c.zero_reason.map(|z| z.words(c.node, stream))
             } else {
                 None
             };
             value(
                 TermName::Applied,
                 c.effective_seq,
-                Some(c.node.clone()),
+                Some(c.node.to_string()),
                 reason,
             )
         }
     }
 }
 
+/// The holds bucket, parsed: stream → holds on it.
+pub type Holds =
+    Result<std::collections::BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>, BucketError>;
+
 /// `min_hold`: one below the lowest live hold's `seq`.
-pub fn min_hold(stream: &str, holds: &Bucket, now: DateTime<Utc>) -> Term {
-    let entries = match holds {
-        Ok(e) => e,
+pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
+    let all = match holds {
+        Ok(h) => h,
         Err(e) => return unreadable(TermName::MinHold, e.to_string()),
     };
-    let prefix = format!("{stream}.");
-    let mut lowest: Option<(u64, String, String)> = None;
-    for e in entries.iter().filter(|e| e.key.starts_with(&prefix)) {
-        let (key, hold) = match HoldRow::parse(&e.key, &e.value) {
+    let mut lowest: Option<&(HoldKey, HoldRow)> = None;
+    for h in all.get(stream).map(Vec::as_slice).unwrap_or_default() {
+        let h = match h {
             Ok(h) => h,
             Err(err) => return unreadable(TermName::MinHold, format!("holds {err}")),
         };
-        if hold.expires_at.0 <= now {
+        if h.1.expires_at.0 <= now {
             continue;
         }
-        if lowest.as_ref().is_none_or(|(s, ..)| hold.seq < *s) {
-            lowest = Some((hold.seq, key.hold_id, hold.owner));
+        if lowest.is_none_or(|l| h.1.seq < l.1.seq) {
+            lowest = Some(h);
         }
     }
     match lowest {
         None => plain(TermName::MinHold, TermState::Unbounded),
-        Some((seq, id, owner)) => {
+        Some((key, hold)) => {
+            let (seq, id, owner) = (hold.seq, &key.hold_id, &hold.owner);
             let permits = seq.saturating_sub(1);
             let reason = (permits == 0)
                 .then(|| format!("hold {id} ({owner}) needs every record from {seq}"));
@@ -114,108 +119,57 @@ pub fn min_hold(stream: &str, holds: &Bucket, now: DateTime<Utc>) -> Term {
 /// does not count.
 pub fn backup_floor(
     stream: &str,
-    backups: &Bucket,
+    backups: &Result<Backups, BucketError>,
     policy: &Policy,
     created: Option<Instant>,
     now: DateTime<Utc>,
 ) -> (Term, Option<Duration>) {
     let before_stream = |t: Instant| created.is_some_and(|c| t < c);
-    let entries = match backups {
-        Ok(e) => e,
+    let b = match backups {
+        Ok(b) => b,
         Err(e) => return (unreadable(TermName::BackupFloor, e.to_string()), None),
     };
     match policy.backup_floor {
-        BackupPolicy::Operator => {
-            let key = AckRow::key(stream);
-            match entries.iter().find(|e| e.key == key) {
-                None => (
-                    value(
-                        TermName::BackupFloor,
-                        0,
-                        None,
-                        Some("no acknowledgement has been given".into()),
-                    ),
+        BackupPolicy::Operator => match b.acks.get(stream) {
+            None => (value(TermName::BackupFloor, 0, None, Some("no acknowledgement has been given".into())), None),
+            Some(Err(err)) => (unreadable(TermName::BackupFloor, format!("backups {err}")), None),
+            Some(Ok(ack)) if before_stream(ack.at) => (
+                value(
+                    TermName::BackupFloor,
+                    0,
                     None,
+                    Some(format!("the only acknowledgement predates the stream (given {}, stream created {})", ack.at, created.map(|c| c.to_string()).unwrap_or_default())),
                 ),
-                Some(e) => match AckRow::parse(&e.key, &e.value) {
-                    Err(err) => (
-                        unreadable(TermName::BackupFloor, format!("backups {err}")),
-                        None,
-                    ),
-                    Ok(ack) if before_stream(ack.at) => (
-                        value(TermName::BackupFloor, 0, None, Some(format!("the only acknowledgement predates the stream (given {}, stream created {})", ack.at, created.map(|c| c.to_string()).unwrap_or_default()))),
-                        None,
-                    ),
-                    Ok(ack) => {
-                        let age = now
-                            .signed_duration_since(ack.at.0)
-                            .to_std()
-                            .unwrap_or_default();
-                        (
-                            value(
-                                TermName::BackupFloor,
-                                ack.position,
-                                Some(format!("acknowledged by {}", ack.by)),
-                                None,
-                            ),
-                            Some(age),
-                        )
-                    }
-                },
+                None,
+            ),
+            Some(Ok(ack)) => {
+                let age = now.signed_duration_since(ack.at.0).to_std().unwrap_or_default();
+                (value(TermName::BackupFloor, ack.position, Some(format!("acknowledged by {}", ack.by)), None), Some(age))
             }
-        }
+        },
         BackupPolicy::Engine => {
-            let mut newest: Option<BackupManifest> = None;
-            for e in entries.iter().filter(|e| !e.key.starts_with(ACK_PREFIX)) {
-                let m = match BackupManifest::parse(&e.key, &e.value) {
+            let mut newest: Option<&BackupManifest> = None;
+            for m in &b.manifests {
+                let m = match m {
                     Ok(m) => m,
-                    Err(err) => {
-                        return (
-                            unreadable(TermName::BackupFloor, format!("backups {err}")),
-                            None,
-                        )
-                    }
+                    Err(err) => return (unreadable(TermName::BackupFloor, format!("backups {err}")), None),
                 };
-                if !m.counts()
-                    || !m.positions.contains_key(stream)
-                    || m.completed_at.is_some_and(before_stream)
-                {
+                if !m.counts() || !m.positions.contains_key(stream) || m.completed_at.is_some_and(before_stream) {
                     continue;
                 }
-                if newest
-                    .as_ref()
-                    .is_none_or(|n| m.completed_at > n.completed_at)
-                {
+                if newest.is_none_or(|n| m.completed_at > n.completed_at) {
                     newest = Some(m);
                 }
             }
             let Some(m) = newest else {
-                return (
-                    value(
-                        TermName::BackupFloor,
-                        0,
-                        None,
-                        Some(format!("no verified backup names {stream}")),
-                    ),
-                    None,
-                );
+                return (value(TermName::BackupFloor, 0, None, Some(format!("no verified backup names {stream}"))), None);
             };
             let completed = m.completed_at.map(|c| c.0).unwrap_or(now);
-            let age = now
-                .signed_duration_since(completed)
-                .to_std()
-                .unwrap_or_default();
+            let age = now.signed_duration_since(completed).to_std().unwrap_or_default();
             let detail = Some(format!("{} on {}", m.id, m.node));
             if age > policy.backup_max_age {
-                let reason = format!(
-                    "the newest complete backup is {} old (backup_max_age is {})",
-                    human::age(age),
-                    Dur(policy.backup_max_age)
-                );
-                return (
-                    value(TermName::BackupFloor, 0, detail, Some(reason)),
-                    Some(age),
-                );
+                let reason = format!("the newest complete backup is {} old (backup_max_age is {})", human::age(age), Dur(policy.backup_max_age));
+                return (value(TermName::BackupFloor, 0, detail, Some(reason)), Some(age));
             }
             let seq = m.positions.get(stream).copied().unwrap_or(0);
             (value(TermName::BackupFloor, seq, detail, None), Some(age))
@@ -226,7 +180,7 @@ pub fn backup_floor(
 /// `snapshot_floor`: the k-th highest verified snapshot over the counted set.
 pub fn snapshot_floor(
     stream: &str,
-    snapshots: &Bucket,
+    snapshots: &Result<ByNode<SnapshotRow>, BucketError>,
     set: &CountedSet,
     generation: u64,
     k: u32,
@@ -241,33 +195,31 @@ pub fn snapshot_floor(
     if set.counted.len() <= 1 {
         return plain(TermName::SnapshotFloor, TermState::Unbounded);
     }
-    let entries = match snapshots {
-        Ok(e) => e,
+    let rows = match snapshots {
+        Ok(r) => r,
         Err(e) => return unreadable(TermName::SnapshotFloor, e.to_string()),
     };
-    let mut held: Vec<(u64, String)> = Vec::new();
+    let mut held: Vec<(u64, &str)> = Vec::new();
     for c in &set.counted {
-        let Some(e) = entries.iter().find(|e| e.key == c.node) else {
-            continue;
-        };
-        let row = match SnapshotRow::parse(&e.key, &e.value) {
-            Ok(r) => r,
-            Err(err) => return unreadable(TermName::SnapshotFloor, format!("snapshots {err}")),
+        let row = match rows.get(c.node) {
+            None => continue,
+            Some(Err(err)) => {
+                return unreadable(TermName::SnapshotFloor, format!("snapshots {err}"))
+            }
+            Some(Ok(r)) => r,
         };
         if c.diverged {
             continue;
         }
         if let Some(a) = row.artefacts.get(stream) {
             if a.verified && a.generation == generation {
-                held.push((a.position, c.node.clone()));
+                held.push((a.position, c.node));
             }
         }
     }
-    held.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let k = k.max(1) as usize;
-    match held.get(k - 1) {
-        Some((seq, node)) => value(TermName::SnapshotFloor, *seq, Some(node.clone()), None),
-        None => value(
+    if held.len() < k {
+        return value(
             TermName::SnapshotFloor,
             0,
             None,
@@ -276,8 +228,12 @@ pub fn snapshot_floor(
                 held.len(),
                 set.counted.len()
             )),
-        ),
+        );
     }
+    // The k-th highest, without sorting them all.
+    held.select_nth_unstable_by(k - 1, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
+    let (seq, node) = held[k - 1];
+    value(TermName::SnapshotFloor, seq, Some(node.to_string()), None)
 }
 
 /// `feed_ack_floor`: acknowledged, never merely delivered; an idle

@@ -203,7 +203,13 @@ impl World {
             feed: self.feed.clone(),
             young_seq: self.young.clone(),
         };
-        compute(&self.domain, &self.policy, &self.rows(), &read, now())
+        compute(
+            &self.domain,
+            &self.policy,
+            &ParsedRows::from_rows(&self.rows()),
+            &read,
+            now(),
+        )
     }
 }
 
