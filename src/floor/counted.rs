@@ -156,11 +156,10 @@ pub fn counted_set<'a>(
         let mut diverged = false;
         match seen {
             None => {}
-            Some(Err(err)) => {
-                if !evicted && out.unreadable.is_none() {
-                    out.unreadable = Some(format!("positions {err}"));
-                }
+            Some(Err(err)) if !evicted && out.unreadable.is_none() => {
+                out.unreadable = Some(format!("positions {err}"));
             }
+            Some(Err(_)) => {}
             Some(Ok(p)) => {
                 row.seq = Some(p.seq);
                 row.updated_at = Some(p.updated_at);

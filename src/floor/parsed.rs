@@ -34,6 +34,9 @@ pub struct Gates {
     pub cursors: BTreeMap<String, Cursor>,
 }
 
+/// Stream → the holds on it.
+pub type HoldsByStream = BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>;
+
 /// A published floors row with its revision (for the compare-and-set), or
 /// why it cannot be used.
 pub type Floor = (Result<PublishedFloor, String>, u64);
@@ -45,7 +48,7 @@ pub struct ParsedRows {
     /// Stream → node → row.
     pub positions: Result<BTreeMap<String, ByNode<PositionRow>>, BucketError>,
     /// Stream → holds on it.
-    pub holds: Result<BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>, BucketError>,
+    pub holds: Result<HoldsByStream, BucketError>,
     pub backups: Result<Backups, BucketError>,
     pub snapshots: Result<ByNode<SnapshotRow>, BucketError>,
     pub gates: Result<Gates, BucketError>,

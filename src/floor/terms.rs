@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 
 use super::answer::{Term, TermName, TermState};
 use super::counted::CountedSet;
-use super::parsed::{Backups, ByNode, Parsed};
+use super::parsed::{Backups, ByNode, HoldsByStream};
 use super::{BucketError, FeedState, Policy, StreamState};
 use crate::config::{BackupPolicy, Dur};
 use crate::human;
