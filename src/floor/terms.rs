@@ -73,8 +73,7 @@ pub fn applied(stream: &str, set: &CountedSet) -> Term {
 }
 
 /// The holds bucket, parsed: stream → holds on it.
-pub type Holds =
-    Result<std::collections::BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>, BucketError>;
+pub type Holds = Result<HoldsByStream, BucketError>;
 
 /// `min_hold`: one below the lowest live hold's `seq`.
 pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
