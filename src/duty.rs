@@ -97,6 +97,7 @@ impl Duty {
                 Err(e) => {
                     self.revision = None;
                     if e.kind() != kv::UpdateErrorKind::WrongLastRevision {
+                        broker.forget_kv(&self.bucket);
                         return DutyStatus::Unknown(format!("renewing the duty lease: {e}"));
                     }
                     tracing::warn!(event = "duty_lost", session = %self.session, "the duty lease was taken or expired");
@@ -112,7 +113,10 @@ impl Duty {
                     return DutyStatus::Held;
                 }
                 Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-                Err(e) => return DutyStatus::Unknown(format!("claiming the duty lease: {e}")),
+                Err(e) => {
+                    broker.forget_kv(&self.bucket);
+                    return DutyStatus::Unknown(format!("claiming the duty lease: {e}"));
+                }
             }
         }
         Self::current_holder(&store).await

@@ -167,6 +167,10 @@ pub fn status_json(s: &Status) -> serde_json::Value {
             let mut v = serde_json::to_value(&d.answer).unwrap_or(serde_json::Value::Null);
             if let Some(obj) = v.as_object_mut() {
                 obj.insert(
+                    "nodes".into(),
+                    serde_json::to_value(&d.answer.nodes).unwrap_or_default(),
+                );
+                obj.insert(
                     "published".into(),
                     d.published.clone().unwrap_or(serde_json::Value::Null),
                 );

@@ -12,10 +12,11 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
 use crate::alarms::{self, Alarm, AlarmPolicy, DutyView};
+use crate::broker::read::Raw;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::duty::{Duty, DutyStatus};
-use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy, Rows};
+use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy};
 
 /// What happened to one domain in a tick.
 #[derive(Debug, Clone)]
@@ -37,9 +38,18 @@ pub struct TickReport {
 }
 
 impl TickReport {
-    /// Nothing about any log could be read: the broker is gone.
+    /// Nothing about any log could be read (`run --once` exits 3).
     pub fn broker_failed(&self) -> bool {
         !self.domains.is_empty() && self.domains.iter().all(|d| d.answer.stream_error.is_some())
+    }
+
+    /// The broker itself did not answer: the duty lease could not be read
+    /// and nothing about any log either. Only then does the loop back off
+    /// (a missing stream on a live broker is an alarm, not a reason to tick
+    /// less often, and a holder that waited longer than its lease would
+    /// lose it).
+    pub fn broker_unreachable(&self) -> bool {
+        matches!(self.duty, DutyStatus::Unknown(_)) && self.broker_failed()
     }
 }
 
@@ -84,7 +94,8 @@ pub async fn read_domain(
 /// One fresh read: the buckets as read and parsed, and every domain's
 /// answer.
 pub struct Fresh {
-    pub rows: Rows,
+    /// The raw gates and floors entries.
+    pub raw: Raw,
     pub parsed: ParsedRows,
     pub answers: Vec<Answer>,
 }
@@ -92,19 +103,19 @@ pub struct Fresh {
 /// Every domain's answer from one fresh read (the buckets once, then each
 /// domain's stream concurrently). `status` uses this too.
 pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateTime<Utc>) -> Fresh {
-    let rows = broker.read_rows(&config.buckets).await;
-    answers_from(broker, config, session, rows, now).await
+    let (raw, parsed) = broker.read_all(&config.buckets).await;
+    answers_from(broker, config, session, raw, parsed, now).await
 }
 
-/// The answers from buckets already read this tick.
+/// The answers from buckets already read (and parsed) this tick.
 pub async fn answers_from(
     broker: &Broker,
     config: &Config,
     session: &str,
-    rows: Rows,
+    raw: Raw,
+    parsed: ParsedRows,
     now: DateTime<Utc>,
 ) -> Fresh {
-    let parsed = ParsedRows::from_rows(&rows);
     let policy = Policy::from_config(config, session);
     let reads = futures::future::join_all(
         config
@@ -120,7 +131,7 @@ pub async fn answers_from(
         .map(|(d, read)| floor::compute(d, &policy, &parsed, &read, now))
         .collect();
     Fresh {
-        rows,
+        raw,
         parsed,
         answers,
     }
@@ -162,11 +173,19 @@ impl Sidecar {
         // `now` is taken before the reads: a hold expiring mid-tick is still
         // seen live, and the age cutoff errs toward keeping.
         let now = Utc::now();
-        let mut rows = self.broker.read_rows(&self.config.buckets).await;
-        if self.duty.holds() {
-            self.absorb_gates(&mut rows).await;
+        let (mut raw, mut parsed) = self.broker.read_all(&self.config.buckets).await;
+        if self.duty.holds() && self.absorb_gates(&mut raw).await {
+            parsed.reparse_gates(&raw.gates);
         }
-        let fresh = answers_from(&self.broker, &self.config, self.duty.session(), rows, now).await;
+        let fresh = answers_from(
+            &self.broker,
+            &self.config,
+            self.duty.session(),
+            raw,
+            parsed,
+            now,
+        )
+        .await;
         let (parsed, answers) = (fresh.parsed, fresh.answers);
         let mut domains = Vec::with_capacity(answers.len());
         for answer in answers {
@@ -196,14 +215,17 @@ impl Sidecar {
     /// Brings the gates view up to date with every log that takes gate
     /// records (the purge is clamped to what it has absorbed), working on
     /// the gates bucket as this tick read it.
-    async fn absorb_gates(&self, rows: &mut Rows) {
-        let Ok(entries) = rows.gates.as_mut() else {
-            return;
+    /// Returns whether the gates bucket may have changed.
+    async fn absorb_gates(&self, raw: &mut Raw) -> bool {
+        let Ok(entries) = raw.gates.as_mut() else {
+            return false;
         };
+        let mut touched = false;
         for d in &self.config.domains {
             let Some(subject) = &d.gate_subject else {
                 continue;
             };
+            touched = true;
             match self
                 .broker
                 .absorb_into(&self.config.buckets.gates, &d.stream, subject, entries)
@@ -218,6 +240,7 @@ impl Sidecar {
                 }
             }
         }
+        touched
     }
 
     async fn publish_and_purge(&self, rows: &ParsedRows, d: &mut DomainTick) {
@@ -291,12 +314,17 @@ impl Sidecar {
 
     /// Runs until `shutdown` is notified. A tick that has started always
     /// finishes (publish, then purge) before the lease is released.
-    pub async fn run(&mut self, shutdown: Arc<Notify>) {
+    pub async fn run(&mut self, shutdown: Arc<Notify>, max_ticks: Option<u32>) {
         let tick = self.config.retention.tick.0;
         let mut failures: u32 = 0;
+        let mut ticks: u32 = 0;
         loop {
             let report = self.tick().await;
-            if report.broker_failed() {
+            ticks = ticks.saturating_add(1);
+            if max_ticks.is_some_and(|m| ticks >= m) {
+                break;
+            }
+            if report.broker_unreachable() {
                 failures = failures.saturating_add(1);
             } else {
                 failures = 0;

@@ -18,6 +18,12 @@ pub struct Broker {
     pub js: async_nats::jetstream::Context,
     /// The URL dialled, redacted, for messages.
     pub url: String,
+    /// KV handles by bucket. A handle holds no rows, only the bucket's
+    /// stream settings; keeping it saves a stream-info request on every
+    /// write. A handle that fails is dropped and fetched again.
+    pub(crate) stores: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<String, async_nats::jetstream::kv::Store>>,
+    >,
 }
 
 /// Why the broker could not be reached (exit 3).
@@ -122,6 +128,7 @@ pub async fn connect(
         client,
         js,
         url: shown,
+        stores: Default::default(),
     })
 }
 

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
 use async_nats::jetstream::context::GetStreamErrorKind;
+use async_nats::jetstream::stream::ConsumerErrorKind;
 use async_nats::jetstream::ErrorCode;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -13,8 +14,16 @@ use serde::Deserialize;
 
 use super::Broker;
 use crate::config::Buckets;
-use crate::floor::{Bucket, BucketError, Entry, FeedState, Rows, StreamState};
+use crate::floor::parsed::{self, Sink};
+use crate::floor::{Bucket, BucketError, Entry, FeedState, ParsedRows, Rows, StreamState};
 use crate::rows::Instant;
+
+/// The raw entries of the buckets the tick writes back to.
+#[derive(Debug, Clone)]
+pub struct Raw {
+    pub gates: Bucket,
+    pub floors: Bucket,
+}
 
 /// How long one read may take before it counts as unreadable.
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
@@ -32,44 +41,75 @@ impl Broker {
     /// ordered consumer delivering the last message per subject, read until
     /// nothing is pending (never `keys()` plus a `get` per key).
     pub async fn read_bucket(&self, name: &str) -> Bucket {
-        match tokio::time::timeout(READ_TIMEOUT, self.read_bucket_inner(name)).await {
+        self.read_bucket_parsing(name, |_: &mut (), _, _, _| {}, true)
+            .await
+            .0
+    }
+
+    /// As [`Broker::read_bucket`], also handing each entry to `add` as it
+    /// arrives, so that parsing overlaps the wait for the rest.
+    /// With `keep_raw` false the entries themselves are not kept (the
+    /// bucket answers an empty list): only their parsed form.
+    pub async fn read_bucket_parsing<T: Default>(
+        &self,
+        name: &str,
+        add: Sink<T>,
+        keep_raw: bool,
+    ) -> (Bucket, Result<T, BucketError>) {
+        let mut parsed = T::default();
+        let read = tokio::time::timeout(
+            READ_TIMEOUT,
+            self.read_bucket_inner(name, &mut parsed, add, keep_raw),
+        )
+        .await;
+        let bucket = match read {
             Ok(r) => r,
             Err(_) => Err(BucketError::Failed {
                 bucket: name.to_string(),
                 reason: format!("no answer within {}s", READ_TIMEOUT.as_secs()),
             }),
+        };
+        match bucket {
+            Ok(entries) => (Ok(entries), Ok(parsed)),
+            Err(e) => (Err(e.clone()), Err(e)),
         }
     }
 
-    async fn read_bucket_inner(&self, name: &str) -> Bucket {
+    async fn read_bucket_inner<T>(
+        &self,
+        name: &str,
+        parsed: &mut T,
+        add: Sink<T>,
+        keep_raw: bool,
+    ) -> Bucket {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
             reason,
         };
-        let stream = match self.js.get_stream(format!("KV_{name}")).await {
-            Ok(s) => s,
-            Err(e) => {
-                return Err(match e.kind() {
-                    GetStreamErrorKind::JetStream(je)
-                        if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
-                    {
-                        BucketError::Missing {
-                            bucket: name.to_string(),
-                        }
-                    }
-                    _ => failed(e.to_string()),
-                })
-            }
-        };
         let prefix = format!("$KV.{name}.");
-        let consumer = stream
-            .create_consumer(OrderedConfig {
-                filter_subject: format!("{prefix}>"),
-                deliver_policy: DeliverPolicy::LastPerSubject,
-                ..Default::default()
-            })
+        // One request: the consumer is created on the bucket's stream by
+        // name, and a missing bucket answers "stream not found".
+        let consumer = self
+            .js
+            .create_consumer_on_stream(
+                OrderedConfig {
+                    filter_subject: format!("{prefix}>"),
+                    deliver_policy: DeliverPolicy::LastPerSubject,
+                    ..Default::default()
+                },
+                format!("KV_{name}"),
+            )
             .await
-            .map_err(|e| failed(e.to_string()))?;
+            .map_err(|e| match e.kind() {
+                ConsumerErrorKind::JetStream(je)
+                    if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                {
+                    BucketError::Missing {
+                        bucket: name.to_string(),
+                    }
+                }
+                _ => failed(e.to_string()),
+            })?;
         // An empty bucket delivers nothing and would block: ask first.
         if consumer.cached_info().num_pending == 0 {
             return Ok(Vec::new());
@@ -91,11 +131,14 @@ impl Broker {
             });
             if !deleted {
                 if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
-                    out.push(Entry {
-                        key: key.to_string(),
-                        value: msg.payload.to_vec(),
-                        revision,
-                    });
+                    add(parsed, key, &msg.payload, revision);
+                    if keep_raw {
+                        out.push(Entry {
+                            key: key.to_string(),
+                            value: msg.payload.to_vec(),
+                            revision,
+                        });
+                    }
                 }
             }
             if pending == 0 {
@@ -105,7 +148,7 @@ impl Broker {
         Ok(out)
     }
 
-    /// Every bucket the answer reads, concurrently, once.
+    /// Every bucket the answer reads, concurrently, once, as raw entries.
     pub async fn read_rows(&self, b: &Buckets) -> Rows {
         let (presence, positions, holds, backups, snapshots, gates, floors) = tokio::join!(
             self.read_bucket(&b.presence),
@@ -125,6 +168,35 @@ impl Broker {
             gates,
             floors,
         }
+    }
+
+    /// Every bucket the answer reads, concurrently, once, parsed as it
+    /// arrives. Raw entries are kept only for the two buckets the tick
+    /// writes back to (gates, floors).
+    pub async fn read_all(&self, b: &Buckets) -> (Raw, ParsedRows) {
+        let (presence, positions, holds, backups, snapshots, gates, floors) = tokio::join!(
+            self.read_bucket_parsing(&b.presence, parsed::add_presence, false),
+            self.read_bucket_parsing(&b.positions, parsed::add_position, false),
+            self.read_bucket_parsing(&b.holds, parsed::add_hold, false),
+            self.read_bucket_parsing(&b.backups, parsed::add_backup, false),
+            self.read_bucket_parsing(&b.snapshots, parsed::add_snapshot, false),
+            self.read_bucket_parsing(&b.gates, parsed::add_gate, true),
+            self.read_bucket_parsing(&b.floors, parsed::add_floor, true),
+        );
+        let raw = Raw {
+            gates: gates.0,
+            floors: floors.0,
+        };
+        let parsed = ParsedRows {
+            presence: presence.1,
+            positions: positions.1,
+            holds: holds.1,
+            backups: backups.1,
+            snapshots: snapshots.1,
+            gates: gates.1,
+            floors: floors.1,
+        };
+        (raw, parsed)
     }
 
     /// Fresh stream info.

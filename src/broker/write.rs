@@ -39,10 +39,26 @@ pub enum PurgeError {
 impl Broker {
     /// The KV handle of `bucket`.
     pub async fn kv(&self, bucket: &str) -> Result<kv::Store, String> {
-        self.js
+        if let Some(s) = self.stores.lock().ok().and_then(|m| m.get(bucket).cloned()) {
+            return Ok(s);
+        }
+        let store = self
+            .js
             .get_key_value(bucket)
             .await
-            .map_err(|e| format!("bucket {bucket}: {e}"))
+            .map_err(|e| format!("bucket {bucket}: {e}"))?;
+        if let Ok(mut m) = self.stores.lock() {
+            m.insert(bucket.to_string(), store.clone());
+        }
+        Ok(store)
+    }
+
+    /// Forgets the handle of `bucket` after an error, so that the next use
+    /// looks the bucket up again (it may have been deleted or recreated).
+    pub fn forget_kv(&self, bucket: &str) {
+        if let Ok(mut m) = self.stores.lock() {
+            m.remove(bucket);
+        }
     }
 
     /// Writes `value` at `key` only if the key is still at `revision`
@@ -79,6 +95,9 @@ impl Broker {
                     _ => failed(e.to_string()),
                 }),
         };
+        if matches!(result, Err(PublishError::Failed { .. })) {
+            self.forget_kv(bucket);
+        }
         result
     }
 

@@ -167,7 +167,7 @@ async fn judge_readmission(
     logs: &[Domain],
     node: &str,
 ) -> Result<(), Refusal> {
-    let rows = broker.read_rows(&config.buckets).await;
+    let (_, rows) = broker.read_all(&config.buckets).await;
     let mut facts = Vec::new();
     for d in logs {
         facts.push(readmit_facts(broker, &rows, d, node).await);
@@ -177,12 +177,12 @@ async fn judge_readmission(
 
 async fn readmit_facts(
     broker: &Broker,
-    rows: &floor::Rows,
+    rows: &floor::ParsedRows,
     d: &Domain,
     node: &str,
 ) -> Result<ReadmitFacts, String> {
     let state = broker.stream_state(&d.stream).await?;
-    let published = floor::ParsedRows::from_rows(rows).published(&d.stream)?;
+    let published = rows.published(&d.stream)?;
     let (floor, generation, created) = match &published {
         Some((p, _)) => (
             p.floor,
@@ -192,11 +192,10 @@ async fn readmit_facts(
         None => (None, 0, state.created),
     };
     let positions = rows.positions.as_ref().map_err(|e| e.to_string())?;
-    let key = PositionRow::key(&d.stream, node);
-    let (position, left_gen) = match positions.iter().find(|e| e.key == key) {
+    let (position, left_gen) = match positions.get(&d.stream).and_then(|m| m.get(node)) {
         None => (None, None),
-        Some(e) => {
-            let row = PositionRow::parse(&e.key, &e.value).map_err(|e| e.to_string())?;
+        Some(row) => {
+            let row = row.as_ref().map_err(|e| e.to_string())?;
             if row.generation == generation && row.stream_created == created {
                 (Some(row.seq), None)
             } else {

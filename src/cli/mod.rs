@@ -2,6 +2,7 @@
 //! command returns an [`Exit`]; printing is done here, computing elsewhere.
 
 pub mod args;
+mod bench;
 mod demo;
 mod gesture;
 mod init;
@@ -71,6 +72,11 @@ pub enum Command {
     /// log, the trim advances the floor, a stalled node pins it, and it
     /// moves again once the node catches up. Exercises the real sidecar.
     Demo(DemoArgs),
+    /// Performance figures against same-run baselines: the tick, its
+    /// scaling, the pure floor, status as a process, peak memory, and a
+    /// publisher's throughput beside the sidecar (docs/performance.md). Starts
+    /// its own nats-server; about two minutes.
+    Bench(BenchArgs),
 }
 
 /// `crewlet demo` options.
@@ -91,6 +97,21 @@ pub struct RunArgs {
     /// code (0 no alarm, 1 an alarm, 3 broker unreachable).
     #[arg(long)]
     pub once: bool,
+    /// Stop after this many ticks (for the memory benchmark).
+    #[arg(long, hide = true)]
+    pub ticks: Option<u32>,
+}
+
+/// `crewlet bench` options.
+#[derive(Debug, clap::Args)]
+pub struct BenchArgs {
+    /// Samples per scenario.
+    #[arg(long, default_value_t = 15)]
+    pub samples: usize,
+    /// The status baseline process (connect and bare reads only); used by
+    /// the bench itself.
+    #[arg(long, hide = true)]
+    pub probe: bool,
 }
 
 /// `crewlet retention reanchor` options.
@@ -317,6 +338,8 @@ pub async fn run(cli: Cli) -> Exit {
             gesture::run(&cli, crate::rows::GateSign::Readmit, args).await
         }
         Command::Demo(args) => demo::run(&cli, args).await,
+        Command::Bench(args) if args.probe => bench::probe(&cli).await,
+        Command::Bench(args) => bench::run(&cli, args).await,
     }
 }
 

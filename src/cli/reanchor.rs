@@ -41,7 +41,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     };
     let now = Utc::now();
     let crate::trim::Fresh {
-        rows,
+        raw: rows,
         parsed,
         answers,
     } = crate::trim::answers(&broker, &config, "", now).await;

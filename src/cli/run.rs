@@ -32,7 +32,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
         Ok(x) => x,
         Err(exit) => return exit,
     };
-    let exit = serve(broker, config, args.once, embedded.is_some()).await;
+    let exit = serve(broker, config, args.once, args.ticks, embedded.is_some()).await;
     if let Some(server) = embedded {
         server.stop().await;
     }
@@ -72,7 +72,13 @@ pub async fn prepare(broker: &Broker, config: &Config, embedded: bool) -> Result
     Ok(())
 }
 
-async fn serve(broker: Broker, config: Config, once: bool, embedded: bool) -> Exit {
+async fn serve(
+    broker: Broker,
+    config: Config,
+    once: bool,
+    ticks: Option<u32>,
+    embedded: bool,
+) -> Exit {
     tracing::info!(
         event = "started",
         node = %config.node.id,
@@ -112,7 +118,7 @@ async fn serve(broker: Broker, config: Config, once: bool, embedded: bool) -> Ex
         );
         signal.notify_one();
     });
-    sidecar.run(shutdown).await;
+    sidecar.run(shutdown, ticks).await;
     tracing::info!(event = "stopped", "crewlet retention run stopped");
     Exit::Ok
 }

@@ -8,7 +8,7 @@ use super::{Cli, StatusArgs};
 use crate::alarms::{self, AlarmPolicy};
 use crate::duty::{Duty, DutyStatus};
 use crate::exit::Exit;
-use crate::floor::{self, FloorState};
+use crate::floor::FloorState;
 use crate::report::{self, DomainStatus, Status};
 use crate::rows::Instant;
 
@@ -37,13 +37,13 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let now = Utc::now();
     let duty = Duty::observe(&broker, &config.buckets.duty).await;
     let crate::trim::Fresh {
-        rows,
+        raw: rows,
         parsed,
         answers,
     } = crate::trim::answers(&broker, &config, "", now).await;
     if !answers.is_empty()
         && answers.iter().all(|a| a.stream_error.is_some())
-        && rows_all_failed(&rows)
+        && parsed.all_failed()
     {
         eprintln!(
             "error: nothing could be read from the broker at {}",
@@ -113,18 +113,4 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     } else {
         Exit::Attention
     }
-}
-
-fn rows_all_failed(rows: &floor::Rows) -> bool {
-    [
-        &rows.presence,
-        &rows.positions,
-        &rows.holds,
-        &rows.backups,
-        &rows.snapshots,
-        &rows.gates,
-        &rows.floors,
-    ]
-    .iter()
-    .all(|b| matches!(b, Err(floor::BucketError::Failed { .. })))
 }

@@ -187,6 +187,10 @@ pub struct Answer {
     pub not_ready: Option<String>,
     /// The gates bucket could not be read: nobody was treated as evicted.
     pub evictions_unreadable: bool,
+    /// The node table. Shown by `status`, never published: the floors row
+    /// must stay small whatever the fleet's size (a KV value is at most the
+    /// broker's max_payload, 1 MiB by default).
+    #[serde(skip)]
     pub nodes: Vec<NodeRow>,
     /// Stream info could not be read; nothing else about the log is known.
     pub stream_error: Option<String>,

@@ -128,14 +128,30 @@ pub fn counted_set<'a>(
         }
     };
 
-    // Nodes with a row on this log, then live data nodes without one.
-    let with_rows = positions.iter().map(|(n, r)| (n.as_str(), Some(r)));
-    let without = presence
+    // Nodes with a row on this log and live data nodes without one, in
+    // name order: both maps are sorted, so a merge, not a sort.
+    let mut names: Vec<(&str, Option<&super::parsed::Parsed<PositionRow>>)> =
+        Vec::with_capacity(positions.len());
+    let mut rows_it = positions.iter().peekable();
+    let mut live_it = presence
         .iter()
         .filter(|(n, p)| matches!(p, Ok(p) if p.is_data()) && !positions.contains_key(n.as_str()))
-        .map(|(n, _)| (n.as_str(), None));
-    let mut names: Vec<_> = with_rows.chain(without).collect();
-    names.sort_unstable_by(|a, b| a.0.cmp(b.0));
+        .peekable();
+    loop {
+        let take_row = match (rows_it.peek(), live_it.peek()) {
+            (None, None) => break,
+            (Some(_), None) => true,
+            (None, Some(_)) => false,
+            (Some((a, _)), Some((b, _))) => a <= b,
+        };
+        if take_row {
+            if let Some((n, r)) = rows_it.next() {
+                names.push((n.as_str(), Some(r)));
+            }
+        } else if let Some((n, _)) = live_it.next() {
+            names.push((n.as_str(), None));
+        }
+    }
     out.nodes.reserve(names.len());
     out.counted.reserve(names.len());
 

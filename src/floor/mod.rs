@@ -6,7 +6,7 @@
 
 mod answer;
 mod counted;
-mod parsed;
+pub mod parsed;
 mod terms;
 
 #[cfg(test)]

@@ -61,96 +61,100 @@ fn split_stream(key: &str) -> Option<(&str, &str)> {
     key.split_once('.')
 }
 
-fn each<T>(
-    bucket: &Bucket,
-    mut f: impl FnMut(&str, &[u8], u64, &mut T),
-    init: T,
-) -> Result<T, BucketError> {
+fn each<T: Default>(bucket: &Bucket, add: Sink<T>) -> Result<T, BucketError> {
     let entries = bucket.as_ref().map_err(Clone::clone)?;
-    let mut out = init;
+    let mut out = T::default();
     for e in entries {
-        f(&e.key, &e.value, e.revision, &mut out);
+        add(&mut out, &e.key, &e.value, e.revision);
     }
     Ok(out)
+}
+
+/// Adds one entry of a bucket to its parsed form. The reader calls these as
+/// entries arrive, so parsing overlaps the wait for the next ones.
+pub type Sink<T> = fn(&mut T, &str, &[u8], u64);
+
+pub fn add_presence(m: &mut ByNode<PresenceRow>, k: &str, v: &[u8], _: u64) {
+    m.insert(k.to_string(), PresenceRow::parse(k, v));
+}
+
+pub fn add_position(m: &mut BTreeMap<String, ByNode<PositionRow>>, k: &str, v: &[u8], _: u64) {
+    if let Some((stream, node)) = split_stream(k) {
+        m.entry(stream.to_string())
+            .or_default()
+            .insert(node.to_string(), PositionRow::parse(k, v));
+    }
+}
+
+pub fn add_hold(m: &mut HoldsByStream, k: &str, v: &[u8], _: u64) {
+    if let Some((stream, _)) = split_stream(k) {
+        m.entry(stream.to_string())
+            .or_default()
+            .push(HoldRow::parse(k, v));
+    }
+}
+
+pub fn add_backup(b: &mut Backups, k: &str, v: &[u8], _: u64) {
+    if let Some(stream) = k.strip_prefix(ACK_PREFIX) {
+        b.acks.insert(stream.to_string(), AckRow::parse(k, v));
+    } else {
+        b.manifests.push(BackupManifest::parse(k, v));
+    }
+}
+
+pub fn add_snapshot(m: &mut ByNode<SnapshotRow>, k: &str, v: &[u8], _: u64) {
+    m.insert(k.to_string(), SnapshotRow::parse(k, v));
+}
+
+pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
+    if let Some(stream) = k.strip_prefix(CURSOR_PREFIX) {
+        if let Ok(c) = serde_json::from_slice::<Cursor>(v) {
+            g.cursors.insert(stream.to_string(), c);
+        }
+    } else if !k.starts_with(OP_PREFIX) {
+        // A gate row that does not parse evicts nobody: the safe way.
+        if let Ok(row) = GateRow::parse(k, v) {
+            g.rows
+                .entry(row.stream.clone())
+                .or_default()
+                .insert(row.node.clone(), row);
+        }
+    }
+}
+
+pub fn add_floor(m: &mut BTreeMap<String, Floor>, k: &str, v: &[u8], rev: u64) {
+    m.insert(k.to_string(), (PublishedFloor::parse(k, v), rev));
 }
 
 impl ParsedRows {
     pub fn from_rows(rows: &Rows) -> ParsedRows {
         ParsedRows {
-            presence: each(
-                &rows.presence,
-                |k, v, _, m: &mut ByNode<PresenceRow>| {
-                    m.insert(k.to_string(), PresenceRow::parse(k, v));
-                },
-                BTreeMap::new(),
-            ),
-            positions: each(
-                &rows.positions,
-                |k, v, _, m: &mut BTreeMap<String, ByNode<PositionRow>>| {
-                    if let Some((stream, node)) = split_stream(k) {
-                        m.entry(stream.to_string())
-                            .or_default()
-                            .insert(node.to_string(), PositionRow::parse(k, v));
-                    }
-                },
-                BTreeMap::new(),
-            ),
-            holds: each(
-                &rows.holds,
-                |k, v, _, m: &mut BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>| {
-                    if let Some((stream, _)) = split_stream(k) {
-                        m.entry(stream.to_string())
-                            .or_default()
-                            .push(HoldRow::parse(k, v));
-                    }
-                },
-                BTreeMap::new(),
-            ),
-            backups: each(
-                &rows.backups,
-                |k, v, _, b: &mut Backups| {
-                    if let Some(stream) = k.strip_prefix(ACK_PREFIX) {
-                        b.acks.insert(stream.to_string(), AckRow::parse(k, v));
-                    } else {
-                        b.manifests.push(BackupManifest::parse(k, v));
-                    }
-                },
-                Backups::default(),
-            ),
-            snapshots: each(
-                &rows.snapshots,
-                |k, v, _, m: &mut ByNode<SnapshotRow>| {
-                    m.insert(k.to_string(), SnapshotRow::parse(k, v));
-                },
-                BTreeMap::new(),
-            ),
-            gates: each(
-                &rows.gates,
-                |k, v, _, g: &mut Gates| {
-                    if let Some(stream) = k.strip_prefix(CURSOR_PREFIX) {
-                        if let Ok(c) = serde_json::from_slice::<Cursor>(v) {
-                            g.cursors.insert(stream.to_string(), c);
-                        }
-                    } else if !k.starts_with(OP_PREFIX) {
-                        // A gate row that does not parse evicts nobody: the safe way.
-                        if let Ok(row) = GateRow::parse(k, v) {
-                            g.rows
-                                .entry(row.stream.clone())
-                                .or_default()
-                                .insert(row.node.clone(), row);
-                        }
-                    }
-                },
-                Gates::default(),
-            ),
-            floors: each(
-                &rows.floors,
-                |k, v, rev, m: &mut BTreeMap<String, Floor>| {
-                    m.insert(k.to_string(), (PublishedFloor::parse(k, v), rev));
-                },
-                BTreeMap::new(),
-            ),
+            presence: each(&rows.presence, add_presence),
+            positions: each(&rows.positions, add_position),
+            holds: each(&rows.holds, add_hold),
+            backups: each(&rows.backups, add_backup),
+            snapshots: each(&rows.snapshots, add_snapshot),
+            gates: each(&rows.gates, add_gate),
+            floors: each(&rows.floors, add_floor),
         }
+    }
+
+    /// Parses the gates bucket again (after absorption wrote to it).
+    pub fn reparse_gates(&mut self, gates: &Bucket) {
+        self.gates = each(gates, add_gate);
+    }
+
+    /// Every bucket failed to answer (not merely missing): the broker is
+    /// gone.
+    pub fn all_failed(&self) -> bool {
+        let failed = |e: Option<&BucketError>| matches!(e, Some(BucketError::Failed { .. }));
+        failed(self.presence.as_ref().err())
+            && failed(self.positions.as_ref().err())
+            && failed(self.holds.as_ref().err())
+            && failed(self.backups.as_ref().err())
+            && failed(self.snapshots.as_ref().err())
+            && failed(self.gates.as_ref().err())
+            && failed(self.floors.as_ref().err())
     }
 
     /// The floors row for `stream` as published, with its revision, or why

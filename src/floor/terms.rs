@@ -199,13 +199,19 @@ pub fn snapshot_floor(
         Err(e) => return unreadable(TermName::SnapshotFloor, e.to_string()),
     };
     let mut held: Vec<(u64, &str)> = Vec::new();
+    // Both are in node order: a merge, not a lookup per node.
+    let mut snaps = rows.iter().peekable();
     for c in &set.counted {
-        let row = match rows.get(c.node) {
-            None => continue,
-            Some(Err(err)) => {
-                return unreadable(TermName::SnapshotFloor, format!("snapshots {err}"))
-            }
-            Some(Ok(r)) => r,
+        while snaps.peek().is_some_and(|(n, _)| n.as_str() < c.node) {
+            snaps.next();
+        }
+        let row = match snaps.peek() {
+            Some((n, r)) if n.as_str() == c.node => r,
+            _ => continue,
+        };
+        let row = match row {
+            Err(err) => return unreadable(TermName::SnapshotFloor, format!("snapshots {err}")),
+            Ok(r) => r,
         };
         if c.diverged {
             continue;

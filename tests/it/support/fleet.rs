@@ -241,7 +241,7 @@ impl Loop {
         let mut sidecar = f.sidecar().await;
         let stop = std::sync::Arc::new(tokio::sync::Notify::new());
         let s = stop.clone();
-        let task = tokio::spawn(async move { sidecar.run(s).await });
+        let task = tokio::spawn(async move { sidecar.run(s, None).await });
         Loop {
             stop,
             task: Some(task),

@@ -1,0 +1,762 @@
+//! `crewlet bench`: the performance figures of docs/performance.md, each
+//! against a baseline measured in the same run (these machines are shared
+//! and noisy, so only ratios travel). Starts its own nats-server, builds the
+//! state, and prints median, spread and ratio per scenario.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use async_nats::jetstream::{self, kv};
+use chrono::Utc;
+use futures::StreamExt;
+use serde_json::json;
+
+use super::{BenchArgs, Cli};
+use crate::broker::Broker;
+use crate::config::{self, Config, Dur};
+use crate::embedded::EmbeddedServer;
+use crate::exit::Exit;
+use crate::floor::{self, DomainRead, ParsedRows, Policy, StreamState};
+use crate::rows::Instant as At;
+use crate::trim::Sidecar;
+
+/// Median and spread of some samples, in milliseconds.
+struct Stats {
+    median: f64,
+    min: f64,
+    max: f64,
+    n: usize,
+}
+
+fn stats(mut ms: Vec<f64>) -> Stats {
+    ms.sort_by(|a, b| a.total_cmp(b));
+    let n = ms.len();
+    Stats {
+        median: if n == 0 { 0.0 } else { ms[n / 2] },
+        min: ms.first().copied().unwrap_or(0.0),
+        max: ms.last().copied().unwrap_or(0.0),
+        n,
+    }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1000.0
+}
+
+/// One printed line of the report.
+struct Line {
+    name: String,
+    value: String,
+    baseline: String,
+    ratio: Option<f64>,
+    target: String,
+    ok: bool,
+}
+
+fn line(
+    name: &str,
+    s: &Stats,
+    base: Option<&Stats>,
+    ratio_max: Option<f64>,
+    abs_max_ms: Option<f64>,
+) -> Line {
+    let ratio = base.map(|b| s.median / b.median);
+    let ok = ratio.zip(ratio_max).is_none_or(|(r, m)| r <= m)
+        && abs_max_ms.is_none_or(|m| s.median <= m);
+    let mut target = Vec::new();
+    if let Some(m) = ratio_max {
+        target.push(format!("≤ {m:.2}×"));
+    }
+    if let Some(m) = abs_max_ms {
+        target.push(format!("≤ {m:.0} ms"));
+    }
+    Line {
+        name: name.to_string(),
+        value: format!(
+            "{:.2} ms (min {:.2}, max {:.2}, n={})",
+            s.median, s.min, s.max, s.n
+        ),
+        baseline: base
+            .map(|b| format!("{:.2} ms (min {:.2}, max {:.2})", b.median, b.min, b.max))
+            .unwrap_or_else(|| "-".into()),
+        ratio,
+        target: target.join(", "),
+        ok,
+    }
+}
+
+const STREAM: &str = "BENCH_LOG";
+
+fn bench_config(url: &str, suffix: &str, domains: usize) -> Result<Config, String> {
+    let mut text = format!(
+        "node: {{id: bench-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, backup_owner: bench, presence_ttl: 10m}}\ntrim: {{enabled: true}}\nbuckets: {{presence: p{suffix}, positions: o{suffix}, holds: h{suffix}, backups: b{suffix}, snapshots: s{suffix}, floors: f{suffix}, duty: d{suffix}, gates: g{suffix}}}\ndomains:\n"
+    );
+    for i in 0..domains {
+        text.push_str(&format!(
+            "  - {{name: d{i}, stream: {STREAM}{suffix}_{i}, feed_consumer: feed}}\n"
+        ));
+    }
+    config::check(&text)
+        .config
+        .ok_or_else(|| "the bench configuration is invalid".to_string())
+}
+
+/// Writes `rows` into `bucket` with pipelined publishes.
+async fn fill(
+    js: &jetstream::Context,
+    bucket: &str,
+    rows: Vec<(String, String)>,
+) -> Result<(), String> {
+    for chunk in rows.chunks(2000) {
+        let mut acks = Vec::with_capacity(chunk.len());
+        for (k, v) in chunk {
+            acks.push(
+                js.publish(format!("$KV.{bucket}.{k}"), v.clone().into())
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        for a in acks {
+            a.await.map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
+
+/// The state of the tick scenario: `positions` position rows over
+/// `domains` streams, 1,000 holds (half expired), 100 presence leases,
+/// 100 snapshot rows, 50 backup manifests, a feed consumer per stream.
+async fn build(js: &jetstream::Context, config: &Config, positions: usize) -> Result<(), String> {
+    let b = &config.buckets;
+    for spec in crate::buckets::contract_buckets(config) {
+        js.create_key_value(kv::Config {
+            bucket: spec.name.clone(),
+            history: 1,
+            max_age: spec.max_age,
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| format!("bucket {}: {e}", spec.name))?;
+    }
+    let now = Utc::now();
+    let ts = |secs: i64| At(now + chrono::Duration::seconds(secs)).to_rfc3339();
+    let per_domain = positions.div_ceil(config.domains.len().max(1));
+    let mut pos = Vec::new();
+    let mut holds = Vec::new();
+    for d in &config.domains {
+        let s = js
+            .create_stream(jetstream::stream::Config {
+                name: d.stream.clone(),
+                subjects: vec![format!("{}.>", d.stream)],
+                max_bytes: 1 << 30,
+                discard: jetstream::stream::DiscardPolicy::New,
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut acks = Vec::new();
+        for i in 0..200 {
+            acks.push(
+                js.publish(format!("{}.r", d.stream), format!("record {i}").into())
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        for a in acks {
+            a.await.map_err(|e| e.to_string())?;
+        }
+        s.create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some("feed".into()),
+            ..Default::default()
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+        let created = crate::broker::read::instant_of(s.cached_info().created).to_rfc3339();
+        for i in 0..per_domain {
+            // node-0 stays at 0 so that the tick licenses no purge: the purge is measured on its own.
+            let seq = if i == 0 { 0 } else { 150 };
+            let node = format!("node-{i}");
+            pos.push((
+                format!("{}.{node}", d.stream),
+                json!({"node": node, "stream": d.stream, "seq": seq, "generation": 0, "stream_created": created, "updated_at": ts(0), "status": "ok"}).to_string(),
+            ));
+        }
+        for i in 0..1000 / config.domains.len().max(1) {
+            let expires = if i % 2 == 0 { ts(3600) } else { ts(-3600) };
+            holds.push((
+                format!("{}.h{i}", d.stream),
+                json!({"seq": 100 + i, "owner": "bench", "expires_at": expires}).to_string(),
+            ));
+        }
+    }
+    fill(js, &b.positions, pos).await?;
+    fill(js, &b.holds, holds).await?;
+    let nodes: Vec<String> = (0..100).map(|i| format!("node-{i}")).collect();
+    fill(
+        js,
+        &b.presence,
+        nodes
+            .iter()
+            .map(|n| {
+                (
+                    n.clone(),
+                    json!({"node": n, "roles": ["data"], "started_at": ts(-60)}).to_string(),
+                )
+            })
+            .collect(),
+    )
+    .await?;
+    let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
+    let artefacts: serde_json::Map<String, serde_json::Value> = streams
+        .iter()
+        .map(|s| {
+            (
+                s.to_string(),
+                json!({"position": 150, "generation": 0, "taken_at": ts(-5), "verified": true}),
+            )
+        })
+        .collect();
+    fill(js, &b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
+    let positions_map: serde_json::Map<String, serde_json::Value> = streams
+        .iter()
+        .map(|s| (s.to_string(), json!(150)))
+        .collect();
+    fill(
+        js,
+        &b.backups,
+        (0..50)
+            .map(|i| (format!("node-{i}.b{i}"), json!({"id": format!("b{i}"), "node": format!("node-{i}"), "taken_at": ts(-120), "completed_at": ts(-60 + i), "verified": true, "positions": positions_map}).to_string()))
+            .collect(),
+    )
+    .await?;
+    Ok(())
+}
+
+/// The baseline: the fastest bare read of the same buckets, one ordered
+/// consumer each delivering the last message per subject, concurrently.
+async fn bare_read(js: &jetstream::Context, config: &Config) -> Result<usize, String> {
+    let reads = config.buckets.all().map(|(_, b)| {
+        let js = js.clone();
+        let b = b.to_string();
+        async move {
+            let c = js
+                .create_consumer_on_stream(
+                    OrderedConfig {
+                        filter_subject: format!("$KV.{b}.>"),
+                        deliver_policy: DeliverPolicy::LastPerSubject,
+                        ..Default::default()
+                    },
+                    format!("KV_{b}"),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            if c.cached_info().num_pending == 0 {
+                return Ok(0);
+            }
+            let mut m = c.messages().await.map_err(|e| e.to_string())?;
+            let mut n = 0;
+            while let Some(msg) = m.next().await {
+                let msg = msg.map_err(|e| e.to_string())?;
+                n += 1;
+                if msg.info().map_err(|e| e.to_string())?.pending == 0 {
+                    break;
+                }
+            }
+            Ok::<usize, String>(n)
+        }
+    });
+    let counts = futures::future::join_all(reads).await;
+    counts.into_iter().try_fold(0, |acc, c| c.map(|c| acc + c))
+}
+
+/// Median of the tick and of its baseline, interleaved so that noise hits both.
+async fn tick_vs_bare(
+    js: &jetstream::Context,
+    broker: &Broker,
+    config: &Config,
+    samples: usize,
+) -> Result<(Stats, Stats), String> {
+    let mut sidecar = Sidecar::new(config.clone(), broker.clone());
+    let mut ticks = Vec::new();
+    let mut bares = Vec::new();
+    sidecar.tick().await;
+    bare_read(js, config).await?;
+    for _ in 0..samples {
+        let t = Instant::now();
+        sidecar.tick().await;
+        ticks.push(ms(t.elapsed()));
+        let t = Instant::now();
+        bare_read(js, config).await?;
+        bares.push(ms(t.elapsed()));
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+    Ok((stats(ticks), stats(bares)))
+}
+
+/// The pure computation for `nodes` nodes on one log, in memory.
+fn pure_floor(nodes: usize, samples: usize) -> Stats {
+    let now = Utc::now();
+    let created = At(now - chrono::Duration::days(1));
+    let stream = "PURE";
+    let entry = |key: String, value: serde_json::Value, revision| floor::Entry {
+        key,
+        value: value.to_string().into_bytes(),
+        revision,
+    };
+    let ts = At(now).to_rfc3339();
+    let rows = floor::Rows {
+        presence: Ok((0..nodes / 10).map(|i| entry(format!("node-{i}"), json!({"node": format!("node-{i}"), "roles": ["data"], "started_at": ts}), 1)).collect()),
+        positions: Ok((0..nodes)
+            .map(|i| {
+                entry(
+                    format!("{stream}.node-{i}"),
+                    json!({"node": format!("node-{i}"), "stream": stream, "seq": 1000 + i, "generation": 0, "stream_created": created, "updated_at": ts, "status": "ok"}),
+                    1,
+                )
+            })
+            .collect()),
+        holds: Ok(vec![]),
+        backups: Ok(vec![entry("node-0.b".into(), json!({"id": "b", "node": "node-0", "taken_at": ts, "completed_at": ts, "verified": true, "positions": {stream: 5000}}), 1)]),
+        snapshots: Ok((0..nodes / 10)
+            .map(|i| entry(format!("node-{i}"), json!({"node": format!("node-{i}"), "updated_at": ts, "skip_reason": "", "artefacts": {stream: {"position": 2000, "generation": 0, "taken_at": ts, "verified": true}}}), 1))
+            .collect()),
+        gates: Ok(vec![]),
+        floors: Ok(vec![]),
+    };
+    // Parsing happens once per tick when the rows are read; the figure is
+    // the computation over parsed rows.
+    let parsed = ParsedRows::from_rows(&rows);
+    let domain = crate::config::Domain {
+        name: "pure".into(),
+        stream: stream.into(),
+        gate_subject: None,
+        gate_reserve: true,
+        feed_consumer: None,
+    };
+    let policy = Policy {
+        min_age: Duration::ZERO,
+        backup_floor: crate::config::BackupPolicy::Engine,
+        backup_max_age: Duration::from_secs(86400),
+        snapshot_quorum: 2,
+        fence_window: Duration::from_secs(60),
+        trim_enabled: true,
+        by: "bench".into(),
+        session: String::new(),
+    };
+    let read = DomainRead {
+        stream: Ok(StreamState {
+            first_seq: 1,
+            last_seq: 200_000,
+            bytes: 1,
+            max_bytes: 1 << 30,
+            created,
+            facts: Default::default(),
+        }),
+        feed: None,
+        young_seq: Ok(None),
+    };
+    let mut out = Vec::new();
+    let _ = floor::compute(&domain, &policy, &parsed, &read, now);
+    for _ in 0..samples {
+        let t = Instant::now();
+        let a = floor::compute(&domain, &policy, &parsed, &read, now);
+        out.push(ms(t.elapsed()));
+        std::hint::black_box(a);
+    }
+    stats(out)
+}
+
+fn time_process(bin: &Path, args: &[&str], samples: usize) -> Result<Stats, String> {
+    let mut out = Vec::new();
+    for i in 0..=samples {
+        let t = Instant::now();
+        let status = Command::new(bin)
+            .args(args)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .map_err(|e| e.to_string())?;
+        if !matches!(status.code(), Some(0) | Some(1)) {
+            return Err(format!("{} {args:?} exited {status}", bin.display()));
+        }
+        if i > 0 {
+            out.push(ms(t.elapsed()));
+        }
+    }
+    Ok(stats(out))
+}
+
+/// Peak RSS (KiB) of `run` over `ticks` ticks: its own VmHWM, sampled from
+/// /proc while it runs. (wait4's ru_maxrss would do, but Linux carries the
+/// parent's high-water mark into a child across a vfork+exec, so it reports
+/// this bench's own size.)
+fn peak_rss(bin: &Path, cfg: &Path, ticks: u32) -> Result<(u64, Duration), String> {
+    let t = Instant::now();
+    let mut child = Command::new(bin)
+        .args(["retention", "run", "--config"])
+        .arg(cfg)
+        .args(["--ticks", &ticks.to_string()])
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak = 0u64;
+    loop {
+        if let Ok(text) = std::fs::read_to_string(&status_path) {
+            if let Some(kib) = text
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            {
+                peak = peak.max(kib);
+            }
+        }
+        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Ok((peak, t.elapsed()))
+}
+
+/// Messages per second of a pipelined publisher.
+async fn publish_rate(js: &jetstream::Context, subject: &str, n: usize) -> Result<f64, String> {
+    let payload = bytes::Bytes::from(vec![b'x'; 200]);
+    let t = Instant::now();
+    for chunk in 0..n / 1000 {
+        let mut acks = Vec::with_capacity(1000);
+        for _ in 0..1000 {
+            acks.push(
+                js.publish(subject.to_string(), payload.clone())
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        for a in acks {
+            a.await.map_err(|e| format!("chunk {chunk}: {e}"))?;
+        }
+    }
+    Ok(n as f64 / t.elapsed().as_secs_f64())
+}
+
+pub async fn run(_cli: &Cli, args: &BenchArgs) -> Exit {
+    match bench(args).await {
+        Ok(true) => Exit::Ok,
+        Ok(false) => Exit::Attention,
+        Err(e) => {
+            eprintln!("error: {e}");
+            Exit::Unreachable
+        }
+    }
+}
+
+async fn bench(args: &BenchArgs) -> Result<bool, String> {
+    let started = Instant::now();
+    let dir = std::env::temp_dir().join(format!("crewlet-bench-{}", std::process::id()));
+    let server = EmbeddedServer::start(&dir, 0)
+        .await
+        .map_err(|e| e.to_string())?;
+    let result = scenarios(args, &server.url, &dir).await;
+    server.stop().await;
+    let _ = std::fs::remove_dir_all(&dir);
+    let lines = result?;
+    println!();
+    println!(
+        "{:<34} {:<42} {:<34} {:>7}  {:<22} ok",
+        "scenario", "median (spread)", "baseline", "ratio", "target"
+    );
+    let mut all_ok = true;
+    for l in &lines {
+        all_ok &= l.ok;
+        println!(
+            "{:<34} {:<42} {:<34} {:>7}  {:<22} {}",
+            l.name,
+            l.value,
+            l.baseline,
+            l.ratio
+                .map(|r| format!("{r:.2}×"))
+                .unwrap_or_else(|| "-".into()),
+            l.target,
+            if l.ok { "yes" } else { "NO" }
+        );
+    }
+    println!("\nwhole bench: {:.1} s", started.elapsed().as_secs_f64());
+    Ok(all_ok)
+}
+
+async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>, String> {
+    let client = async_nats::connect(url).await.map_err(|e| e.to_string())?;
+    let js = jetstream::new(client);
+    let mut lines = Vec::new();
+    let samples = args.samples.max(3);
+
+    // 1. The tick at 10,000 rows against the bare read of the same buckets.
+    eprintln!("building 10,000 position rows …");
+    let config = bench_config(url, "a", 1)?;
+    build(&js, &config, 10_000).await?;
+    let broker = crate::broker::connect(url, &config.nats, "bench")
+        .await
+        .map_err(|e| e.to_string())?;
+    let (tick, bare) = tick_vs_bare(&js, &broker, &config, samples).await?;
+    lines.push(line(
+        "tick (10,000 rows)",
+        &tick,
+        Some(&bare),
+        Some(1.25),
+        Some(75.0),
+    ));
+    // Where the tick's time goes.
+    let (mut t_read, mut t_parse, mut t_answer) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let t = Instant::now();
+        let rows = broker.read_rows(&config.buckets).await;
+        let parsed = ParsedRows::from_rows(&rows);
+        t_parse.push(ms(t.elapsed()));
+        let t = Instant::now();
+        let (raw, parsed2) = broker.read_all(&config.buckets).await;
+        t_read.push(ms(t.elapsed()));
+        std::hint::black_box(parsed);
+        let t = Instant::now();
+        let fresh = crate::trim::answers_from(&broker, &config, "", raw, parsed2, Utc::now()).await;
+        t_answer.push(ms(t.elapsed()));
+        std::hint::black_box(fresh);
+    }
+    lines.push(line(
+        "  read and parse 7 buckets",
+        &stats(t_read),
+        None,
+        None,
+        None,
+    ));
+    lines.push(line(
+        "  read, then parse (not overlapped)",
+        &stats(t_parse),
+        None,
+        None,
+        None,
+    ));
+    lines.push(line(
+        "  stream reads + compute",
+        &stats(t_answer),
+        None,
+        None,
+        None,
+    ));
+
+    // The purge, on its own: keep the newest 100 of 200 records.
+    let mut purge_ms = Vec::new();
+    for i in 0..samples {
+        let name = format!("PURGE_{i}");
+        let s = js
+            .create_stream(jetstream::stream::Config {
+                name: name.clone(),
+                subjects: vec![format!("{name}.>")],
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut acks = Vec::new();
+        for _ in 0..200 {
+            acks.push(
+                js.publish(format!("{name}.r"), "x".into())
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+        }
+        for a in acks {
+            a.await.map_err(|e| e.to_string())?;
+        }
+        let created = crate::broker::read::instant_of(s.cached_info().created);
+        let t = Instant::now();
+        broker
+            .purge_to(&name, 100, created)
+            .await
+            .map_err(|e| e.to_string())?;
+        purge_ms.push(ms(t.elapsed()));
+        let _ = js.delete_stream(&name).await;
+    }
+    lines.push(line(
+        "purge (re-check + purge)",
+        &stats(purge_ms),
+        None,
+        None,
+        None,
+    ));
+
+    // 2. Scaling.
+    let mut per_size = Vec::new();
+    for (size, suffix) in [(1_000usize, "s1"), (10_000, "s2"), (100_000, "s3")] {
+        eprintln!("building {size} position rows …");
+        let c = bench_config(url, suffix, 1)?;
+        build(&js, &c, size).await?;
+        let (t, b) = tick_vs_bare(&js, &broker, &c, samples.min(7)).await?;
+        lines.push(line(
+            &format!("tick ({size} rows)"),
+            &t,
+            Some(&b),
+            None,
+            None,
+        ));
+        per_size.push((size as f64, t.median));
+        for (_, bucket) in c.buckets.all() {
+            let _ = js.delete_key_value(bucket).await;
+        }
+    }
+    // Least squares over the three sizes: time per row, and how straight.
+    let n = per_size.len() as f64;
+    let (sx, sy) = per_size
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxy: f64 = per_size.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = per_size.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let slope = sxy / sxx;
+    let fit: f64 = per_size
+        .iter()
+        .map(|(x, y)| (y - (my + slope * (x - mx))).powi(2))
+        .sum();
+    let total: f64 = per_size.iter().map(|(_, y)| (y - my).powi(2)).sum();
+    let r2 = 1.0 - fit / total;
+    lines.push(Line {
+        name: "scaling slope".into(),
+        value: format!("{:.2} µs per row, r² {r2:.4}", slope * 1000.0),
+        baseline: "-".into(),
+        ratio: None,
+        target: "linear (r² ≥ 0.98)".into(),
+        ok: r2 >= 0.98,
+    });
+
+    // 3. The pure floor for 100,000 nodes.
+    let pure = pure_floor(100_000, samples);
+    lines.push(line(
+        "pure floor (100,000 nodes)",
+        &pure,
+        None,
+        None,
+        Some(10.0),
+    ));
+
+    // 4. status as a whole process, 4 domains × 100 nodes.
+    eprintln!("building 4 domains × 100 nodes …");
+    let sc = bench_config(url, "st", 4)?;
+    build(&js, &sc, 400).await?;
+    let cfg_path: PathBuf = dir.join("status.yaml");
+    std::fs::write(
+        &cfg_path,
+        serde_yaml::to_string(&sc).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let bin = std::env::current_exe().map_err(|e| e.to_string())?;
+    let cfg = cfg_path.to_str().ok_or("non-UTF-8 temp path")?;
+    let mut st = Vec::new();
+    let mut base = Vec::new();
+    for _ in 0..samples {
+        st.push(time_process(&bin, &["retention", "status", "--json", "--config", cfg], 1)?.median);
+        base.push(time_process(&bin, &["bench", "--probe", "--config", cfg], 1)?.median);
+    }
+    lines.push(line(
+        "status --json (4 × 100)",
+        &stats(st),
+        Some(&stats(base)),
+        Some(1.5),
+        None,
+    ));
+
+    // 5. Peak RSS of `run` over 100 ticks at 10,000 rows.
+    let mut mem_cfg = config.clone();
+    mem_cfg.retention.tick = Dur(Duration::from_millis(100));
+    mem_cfg.retention.allow_unsafe_limits = true;
+    mem_cfg.retention.min_age = Dur::secs(3);
+    mem_cfg.retention.snapshot_interval = Dur::secs(1);
+    let mem_path = dir.join("mem.yaml");
+    std::fs::write(
+        &mem_path,
+        serde_yaml::to_string(&mem_cfg).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let (rss_kib, took) = peak_rss(&bin, &mem_path, 100)?;
+    lines.push(Line {
+        name: "peak RSS, run × 100 ticks".into(),
+        value: format!(
+            "{:.1} MB ({:.1} s)",
+            rss_kib as f64 / 1024.0,
+            took.as_secs_f64()
+        ),
+        baseline: "-".into(),
+        ratio: None,
+        target: "≤ 25 MB".into(),
+        ok: (rss_kib as f64 / 1024.0) <= 25.0,
+    });
+
+    // 6. A publisher with and without the sidecar ticking every second.
+    let pub_stream = &config.domains[0].stream;
+    let subject = format!("{pub_stream}.pub");
+    let mut cfg1 = config.clone();
+    cfg1.trim.enabled = false;
+    let pub_path = dir.join("pub.yaml");
+    std::fs::write(
+        &pub_path,
+        serde_yaml::to_string(&cfg1).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    publish_rate(&js, &subject, 5_000).await?;
+    for _ in 0..samples.min(7) {
+        without.push(publish_rate(&js, &subject, 20_000).await?);
+        let mut side = Command::new(&bin)
+            .args(["retention", "run", "--config"])
+            .arg(&pub_path)
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        tokio::time::sleep(Duration::from_millis(1200)).await;
+        with.push(publish_rate(&js, &subject, 20_000).await?);
+        let _ = side.kill();
+        let _ = side.wait();
+    }
+    let (w, wo) = (stats(with), stats(without));
+    let ratio = w.median / wo.median;
+    lines.push(Line {
+        name: "publisher with sidecar".into(),
+        value: format!("{:.0} msg/s (min {:.0}, max {:.0})", w.median, w.min, w.max),
+        baseline: format!("{:.0} msg/s without", wo.median),
+        ratio: Some(ratio),
+        target: "≥ 0.97×".into(),
+        ok: ratio >= 0.97,
+    });
+    Ok(lines)
+}
+
+/// `crewlet bench --probe`: the status baseline: connect, then the bare
+/// reads status needs (every bucket once, stream info and consumer info per
+/// domain), and nothing else.
+pub async fn probe(cli: &Cli) -> Exit {
+    let loaded = match super::load_config(cli) {
+        Ok(l) => l,
+        Err(e) => return e,
+    };
+    let c = loaded.config;
+    let Ok(client) = async_nats::connect(c.nats.url.clone().unwrap_or_default()).await else {
+        return Exit::Unreachable;
+    };
+    let js = jetstream::new(client);
+    if bare_read(&js, &c).await.is_err() {
+        return Exit::Unreachable;
+    }
+    for d in &c.domains {
+        let Ok(s) = js.get_stream(&d.stream).await else {
+            return Exit::Unreachable;
+        };
+        if s.consumer_info("feed").await.is_err() {
+            return Exit::Unreachable;
+        }
+    }
+    Exit::Ok
+}
