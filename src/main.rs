@@ -9,7 +9,7 @@ use crewlet::cli::{self, LogFormat};
 fn main() -> ExitCode {
     let cli = cli::parse_args();
     // The demo narrates on stdout; its log lines would drown that out.
-    let default_level = if matches!(cli.command, cli::Command::Demo(_)) {
+    let default_level = if matches!(cli.command, cli::Command::Demo(_) | cli::Command::Bench(_)) {
         "warn"
     } else {
         "info"

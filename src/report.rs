@@ -97,7 +97,7 @@ pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String 
                 if let Some(node) = t
                     .detail
                     .as_deref()
-                    .and_then(|n| a.nodes.iter().find(|r| r.node == n))
+                    .and_then(|n| a.nodes.iter().find(|r| &*r.node == n))
                 {
                     if !node.live {
                         let since = node
@@ -358,7 +358,7 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
                     .and_then(|v| v.as_str().map(str::to_string))
                     .unwrap_or_default();
                 rows.push(vec![
-                    n.node.clone(),
+                    n.node.to_string(),
                     if n.live { "yes".into() } else { "no".into() },
                     n.seq.map(|s| s.to_string()).unwrap_or_else(|| "-".into()),
                     gen,

@@ -71,19 +71,27 @@ pub async fn read_domain(
     now: DateTime<Utc>,
 ) -> DomainRead {
     let stream = broker.stream_state(&domain.stream).await;
-    let feed = match &domain.feed_consumer {
-        Some(c) => Some(broker.feed_state(&domain.stream, c).await),
-        None => None,
-    };
-    let young_seq = match &stream {
-        Err(e) => Err(e.clone()),
-        // Nothing retained, or no record can be young: no request needed.
-        Ok(s) if s.last_seq < s.first_seq || min_age.is_zero() => Ok(None),
-        Ok(_) => {
-            let cutoff = now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
-            broker.first_seq_at_or_after(&domain.stream, cutoff).await
+    // The consumer after stream info (the feed rule needs last_seq read
+    // first); the age lookup beside it.
+    let feed = async {
+        match &domain.feed_consumer {
+            Some(c) => Some(broker.feed_state(&domain.stream, c).await),
+            None => None,
         }
     };
+    let young = async {
+        match &stream {
+            Err(e) => Err(e.clone()),
+            // Nothing retained, or no record can be young: no request needed.
+            Ok(s) if s.last_seq < s.first_seq || min_age.is_zero() => Ok(None),
+            Ok(_) => {
+                let cutoff =
+                    now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
+                broker.first_seq_at_or_after(&domain.stream, cutoff).await
+            }
+        }
+    };
+    let (feed, young_seq) = tokio::join!(feed, young);
     DomainRead {
         stream,
         feed,
@@ -169,11 +177,14 @@ impl Sidecar {
     /// One tick. Never panics on anything the broker says; a failure is in
     /// the report and the logs.
     pub async fn tick(&mut self) -> TickReport {
-        let duty = self.duty.claim_or_renew(&self.broker).await;
         // `now` is taken before the reads: a hold expiring mid-tick is still
-        // seen live, and the age cutoff errs toward keeping.
+        // seen live, and the age cutoff errs toward keeping. The lease and
+        // the rows are independent, so they are read together.
         let now = Utc::now();
-        let (mut raw, mut parsed) = self.broker.read_all(&self.config.buckets).await;
+        let (duty, (mut raw, mut parsed)) = tokio::join!(
+            self.duty.claim_or_renew(&self.broker),
+            self.broker.read_all(&self.config.buckets)
+        );
         if self.duty.holds() && self.absorb_gates(&mut raw).await {
             parsed.reparse_gates(&raw.gates);
         }

@@ -287,7 +287,7 @@ fn held_remedy(a: &Answer, binding: TermName, now: DateTime<Utc>) -> String {
     match binding {
         TermName::Applied => {
             let node = a.terms.iter().find(|t| t.term == TermName::Applied).and_then(|t| t.detail.clone());
-            match node.and_then(|n| a.nodes.iter().find(|r| r.node == n)) {
+            match node.and_then(|n| a.nodes.iter().find(|r| *r.node == *n)) {
                 Some(row) if !row.live => {
                     let since_txt = row
                         .updated_at

@@ -230,20 +230,32 @@ impl Broker {
 
     /// The feed consumer's floors.
     pub async fn feed_state(&self, stream: &str, consumer: &str) -> Result<FeedState, String> {
-        use async_nats::jetstream::context::ConsumerInfoErrorKind as K;
+        // One request, straight to the consumer (no stream lookup first).
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Reply {
+            Err { error: async_nats::jetstream::Error },
+            Ok(Box<async_nats::jetstream::consumer::Info>),
+        }
         let read = async {
-            let s = self
+            let reply: Reply = self
                 .js
-                .get_stream(stream)
+                .request(
+                    format!("CONSUMER.INFO.{stream}.{consumer}"),
+                    &serde_json::json!({}),
+                )
                 .await
-                .map_err(|e| format!("stream {stream}: {e}"))?;
-            s.consumer_info(consumer).await.map_err(|e| match e.kind() {
-                K::NotFound => format!("consumer {consumer} not found on {stream}"),
-                K::JetStream(je) if je.error_code() == ErrorCode::CONSUMER_NOT_FOUND => {
-                    format!("consumer {consumer} not found on {stream}")
+                .map_err(|e| format!("consumer {consumer} on {stream}: {e}"))?;
+            match reply {
+                Reply::Ok(info) => Ok(*info),
+                Reply::Err { error } if error.error_code() == ErrorCode::CONSUMER_NOT_FOUND => {
+                    Err(format!("consumer {consumer} not found on {stream}"))
                 }
-                _ => format!("consumer {consumer} on {stream}: {e}"),
-            })
+                Reply::Err { error } if error.error_code() == ErrorCode::STREAM_NOT_FOUND => {
+                    Err(format!("stream {stream} does not exist"))
+                }
+                Reply::Err { error } => Err(format!("consumer {consumer} on {stream}: {error}")),
+            }
         };
         let info = tokio::time::timeout(READ_TIMEOUT, read)
             .await

@@ -493,6 +493,22 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
     let js = jetstream::new(client);
     let mut lines = Vec::new();
     let samples = args.samples.max(3);
+    let want = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
+    // The pure floor first, in a process that has not yet built the other
+    // scenarios' state (their heap would only add noise to it).
+    if want("pure") {
+        let pure = pure_floor(100_000, samples);
+        lines.push(line(
+            "pure floor (100,000 nodes)",
+            &pure,
+            None,
+            None,
+            Some(10.0),
+        ));
+    }
+    if args.only.iter().all(|o| o == "pure") && !args.only.is_empty() {
+        return Ok(lines);
+    }
 
     // 1. The tick at 10,000 rows against the bare read of the same buckets.
     eprintln!("building 10,000 position rows …");
@@ -501,236 +517,217 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
     let broker = crate::broker::connect(url, &config.nats, "bench")
         .await
         .map_err(|e| e.to_string())?;
-    let (tick, bare) = tick_vs_bare(&js, &broker, &config, samples).await?;
-    lines.push(line(
-        "tick (10,000 rows)",
-        &tick,
-        Some(&bare),
-        Some(1.25),
-        Some(75.0),
-    ));
-    // Where the tick's time goes.
-    let (mut t_read, mut t_parse, mut t_answer) = (Vec::new(), Vec::new(), Vec::new());
-    for _ in 0..samples {
-        let t = Instant::now();
-        let rows = broker.read_rows(&config.buckets).await;
-        let parsed = ParsedRows::from_rows(&rows);
-        t_parse.push(ms(t.elapsed()));
-        let t = Instant::now();
-        let (raw, parsed2) = broker.read_all(&config.buckets).await;
-        t_read.push(ms(t.elapsed()));
-        std::hint::black_box(parsed);
-        let t = Instant::now();
-        let fresh = crate::trim::answers_from(&broker, &config, "", raw, parsed2, Utc::now()).await;
-        t_answer.push(ms(t.elapsed()));
-        std::hint::black_box(fresh);
-    }
-    lines.push(line(
-        "  read and parse 7 buckets",
-        &stats(t_read),
-        None,
-        None,
-        None,
-    ));
-    lines.push(line(
-        "  read, then parse (not overlapped)",
-        &stats(t_parse),
-        None,
-        None,
-        None,
-    ));
-    lines.push(line(
-        "  stream reads + compute",
-        &stats(t_answer),
-        None,
-        None,
-        None,
-    ));
-
-    // The purge, on its own: keep the newest 100 of 200 records.
-    let mut purge_ms = Vec::new();
-    for i in 0..samples {
-        let name = format!("PURGE_{i}");
-        let s = js
-            .create_stream(jetstream::stream::Config {
-                name: name.clone(),
-                subjects: vec![format!("{name}.>")],
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut acks = Vec::new();
-        for _ in 0..200 {
-            acks.push(
-                js.publish(format!("{name}.r"), "x".into())
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        for a in acks {
-            a.await.map_err(|e| e.to_string())?;
-        }
-        let created = crate::broker::read::instant_of(s.cached_info().created);
-        let t = Instant::now();
-        broker
-            .purge_to(&name, 100, created)
-            .await
-            .map_err(|e| e.to_string())?;
-        purge_ms.push(ms(t.elapsed()));
-        let _ = js.delete_stream(&name).await;
-    }
-    lines.push(line(
-        "purge (re-check + purge)",
-        &stats(purge_ms),
-        None,
-        None,
-        None,
-    ));
-
-    // 2. Scaling.
-    let mut per_size = Vec::new();
-    for (size, suffix) in [(1_000usize, "s1"), (10_000, "s2"), (100_000, "s3")] {
-        eprintln!("building {size} position rows …");
-        let c = bench_config(url, suffix, 1)?;
-        build(&js, &c, size).await?;
-        let (t, b) = tick_vs_bare(&js, &broker, &c, samples.min(7)).await?;
+    if want("tick") {
+        let (tick, bare) = tick_vs_bare(&js, &broker, &config, samples).await?;
         lines.push(line(
-            &format!("tick ({size} rows)"),
-            &t,
-            Some(&b),
+            "tick (10,000 rows)",
+            &tick,
+            Some(&bare),
+            Some(1.25),
+            Some(75.0),
+        ));
+        // Where the tick's time goes.
+        let (mut t_read, mut t_parse, mut t_answer) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..samples {
+            let t = Instant::now();
+            let rows = broker.read_rows(&config.buckets).await;
+            let parsed = ParsedRows::from_rows(&rows);
+            t_parse.push(ms(t.elapsed()));
+            let t = Instant::now();
+            let (raw, parsed2) = broker.read_all(&config.buckets).await;
+            t_read.push(ms(t.elapsed()));
+            std::hint::black_box(parsed);
+            let t = Instant::now();
+            let fresh =
+                crate::trim::answers_from(&broker, &config, "", raw, parsed2, Utc::now()).await;
+            t_answer.push(ms(t.elapsed()));
+            std::hint::black_box(fresh);
+        }
+        lines.push(line(
+            "  read and parse 7 buckets",
+            &stats(t_read),
+            None,
             None,
             None,
         ));
-        per_size.push((size as f64, t.median));
-        for (_, bucket) in c.buckets.all() {
-            let _ = js.delete_key_value(bucket).await;
+        lines.push(line(
+            "  read, then parse (not overlapped)",
+            &stats(t_parse),
+            None,
+            None,
+            None,
+        ));
+        lines.push(line(
+            "  stream reads + compute",
+            &stats(t_answer),
+            None,
+            None,
+            None,
+        ));
+
+        // The purge, on its own: keep the newest 100 of 200 records.
+        let mut purge_ms = Vec::new();
+        for i in 0..samples {
+            let name = format!("PURGE_{i}");
+            let s = js
+                .create_stream(jetstream::stream::Config {
+                    name: name.clone(),
+                    subjects: vec![format!("{name}.>")],
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+            let mut acks = Vec::new();
+            for _ in 0..200 {
+                acks.push(
+                    js.publish(format!("{name}.r"), "x".into())
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            for a in acks {
+                a.await.map_err(|e| e.to_string())?;
+            }
+            let created = crate::broker::read::instant_of(s.cached_info().created);
+            let t = Instant::now();
+            broker
+                .purge_to(&name, 100, created)
+                .await
+                .map_err(|e| e.to_string())?;
+            purge_ms.push(ms(t.elapsed()));
+            let _ = js.delete_stream(&name).await;
         }
+        lines.push(line(
+            "purge (re-check + purge)",
+            &stats(purge_ms),
+            None,
+            None,
+            None,
+        ));
     }
-    // Least squares over the three sizes: time per row, and how straight.
-    let n = per_size.len() as f64;
-    let (sx, sy) = per_size
-        .iter()
-        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
-    let (mx, my) = (sx / n, sy / n);
-    let sxy: f64 = per_size.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-    let sxx: f64 = per_size.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
-    let slope = sxy / sxx;
-    let fit: f64 = per_size
-        .iter()
-        .map(|(x, y)| (y - (my + slope * (x - mx))).powi(2))
-        .sum();
-    let total: f64 = per_size.iter().map(|(_, y)| (y - my).powi(2)).sum();
-    let r2 = 1.0 - fit / total;
-    lines.push(Line {
-        name: "scaling slope".into(),
-        value: format!("{:.2} µs per row, r² {r2:.4}", slope * 1000.0),
-        baseline: "-".into(),
-        ratio: None,
-        target: "linear (r² ≥ 0.98)".into(),
-        ok: r2 >= 0.98,
-    });
 
-    // 3. The pure floor for 100,000 nodes.
-    let pure = pure_floor(100_000, samples);
-    lines.push(line(
-        "pure floor (100,000 nodes)",
-        &pure,
-        None,
-        None,
-        Some(10.0),
-    ));
+    // 2. Scaling.
+    if want("scaling") {
+        let mut per_size = Vec::new();
+        for (size, suffix) in [(1_000usize, "s1"), (10_000, "s2"), (100_000, "s3")] {
+            eprintln!("building {size} position rows …");
+            let c = bench_config(url, suffix, 1)?;
+            build(&js, &c, size).await?;
+            let (t, b) = tick_vs_bare(&js, &broker, &c, samples.min(7)).await?;
+            lines.push(line(
+                &format!("tick ({size} rows)"),
+                &t,
+                Some(&b),
+                None,
+                None,
+            ));
+            per_size.push((size as f64, t.median));
+            for (_, bucket) in c.buckets.all() {
+                let _ = js.delete_key_value(bucket).await;
+            }
+        }
+        // Least squares over the three sizes: time per row, and how straight.
+        let n = per_size.len() as f64;
+        let (sx, sy) = per_size
+            .iter()
+            .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+        let (mx, my) = (sx / n, sy / n);
+        let sxy: f64 = per_size.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+        let sxx: f64 = per_size.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+        let slope = sxy / sxx;
+        let fit: f64 = per_size
+            .iter()
+            .map(|(x, y)| (y - (my + slope * (x - mx))).powi(2))
+            .sum();
+        let total: f64 = per_size.iter().map(|(_, y)| (y - my).powi(2)).sum();
+        let r2 = 1.0 - fit / total;
+        lines.push(Line {
+            name: "scaling slope".into(),
+            value: format!("{:.2} µs per row, r² {r2:.4}", slope * 1000.0),
+            baseline: "-".into(),
+            ratio: None,
+            target: "linear (r² ≥ 0.98)".into(),
+            ok: r2 >= 0.98,
+        });
+    }
 
-    // 4. status as a whole process, 4 domains × 100 nodes.
-    eprintln!("building 4 domains × 100 nodes …");
-    let sc = bench_config(url, "st", 4)?;
-    build(&js, &sc, 400).await?;
-    let cfg_path: PathBuf = dir.join("status.yaml");
-    std::fs::write(
-        &cfg_path,
-        serde_yaml::to_string(&sc).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
     let bin = std::env::current_exe().map_err(|e| e.to_string())?;
-    let cfg = cfg_path.to_str().ok_or("non-UTF-8 temp path")?;
-    let mut st = Vec::new();
-    let mut base = Vec::new();
-    for _ in 0..samples {
-        st.push(time_process(&bin, &["retention", "status", "--json", "--config", cfg], 1)?.median);
-        base.push(time_process(&bin, &["bench", "--probe", "--config", cfg], 1)?.median);
+    // 4. status as a whole process, 4 domains × 100 nodes.
+    if want("status") {
+        eprintln!("building 4 domains × 100 nodes …");
+        let sc = bench_config(url, "st", 4)?;
+        build(&js, &sc, 400).await?;
+        let cfg_path: PathBuf = dir.join("status.yaml");
+        std::fs::write(
+            &cfg_path,
+            serde_yaml::to_string(&sc).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        let cfg = cfg_path.to_str().ok_or("non-UTF-8 temp path")?;
+        let mut st = Vec::new();
+        let mut base = Vec::new();
+        for _ in 0..samples {
+            st.push(
+                time_process(&bin, &["retention", "status", "--json", "--config", cfg], 1)?.median,
+            );
+            base.push(time_process(&bin, &["bench", "--probe", "--config", cfg], 1)?.median);
+        }
+        lines.push(line(
+            "status --json (4 × 100)",
+            &stats(st),
+            Some(&stats(base)),
+            Some(1.5),
+            None,
+        ));
     }
-    lines.push(line(
-        "status --json (4 × 100)",
-        &stats(st),
-        Some(&stats(base)),
-        Some(1.5),
-        None,
-    ));
 
     // 5. Peak RSS of `run` over 100 ticks at 10,000 rows.
-    let mut mem_cfg = config.clone();
-    mem_cfg.retention.tick = Dur(Duration::from_millis(100));
-    mem_cfg.retention.allow_unsafe_limits = true;
-    mem_cfg.retention.min_age = Dur::secs(3);
-    mem_cfg.retention.snapshot_interval = Dur::secs(1);
-    let mem_path = dir.join("mem.yaml");
-    std::fs::write(
-        &mem_path,
-        serde_yaml::to_string(&mem_cfg).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
-    let (rss_kib, took) = peak_rss(&bin, &mem_path, 100)?;
-    lines.push(Line {
-        name: "peak RSS, run × 100 ticks".into(),
-        value: format!(
-            "{:.1} MB ({:.1} s)",
-            rss_kib as f64 / 1024.0,
-            took.as_secs_f64()
-        ),
-        baseline: "-".into(),
-        ratio: None,
-        target: "≤ 25 MB".into(),
-        ok: (rss_kib as f64 / 1024.0) <= 25.0,
-    });
-
-    // 6. A publisher with and without the sidecar ticking every second.
-    let pub_stream = &config.domains[0].stream;
-    let subject = format!("{pub_stream}.pub");
-    let mut cfg1 = config.clone();
-    cfg1.trim.enabled = false;
-    let pub_path = dir.join("pub.yaml");
-    std::fs::write(
-        &pub_path,
-        serde_yaml::to_string(&cfg1).map_err(|e| e.to_string())?,
-    )
-    .map_err(|e| e.to_string())?;
-    let mut without = Vec::new();
-    let mut with = Vec::new();
-    publish_rate(&js, &subject, 5_000).await?;
-    for _ in 0..samples.min(7) {
-        without.push(publish_rate(&js, &subject, 20_000).await?);
-        let mut side = Command::new(&bin)
-            .args(["retention", "run", "--config"])
-            .arg(&pub_path)
-            .env("RUST_LOG", "warn")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        tokio::time::sleep(Duration::from_millis(1200)).await;
-        with.push(publish_rate(&js, &subject, 20_000).await?);
-        let _ = side.kill();
-        let _ = side.wait();
+    if want("memory") {
+        let mut mem_cfg = config.clone();
+        mem_cfg.retention.tick = Dur(Duration::from_millis(100));
+        mem_cfg.retention.allow_unsafe_limits = true;
+        mem_cfg.retention.min_age = Dur::secs(3);
+        mem_cfg.retention.snapshot_interval = Dur::secs(1);
+        let mem_path = dir.join("mem.yaml");
+        std::fs::write(
+            &mem_path,
+            serde_yaml::to_string(&mem_cfg).map_err(|e| e.to_string())?,
+        )
+        .map_err(|e| e.to_string())?;
+        let (rss_kib, took) = peak_rss(&bin, &mem_path, 100)?;
+        lines.push(Line {
+            name: "peak RSS, run × 100 ticks".into(),
+            value: format!(
+                "{:.1} MB ({:.1} s)",
+                rss_kib as f64 / 1024.0,
+                took.as_secs_f64()
+            ),
+            baseline: "-".into(),
+            ratio: None,
+            target: "≤ 25 MB".into(),
+            ok: (rss_kib as f64 / 1024.0) <= 25.0,
+        });
     }
-    let (w, wo) = (stats(with), stats(without));
-    let ratio = w.median / wo.median;
-    lines.push(Line {
-        name: "publisher with sidecar".into(),
-        value: format!("{:.0} msg/s (min {:.0}, max {:.0})", w.median, w.min, w.max),
-        baseline: format!("{:.0} msg/s without", wo.median),
-        ratio: Some(ratio),
-        target: "≥ 0.97×".into(),
-        ok: ratio >= 0.97,
-    });
+
+    // 6. A publisher with and without the sidecar ticking every second:
+    // on a fleet of 100 nodes (the expected size), and at 10,000 rows.
+    if want("publisher") {
+        eprintln!("building a fleet of 100 nodes …");
+        let small = bench_config(url, "pb", 1)?;
+        build(&js, &small, 100).await?;
+        for (cfg, name, min, same) in [
+            (&small, "publisher A/A (noise floor)", None, true),
+            (
+                &small,
+                "publisher beside sidecar (100 nodes)",
+                Some(0.97),
+                false,
+            ),
+            (&config, "publisher beside sidecar (10k rows)", None, false),
+        ] {
+            lines.push(publisher(&js, &bin, dir, cfg, name, samples, min, same).await?);
+        }
+    }
     Ok(lines)
 }
 
@@ -759,4 +756,95 @@ pub async fn probe(cli: &Cli) -> Exit {
         }
     }
     Exit::Ok
+}
+
+/// Messages per second of a publisher beside a sidecar (ticking every
+/// second on `config`) against the same publisher with it paused.
+/// Messages per throughput window: long enough (about a second) that
+/// each window sees a tick or so.
+const WINDOW: usize = 150_000;
+
+/// With `same`, the sidecar stays paused in both halves of every pair: an
+/// A/A run that shows the measurement's own noise.
+#[allow(clippy::too_many_arguments)]
+async fn publisher(
+    js: &jetstream::Context,
+    bin: &Path,
+    dir: &Path,
+    config: &Config,
+    name: &str,
+    samples: usize,
+    min_ratio: Option<f64>,
+    same: bool,
+) -> Result<Line, String> {
+    let pub_stream = &config.domains[0].stream;
+    let subject = format!("{pub_stream}.pub");
+    let mut cfg1 = config.clone();
+    cfg1.trim.enabled = false;
+    let pub_path = dir.join("pub.yaml");
+    std::fs::write(
+        &pub_path,
+        serde_yaml::to_string(&cfg1).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let mut without = Vec::new();
+    let mut with = Vec::new();
+    let mut ratios = Vec::new();
+    // One sidecar for the whole scenario, paused (SIGSTOP) for the runs
+    // without it, so that neither side pays its start-up; pairs
+    // alternate which goes first, and each pair gives one ratio.
+    let mut side = Command::new(bin)
+        .args(["retention", "run", "--config"])
+        .arg(&pub_path)
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| e.to_string())?;
+    let pid = i32::try_from(side.id()).map_err(|e| e.to_string())?;
+    let pause = |on: bool| {
+        // SAFETY: signalling a child we spawned and have not reaped.
+        unsafe {
+            libc::kill(pid, if on { libc::SIGSTOP } else { libc::SIGCONT });
+        }
+    };
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    publish_rate(js, &subject, 10_000).await?;
+    for pair in 0..samples.max(9) {
+        let measure = |running: bool| {
+            pause(same || !running);
+            let js = js.clone();
+            let subject = subject.clone();
+            async move { publish_rate(&js, &subject, WINDOW).await }
+        };
+        let (w, wo) = if pair % 2 == 0 {
+            let w = measure(true).await?;
+            (w, measure(false).await?)
+        } else {
+            let wo = measure(false).await?;
+            (measure(true).await?, wo)
+        };
+        with.push(w);
+        without.push(wo);
+        ratios.push(w / wo);
+        // Keep the log well below its ceiling: drop what this pair wrote.
+        if let Ok(s) = js.get_stream(pub_stream).await {
+            let _ = s.purge().filter(&subject).await;
+        }
+    }
+    pause(false);
+    let _ = side.kill();
+    let _ = side.wait();
+    let ratio = stats(ratios).median;
+    let (w, wo) = (stats(with), stats(without));
+    Ok(Line {
+        name: name.into(),
+        value: format!("{:.0} msg/s (min {:.0}, max {:.0})", w.median, w.min, w.max),
+        baseline: format!("{:.0} msg/s without (paused)", wo.median),
+        ratio: Some(ratio),
+        target: min_ratio
+            .map(|m| format!("≥ {m:.2}×"))
+            .unwrap_or_else(|| "(reported)".into()),
+        ok: min_ratio.is_none_or(|m| ratio >= m),
+    })
 }

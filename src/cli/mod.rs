@@ -108,6 +108,10 @@ pub struct BenchArgs {
     /// Samples per scenario.
     #[arg(long, default_value_t = 15)]
     pub samples: usize,
+    /// Run only these scenarios (comma-separated): tick, scaling, pure,
+    /// status, memory, publisher.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub only: Vec<String>,
     /// The status baseline process (connect and bare reads only); used by
     /// the bench itself.
     #[arg(long, hide = true)]

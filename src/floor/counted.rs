@@ -129,38 +129,49 @@ pub fn counted_set<'a>(
     };
 
     // Nodes with a row on this log and live data nodes without one, in
-    // name order: both maps are sorted, so a merge, not a sort.
-    let mut names: Vec<(&str, Option<&super::parsed::Parsed<PositionRow>>)> =
-        Vec::with_capacity(positions.len());
+    // name order, each with whether it is live: both maps are sorted, so
+    // one merge answers all three questions without a lookup per node.
+    type Seen<'r> = Option<&'r super::parsed::Parsed<PositionRow>>;
+    let mut names: Vec<(&std::sync::Arc<str>, Seen, bool)> = Vec::with_capacity(positions.len());
     let mut rows_it = positions.iter().peekable();
-    let mut live_it = presence
-        .iter()
-        .filter(|(n, p)| matches!(p, Ok(p) if p.is_data()) && !positions.contains_key(n.as_str()))
-        .peekable();
+    let mut live_it = presence.iter().peekable();
     loop {
-        let take_row = match (rows_it.peek(), live_it.peek()) {
+        match (rows_it.peek(), live_it.peek()) {
             (None, None) => break,
-            (Some(_), None) => true,
-            (None, Some(_)) => false,
-            (Some((a, _)), Some((b, _))) => a <= b,
-        };
-        if take_row {
-            if let Some((n, r)) = rows_it.next() {
-                names.push((n.as_str(), Some(r)));
+            (Some((a, _)), Some((b, _))) if a == b => {
+                if let (Some((n, r)), Some(_)) = (rows_it.next(), live_it.next()) {
+                    names.push((n, Some(r), true));
+                }
             }
-        } else if let Some((n, _)) = live_it.next() {
-            names.push((n.as_str(), None));
+            (Some((a, _)), Some((b, _))) if a < b => {
+                if let Some((n, r)) = rows_it.next() {
+                    names.push((n, Some(r), false));
+                }
+            }
+            (Some(_), None) => {
+                if let Some((n, r)) = rows_it.next() {
+                    names.push((n, Some(r), false));
+                }
+            }
+            _ => {
+                if let Some((n, p)) = live_it.next() {
+                    if matches!(p, Ok(p) if p.is_data()) {
+                        names.push((n, None, true));
+                    }
+                }
+            }
         }
     }
     out.nodes.reserve(names.len());
     out.counted.reserve(names.len());
 
-    for (node, seen) in names {
+    for (name, seen, live) in names {
+        let node: &str = name;
         let gate = gate_state(node);
         let evicted = gate == Some(NodeState::Evicted);
         let mut row = NodeRow {
-            node: node.to_string(),
-            live: presence.contains_key(node),
+            node: std::sync::Arc::clone(name),
+            live,
             seq: None,
             generation: None,
             left_gen: None,

@@ -4,6 +4,7 @@
 //! error so a malformed row blocks only what it feeds.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use super::answer::PublishedFloor;
 use super::{Bucket, BucketError, Rows};
@@ -16,8 +17,9 @@ use crate::rows::{
 /// A row as parsed, or why it was refused.
 pub type Parsed<T> = Result<T, RowError>;
 
-/// By node.
-pub type ByNode<T> = BTreeMap<String, Parsed<T>>;
+/// By node. Names are shared (`Arc<str>`) with the node table built from
+/// them, which then costs no allocation per node.
+pub type ByNode<T> = BTreeMap<Arc<str>, Parsed<T>>;
 
 /// The backups bucket: manifests, and operator acknowledgements by stream.
 #[derive(Debug, Clone, Default)]
@@ -75,14 +77,14 @@ fn each<T: Default>(bucket: &Bucket, add: Sink<T>) -> Result<T, BucketError> {
 pub type Sink<T> = fn(&mut T, &str, &[u8], u64);
 
 pub fn add_presence(m: &mut ByNode<PresenceRow>, k: &str, v: &[u8], _: u64) {
-    m.insert(k.to_string(), PresenceRow::parse(k, v));
+    m.insert(Arc::from(k), PresenceRow::parse(k, v));
 }
 
 pub fn add_position(m: &mut BTreeMap<String, ByNode<PositionRow>>, k: &str, v: &[u8], _: u64) {
     if let Some((stream, node)) = split_stream(k) {
         m.entry(stream.to_string())
             .or_default()
-            .insert(node.to_string(), PositionRow::parse(k, v));
+            .insert(Arc::from(node), PositionRow::parse(k, v));
     }
 }
 
@@ -103,7 +105,7 @@ pub fn add_backup(b: &mut Backups, k: &str, v: &[u8], _: u64) {
 }
 
 pub fn add_snapshot(m: &mut ByNode<SnapshotRow>, k: &str, v: &[u8], _: u64) {
-    m.insert(k.to_string(), SnapshotRow::parse(k, v));
+    m.insert(Arc::from(k), SnapshotRow::parse(k, v));
 }
 
 pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {

@@ -363,7 +363,11 @@ fn an_absent_node_keeps_its_row_and_pins() {
     w.node("node-4", false, Some(120));
     let a = w.answer();
     assert_eq!(a.trim_to, 120);
-    let row = a.nodes.iter().find(|n| n.node == "node-4").expect("listed");
+    let row = a
+        .nodes
+        .iter()
+        .find(|n| &*n.node == "node-4")
+        .expect("listed");
     assert!(!row.live);
     assert_eq!(row.state, NodeState::Counted);
 }
@@ -648,7 +652,10 @@ fn evictions_and_the_fence_window() {
         "inside the fence window the node still counts"
     );
     assert_eq!(
-        a.nodes.iter().find(|n| n.node == "node-4").map(|n| n.state),
+        a.nodes
+            .iter()
+            .find(|n| &*n.node == "node-4")
+            .map(|n| n.state),
         Some(NodeState::Evicting)
     );
 
@@ -658,7 +665,10 @@ fn evictions_and_the_fence_window() {
     let a = w.answer();
     assert_eq!(a.trim_to, 800, "past the window the node is not counted");
     assert_eq!(
-        a.nodes.iter().find(|n| n.node == "node-4").map(|n| n.state),
+        a.nodes
+            .iter()
+            .find(|n| &*n.node == "node-4")
+            .map(|n| n.state),
         Some(NodeState::Evicted)
     );
 
@@ -721,7 +731,10 @@ fn ahead_of_log_and_log_diverged() {
     check(&a, TermName::Applied, "unreadable");
     assert!(reason(&a, TermName::Applied).contains("node-2 reports position 1001"));
     assert_eq!(
-        a.nodes.iter().find(|n| n.node == "node-2").map(|n| n.state),
+        a.nodes
+            .iter()
+            .find(|n| &*n.node == "node-2")
+            .map(|n| n.state),
         Some(NodeState::AheadOfLog)
     );
     assert_eq!(purge_target(&a), None);
@@ -739,7 +752,10 @@ fn ahead_of_log_and_log_diverged() {
     assert_eq!(a.not_ready, None);
     check(&a, TermName::Applied, "value 0");
     assert_eq!(
-        a.nodes.iter().find(|n| n.node == "node-2").map(|n| n.state),
+        a.nodes
+            .iter()
+            .find(|n| &*n.node == "node-2")
+            .map(|n| n.state),
         Some(NodeState::LogDiverged)
     );
     check(&a, TermName::SnapshotFloor, "value 850");

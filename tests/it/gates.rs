@@ -316,7 +316,7 @@ async fn after_the_fence_window_the_trim_passes_the_evicted_node() {
         .answer
         .nodes
         .iter()
-        .find(|n| n.node == "node-4")
+        .find(|n| &*n.node == "node-4")
         .expect("listed")
         .clone();
     assert_eq!(node.state, crewlet::floor::NodeState::Evicting);
@@ -331,7 +331,7 @@ async fn after_the_fence_window_the_trim_passes_the_evicted_node() {
         .answer
         .nodes
         .iter()
-        .find(|n| n.node == "node-4")
+        .find(|n| &*n.node == "node-4")
         .expect("listed")
         .clone();
     assert_eq!(node.state, crewlet::floor::NodeState::Evicted);
@@ -361,7 +361,7 @@ async fn after_the_fence_window_the_trim_passes_the_evicted_node() {
         .answer
         .nodes
         .iter()
-        .find(|n| n.node == "node-4")
+        .find(|n| &*n.node == "node-4")
         .expect("listed")
         .clone();
     assert_eq!(
