@@ -329,11 +329,17 @@ pub async fn run(cli: Cli) -> Exit {
         Command::Retention(Retention::Reanchor(args)) => reanchor::run(&cli, args).await,
         Command::Retention(Retention::Status(args)) => status::run(&cli, args).await,
         Command::Retention(Retention::Snapshots) => snapshots::run(&cli).await,
-        Command::Retention(Retention::Ack(args)) => record::ack(&cli, args).await,
-        Command::Retention(Retention::Hold(args)) => record::hold(&cli, args).await,
-        Command::Retention(Retention::Release(args)) => record::release(&cli, args).await,
+        Command::Retention(Retention::Ack(args)) => {
+            record::ack(&cli, args).await.unwrap_or_else(|e| e)
+        }
+        Command::Retention(Retention::Hold(args)) => {
+            record::hold(&cli, args).await.unwrap_or_else(|e| e)
+        }
+        Command::Retention(Retention::Release(args)) => {
+            record::release(&cli, args).await.unwrap_or_else(|e| e)
+        }
         Command::Retention(Retention::Backup(Backup::Announce(args))) => {
-            record::announce(&cli, args).await
+            record::announce(&cli, args).await.unwrap_or_else(|e| e)
         }
         Command::Retention(Retention::Evict(args)) => {
             gesture::run(&cli, crate::rows::GateSign::Evict, args).await

@@ -1,13 +1,17 @@
 //! The operator's recording commands: `ack`, `hold`, `release` and
 //! `backup announce`. Each validates everything before writing anything;
 //! bad input is exit 2 with the flag named and nothing written.
+//!
+//! Each command returns `Result<Exit, Exit>` so that every early refusal is
+//! a `?`; both sides are exit codes.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
 
 use chrono::Utc;
 
-use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, ReleaseArgs};
+use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, KindArg, ReleaseArgs};
+use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
 use crate::rows::{check_node_id, AckRow, BackupManifest, HoldKind, HoldRow, Instant, OpId};
@@ -16,18 +20,28 @@ use crate::rows::{check_node_id, AckRow, BackupManifest, HoldKind, HoldRow, Inst
 /// month of retention decisions.
 const HOLD_TTL_MAX: Duration = Duration::from_secs(30 * 86400);
 
+type Outcome = Result<Exit, Exit>;
+
 fn bad(msg: impl std::fmt::Display) -> Exit {
     eprintln!("error: {msg}; nothing written");
     Exit::Usage
 }
 
-fn domain<'a>(config: &'a Config, stream: &str) -> Result<&'a Domain, Exit> {
-    config.domain(stream).ok_or_else(|| {
+fn unreachable(msg: impl std::fmt::Display) -> Exit {
+    eprintln!("error: {msg}");
+    Exit::Unreachable
+}
+
+/// The configuration and the configured domain `stream` names.
+fn config_and_domain(cli: &Cli, stream: &str) -> Result<(Config, Domain), Exit> {
+    let config = super::load_config(cli)?.config;
+    let d = config.domain(stream).cloned().ok_or_else(|| {
         bad(format!(
             "-stream {stream:?} is not configured; configured: {}",
-            super::configured(config)
+            super::configured(&config)
         ))
-    })
+    })?;
+    Ok((config, d))
 }
 
 /// A sequence number from the command line: digits only.
@@ -39,36 +53,34 @@ fn seq_arg(flag: &str, text: &str) -> Result<u64, Exit> {
     })
 }
 
-pub async fn ack(cli: &Cli, args: &AckArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
-    let config = loaded.config;
-    let d = match domain(&config, &args.stream) {
-        Ok(d) => d.clone(),
-        Err(e) => return e,
-    };
-    let position = match seq_arg("position", &args.position) {
-        Ok(p) => p,
-        Err(e) => return e,
-    };
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
-    let state = match broker.stream_state(&d.stream).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}; nothing written");
-            return Exit::Unreachable;
-        }
-    };
+async fn put<T: serde::Serialize>(
+    broker: &Broker,
+    bucket: &str,
+    key: &str,
+    row: &T,
+) -> Result<(), Exit> {
+    let store = broker.kv(bucket).await.map_err(unreachable)?;
+    let body = serde_json::to_vec(row).map_err(unreachable)?;
+    store
+        .put(key, body.into())
+        .await
+        .map(|_| ())
+        .map_err(|e| unreachable(format!("writing {key} to {bucket}: {e}")))
+}
+
+pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
+    let (config, d) = config_and_domain(cli, &args.stream)?;
+    let position = seq_arg("position", &args.position)?;
+    let broker = super::connect(cli, &config).await?;
+    let state = broker
+        .stream_state(&d.stream)
+        .await
+        .map_err(|e| unreachable(format!("{e}; nothing written")))?;
     if position > state.last_seq {
-        return bad(format!(
+        return Err(bad(format!(
             "-position {position} is past the log's last sequence {} on {}; acknowledge only what a copy holds",
             state.last_seq, d.stream
-        ));
+        )));
     }
     let row = AckRow {
         stream: d.stream.clone(),
@@ -76,130 +88,95 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Exit {
         by: super::by_name(args.by.as_deref()),
         at: Instant(Utc::now()),
     };
-    match put(
+    put(
         &broker,
         &config.buckets.backups,
         &AckRow::key(&d.stream),
         &row,
     )
-    .await
-    {
-        Ok(()) => {
-            println!("acknowledged {} up to {position} (by {})", d.stream, row.by);
-            Exit::Ok
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Exit::Unreachable
-        }
-    }
+    .await?;
+    println!("acknowledged {} up to {position} (by {})", d.stream, row.by);
+    Ok(Exit::Ok)
 }
 
-pub async fn hold(cli: &Cli, args: &HoldArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
-    let config = loaded.config;
-    let d = match domain(&config, &args.stream) {
-        Ok(d) => d.clone(),
-        Err(e) => return e,
-    };
-    let seq = match seq_arg("seq", &args.seq) {
-        Ok(0) => return bad(
+pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
+    let (config, d) = config_and_domain(cli, &args.stream)?;
+    let seq = match seq_arg("seq", &args.seq)? {
+        0 => return Err(bad(
             "-seq 0: a hold names the first sequence its holder still needs; allowed: 1 or more",
-        ),
-        Ok(s) => s,
-        Err(e) => return e,
+        )),
+        s => s,
     };
     let ttl = match humantime::parse_duration(args.ttl.trim()) {
-        Ok(t) if t.is_zero() => return bad("-ttl 0s: a hold must live; allowed: 1s ..= 30d"),
+        Ok(t) if t.is_zero() => return Err(bad("-ttl 0s: a hold must live; allowed: 1s ..= 30d")),
         Ok(t) if t > HOLD_TTL_MAX => {
-            return bad(format!("-ttl {}: too long; allowed: 1s ..= 30d", args.ttl))
+            return Err(bad(format!(
+                "-ttl {}: too long; allowed: 1s ..= 30d",
+                args.ttl
+            )))
         }
         Ok(t) => t,
         Err(_) => {
-            return bad(format!(
+            return Err(bad(format!(
                 "-ttl {:?} is not a duration; write it like 90m, 2h or 7d (1s ..= 30d)",
                 args.ttl
-            ))
+            )))
         }
     };
     if args.owner.trim().is_empty() {
-        return bad("-owner is empty; name who holds the pin");
+        return Err(bad("-owner is empty; name who holds the pin"));
     }
     let id = match &args.id {
-        Some(id) => match check_node_id(id) {
-            Ok(()) => id.clone(),
-            Err(e) => return bad(format!("-id {e}")),
-        },
+        Some(id) => {
+            check_node_id(id).map_err(|e| bad(format!("-id {e}")))?;
+            id.clone()
+        }
         None => format!("hold-{}", OpId::mint(Utc::now())),
     };
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
+    let broker = super::connect(cli, &config).await?;
     let expires = Utc::now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
     let row = HoldRow {
         seq,
         owner: args.owner.clone(),
         kind: match args.kind {
-            Some(super::KindArg::Backup) => HoldKind::Backup,
-            Some(super::KindArg::Join) => HoldKind::Join,
-            Some(super::KindArg::Operator) | None => HoldKind::Operator,
+            Some(KindArg::Backup) => HoldKind::Backup,
+            Some(KindArg::Join) => HoldKind::Join,
+            Some(KindArg::Operator) | None => HoldKind::Operator,
         },
         reason: args.reason.clone().unwrap_or_default(),
         expires_at: Instant(expires),
     };
-    let key = format!("{}.{id}", d.stream);
-    match put(&broker, &config.buckets.holds, &key, &row).await {
-        Ok(()) => {
-            if cli.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"hold_id": id, "stream": d.stream, "seq": seq, "expires_at": row.expires_at})
-                );
-            } else {
-                println!("{id}");
-                eprintln!(
-                    "held {} from {seq} until {} (release: crewlet retention release -stream {} {id})",
-                    d.stream, row.expires_at, d.stream
-                );
-            }
-            Exit::Ok
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Exit::Unreachable
-        }
+    put(
+        &broker,
+        &config.buckets.holds,
+        &format!("{}.{id}", d.stream),
+        &row,
+    )
+    .await?;
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"hold_id": id, "stream": d.stream, "seq": seq, "expires_at": row.expires_at})
+        );
+    } else {
+        println!("{id}");
+        eprintln!(
+            "held {} from {seq} until {} (release: crewlet retention release -stream {} {id})",
+            d.stream, row.expires_at, d.stream
+        );
     }
+    Ok(Exit::Ok)
 }
 
-pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
-    let config = loaded.config;
-    let d = match domain(&config, &args.stream) {
-        Ok(d) => d.clone(),
-        Err(e) => return e,
-    };
-    if let Err(e) = check_node_id(&args.hold_id) {
-        return bad(format!("HOLD_ID {e}"));
-    }
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
+pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
+    let (config, d) = config_and_domain(cli, &args.stream)?;
+    check_node_id(&args.hold_id).map_err(|e| bad(format!("HOLD_ID {e}")))?;
+    let broker = super::connect(cli, &config).await?;
     let key = format!("{}.{}", d.stream, args.hold_id);
-    let store = match broker.kv(&config.buckets.holds).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::Unreachable;
-        }
-    };
+    let store = broker
+        .kv(&config.buckets.holds)
+        .await
+        .map_err(unreachable)?;
     match store.get(&key).await {
         Ok(Some(_)) => {}
         Ok(None) => {
@@ -207,54 +184,39 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Exit {
                 "refused: there is no hold {} on {}; nothing written",
                 args.hold_id, d.stream
             );
-            return Exit::Attention;
+            return Ok(Exit::Attention);
         }
-        Err(e) => {
-            eprintln!("error: reading hold {key}: {e}");
-            return Exit::Unreachable;
-        }
+        Err(e) => return Err(unreachable(format!("reading hold {key}: {e}"))),
     }
-    match store.delete(&key).await {
-        Ok(()) => {
-            println!("released {} on {}", args.hold_id, d.stream);
-            Exit::Ok
-        }
-        Err(e) => {
-            eprintln!("error: releasing {key}: {e}");
-            Exit::Unreachable
-        }
-    }
+    store
+        .delete(&key)
+        .await
+        .map_err(|e| unreachable(format!("releasing {key}: {e}")))?;
+    println!("released {} on {}", args.hold_id, d.stream);
+    Ok(Exit::Ok)
 }
 
-pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
-    let config = loaded.config;
-    if let Err(e) = check_node_id(&args.node) {
-        return bad(format!("-node {e}"));
-    }
-    if let Err(e) = check_node_id(&args.id) {
-        return bad(format!("-id {e}"));
-    }
+pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
+    let config = super::load_config(cli)?.config;
+    check_node_id(&args.node).map_err(|e| bad(format!("-node {e}")))?;
+    check_node_id(&args.id).map_err(|e| bad(format!("-id {e}")))?;
     if args.position.is_empty() {
-        return bad("-position is required: one STREAM=SEQ per log the backup holds");
+        return Err(bad(
+            "-position is required: one STREAM=SEQ per log the backup holds",
+        ));
     }
     let mut positions = BTreeMap::new();
     for p in &args.position {
-        let Some((stream, seq)) = p.split_once('=') else {
-            return bad(format!("-position {p:?}: write it as STREAM=SEQ"));
-        };
-        let d = match domain(&config, stream.trim()) {
-            Ok(d) => d,
-            Err(e) => return e,
-        };
-        let seq = match seq_arg("position", seq) {
-            Ok(s) => s,
-            Err(e) => return e,
-        };
-        positions.insert(d.stream.clone(), seq);
+        let (stream, seq) = p
+            .split_once('=')
+            .ok_or_else(|| bad(format!("-position {p:?}: write it as STREAM=SEQ")))?;
+        let d = config.domain(stream.trim()).ok_or_else(|| {
+            bad(format!(
+                "-position {p:?}: {stream:?} is not configured; configured: {}",
+                super::configured(&config)
+            ))
+        })?;
+        positions.insert(d.stream.clone(), seq_arg("position", seq)?);
     }
     let now = Instant(Utc::now());
     let parse_time = |flag: &str, t: &Option<String>| -> Result<Instant, Exit> {
@@ -263,16 +225,10 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Exit {
             Some(t) => Instant::parse(t).map_err(|e| bad(format!("-{flag}: {e}"))),
         }
     };
-    let taken_at = match parse_time("taken-at", &args.taken_at) {
-        Ok(t) => t,
-        Err(e) => return e,
-    };
-    let completed_at = match parse_time("completed-at", &args.completed_at) {
-        Ok(t) => t,
-        Err(e) => return e,
-    };
+    let taken_at = parse_time("taken-at", &args.taken_at)?;
+    let completed_at = parse_time("completed-at", &args.completed_at)?;
     if completed_at < taken_at {
-        return bad("-completed-at is before -taken-at");
+        return Err(bad("-completed-at is before -taken-at"));
     }
     let owner = args
         .owner
@@ -288,45 +244,19 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Exit {
         owner,
         positions,
     };
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
-    match put(
+    let broker = super::connect(cli, &config).await?;
+    put(
         &broker,
         &config.buckets.backups,
         &BackupManifest::key(&args.node, &args.id),
         &manifest,
     )
-    .await
-    {
-        Ok(()) => {
-            let note = if args.verified {
-                ""
-            } else {
-                " (not verified: it does not count until a verified one is announced)"
-            };
-            println!("announced backup {} of {}{note}", args.id, args.node);
-            Exit::Ok
-        }
-        Err(e) => {
-            eprintln!("error: {e}");
-            Exit::Unreachable
-        }
-    }
-}
-
-async fn put<T: serde::Serialize>(
-    broker: &crate::broker::Broker,
-    bucket: &str,
-    key: &str,
-    row: &T,
-) -> Result<(), String> {
-    let store = broker.kv(bucket).await?;
-    let body = serde_json::to_vec(row).map_err(|e| e.to_string())?;
-    store
-        .put(key, body.into())
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("writing {key} to {bucket}: {e}"))
+    .await?;
+    let note = if args.verified {
+        ""
+    } else {
+        " (not verified: it does not count until a verified one is announced)"
+    };
+    println!("announced backup {} of {}{note}", args.id, args.node);
+    Ok(Exit::Ok)
 }
