@@ -9,47 +9,35 @@ use futures::StreamExt;
 use serde_json::Value;
 
 use crate::support::fleet::*;
-use crate::support::{crewlet, Run, Scratch};
+use crate::support::{crewlet, Operator, Run};
 
 const GATE: &str = "crewlet.tracker.gate";
 
-struct Op {
-    _s: Scratch,
-    cfg: String,
-}
+/// An operator whose gestures are signed `-by alice`.
+struct Op(Operator);
 
 impl Op {
     fn new(f: &Fleet) -> Op {
-        let s = Scratch::new();
-        let cfg = s
-            .write(
-                "crewlet.yaml",
-                &format!(
-                    "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
-                    f.server.url()
-                ),
-            )
-            .to_str()
-            .expect("utf-8")
-            .to_string();
-        Op { _s: s, cfg }
+        Op(Operator::with_yaml(&format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+            f.server.url()
+        )))
     }
 
-    fn run(&self, args: &[&str]) -> Run {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--config", &self.cfg]);
+    fn signed<'a>(args: &[&'a str]) -> Vec<&'a str> {
+        let mut all = args.to_vec();
         if matches!(args.get(1), Some(&"evict") | Some(&"readmit")) {
             all.extend(["-by", "alice"]);
         }
-        crewlet(&all)
+        all
+    }
+
+    fn run(&self, args: &[&str]) -> Run {
+        self.0.run(&Self::signed(args))
     }
 
     fn json(&self, args: &[&str]) -> (Run, Value) {
-        let mut all = args.to_vec();
-        all.push("--json");
-        let run = self.run(&all);
-        let v = serde_json::from_str(&run.stdout).unwrap_or(Value::Null);
-        (run, v)
+        self.0.json(&Self::signed(args))
     }
 }
 
@@ -378,7 +366,7 @@ async fn two_operators_evicting_at_once_leave_one_eviction() {
     let op = Op::new(&f);
     let (a, b) = tokio::join!(
         tokio::task::spawn_blocking({
-            let cfg = op.cfg.clone();
+            let cfg = op.0.cfg.clone();
             move || {
                 crewlet(&[
                     "retention",
@@ -392,7 +380,7 @@ async fn two_operators_evicting_at_once_leave_one_eviction() {
             }
         }),
         tokio::task::spawn_blocking({
-            let cfg = op.cfg.clone();
+            let cfg = op.0.cfg.clone();
             move || {
                 crewlet(&[
                     "retention",

@@ -6,7 +6,7 @@ use std::time::Duration;
 use serde_json::{json, Value};
 
 use crate::support::fleet::*;
-use crate::support::{crewlet, Run, Scratch};
+use crate::support::{crewlet, Operator, Scratch};
 
 fn yaml(url: &str, extra_retention: &str) -> String {
     format!(
@@ -15,39 +15,12 @@ fn yaml(url: &str, extra_retention: &str) -> String {
 }
 
 /// An operator with a config file pointing at the fleet.
-struct Op {
-    _scratch: Scratch,
-    cfg: String,
-}
+struct Op;
 
 impl Op {
-    fn new(f: &Fleet, extra: &str) -> Op {
-        let s = Scratch::new();
-        let cfg = s
-            .write("crewlet.yaml", &yaml(&f.server.url(), extra))
-            .to_str()
-            .expect("utf-8")
-            .to_string();
-        Op { _scratch: s, cfg }
-    }
-
-    fn run(&self, args: &[&str]) -> Run {
-        let mut all: Vec<&str> = args.to_vec();
-        all.extend(["--config", &self.cfg]);
-        crewlet(&all)
-    }
-
-    fn status(&self) -> Run {
-        self.run(&["retention", "status"])
-    }
-
-    fn alarms(&self) -> Vec<String> {
-        let run = self.status();
-        run.stderr
-            .lines()
-            .filter(|l| l.starts_with("ALARM "))
-            .map(|l| l.split(':').next().unwrap_or_default().to_string())
-            .collect()
+    #[allow(clippy::new_ret_no_self)]
+    fn new(f: &Fleet, extra: &str) -> Operator {
+        Operator::with_yaml(&yaml(&f.server.url(), extra))
     }
 }
 

@@ -290,3 +290,50 @@ pub fn basic_config(url: &str, stream: &str, extra_domain: &str) -> String {
         "node: {{id: node-1}}\nnats: {{url: \"{url}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - name: tracker\n    stream: {stream}\n{extra_domain}"
     )
 }
+
+/// An operator at a shell: a configuration file, and the binary run with it.
+pub struct Operator {
+    _scratch: Scratch,
+    pub cfg: String,
+}
+
+impl Operator {
+    pub fn with_yaml(text: &str) -> Operator {
+        let s = Scratch::new();
+        let cfg = s
+            .write("crewlet.yaml", text)
+            .to_str()
+            .expect("utf-8")
+            .to_string();
+        Operator { _scratch: s, cfg }
+    }
+
+    pub fn run(&self, args: &[&str]) -> Run {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--config", &self.cfg]);
+        crewlet(&all)
+    }
+
+    /// The command with `--json`, and its stdout parsed.
+    pub fn json(&self, args: &[&str]) -> (Run, serde_json::Value) {
+        let mut all = args.to_vec();
+        all.push("--json");
+        let run = self.run(&all);
+        let v = serde_json::from_str(&run.stdout).unwrap_or(serde_json::Value::Null);
+        (run, v)
+    }
+
+    pub fn status(&self) -> Run {
+        self.run(&["retention", "status"])
+    }
+
+    /// The active alarms' `ALARM <name> <domain>` prefixes.
+    pub fn alarms(&self) -> Vec<String> {
+        self.status()
+            .stderr
+            .lines()
+            .filter(|l| l.starts_with("ALARM "))
+            .map(|l| l.split(':').next().unwrap_or_default().to_string())
+            .collect()
+    }
+}
