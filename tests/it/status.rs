@@ -341,6 +341,39 @@ async fn hold_release_and_ack_round_trip_through_the_trim() {
     tokio::time::sleep(Duration::from_millis(3100)).await;
     let op = Op::new(&f, "");
 
+    // backup announce: the only backup covers 20, so the trim stops there.
+    f.delete("crewlet_backups", "node-1.b1").await;
+    let run = op.run(&[
+        "retention",
+        "backup",
+        "announce",
+        "-node",
+        "node-1",
+        "-id",
+        "b2",
+        "-position",
+        &format!("{STREAM}=20"),
+        "-verified",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let mut first = f.sidecar().await;
+    first.tick().await;
+    assert_eq!(f.first_seq().await, 21, "the announced backup binds");
+    first.duty.release(&first.broker).await;
+    let run = op.run(&[
+        "retention",
+        "backup",
+        "announce",
+        "-node",
+        "node-1",
+        "-id",
+        "b3",
+        "-position",
+        &format!("{STREAM}=100"),
+        "-verified",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+
     // A hold from 31 keeps 31 and above.
     let run = op.run(&[
         "retention",
