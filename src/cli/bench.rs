@@ -735,10 +735,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
 /// reads status needs (every bucket once, stream info and consumer info per
 /// domain), and nothing else.
 pub async fn probe(cli: &Cli) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
+    let loaded = exit_on_err!(super::load_config(cli));
     let c = loaded.config;
     let Ok(client) = async_nats::connect(c.nats.url.clone().unwrap_or_default()).await else {
         return Exit::Unreachable;

@@ -17,10 +17,7 @@ use crate::gate::{self, LogOutcome, Presence, Prior, ReadmitFacts, Refusal};
 use crate::rows::{GateRow, GateSign, OpId, OpRow, PositionRow, OP_PREFIX};
 
 pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
+    let loaded = exit_on_err!(super::load_config(cli));
     let config = loaded.config;
     let logs: Vec<Domain> = config
         .domains
@@ -43,10 +40,7 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
         Ok(op) => op,
         Err(r) => return refused(cli, sign, &args.node, None, &r),
     };
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
+    let broker = exit_on_err!(super::connect(cli, &config).await);
     let judged = match sign {
         GateSign::Evict => judge_eviction(&broker, &config, args).await,
         GateSign::Readmit => judge_readmission(&broker, &config, &logs, &args.node).await,

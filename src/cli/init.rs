@@ -6,14 +6,8 @@ use crate::buckets::{contract_buckets, differences};
 use crate::exit::Exit;
 
 pub async fn run(cli: &Cli) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(exit) => return exit,
-    };
-    let broker = match super::connect(cli, &loaded.config).await {
-        Ok(b) => b,
-        Err(exit) => return exit,
-    };
+    let loaded = exit_on_err!(super::load_config(cli));
+    let broker = exit_on_err!(super::connect(cli, &loaded.config).await);
     let mut failed = false;
     let mut rows = Vec::new();
     for spec in contract_buckets(&loaded.config) {

@@ -1,6 +1,17 @@
 //! The command tree (clap derive) and one small function per command. Each
 //! command returns an [`Exit`]; printing is done here, computing elsewhere.
 
+/// `expr?` for a command whose outcome is an exit code on both sides: the
+/// value, or return the exit code the error already is.
+macro_rules! exit_on_err {
+    ($e:expr) => {
+        match $e {
+            Ok(v) => v,
+            Err(exit) => return exit,
+        }
+    };
+}
+
 pub mod args;
 mod bench;
 mod demo;

@@ -10,10 +10,7 @@ use crate::floor::FloorState;
 use crate::rows::Instant;
 
 pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(exit) => return exit,
-    };
+    let loaded = exit_on_err!(super::load_config(cli));
     let config = loaded.config;
     let Some(domain) = config.domain(&args.stream).cloned() else {
         let known: Vec<String> = config
@@ -35,10 +32,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(exit) => return exit,
-    };
+    let broker = exit_on_err!(super::connect(cli, &config).await);
     let now = Utc::now();
     let crate::trim::Fresh {
         raw: rows,

@@ -13,10 +13,7 @@ use crate::exit::Exit;
 use crate::trim::Sidecar;
 
 pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(exit) => return exit,
-    };
+    let loaded = exit_on_err!(super::load_config(cli));
     let config = loaded.config;
     // Warnings are worth a log line at start; errors already stopped us.
     if let Ok(text) = std::fs::read_to_string(&loaded.path) {
@@ -28,10 +25,7 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
             );
         }
     }
-    let (broker, embedded) = match super::connect_or_embed(cli, &config).await {
-        Ok(x) => x,
-        Err(exit) => return exit,
-    };
+    let (broker, embedded) = exit_on_err!(super::connect_or_embed(cli, &config).await);
     let exit = serve(broker, config, args.once, args.ticks, embedded.is_some()).await;
     if let Some(server) = embedded {
         server.stop().await;

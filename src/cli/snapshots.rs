@@ -11,15 +11,9 @@ use crate::human;
 use crate::rows::SnapshotRow;
 
 pub async fn run(cli: &Cli) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(e) => return e,
-    };
+    let loaded = exit_on_err!(super::load_config(cli));
     let config = loaded.config;
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(e) => return e,
-    };
+    let broker = exit_on_err!(super::connect(cli, &config).await);
     let entries = match broker.read_bucket(&config.buckets.snapshots).await {
         Ok(e) => e,
         Err(e) => {

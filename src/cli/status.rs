@@ -13,10 +13,7 @@ use crate::report::{self, DomainStatus, Status};
 use crate::rows::Instant;
 
 pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
-    let loaded = match super::load_config(cli) {
-        Ok(l) => l,
-        Err(exit) => return exit,
-    };
+    let loaded = exit_on_err!(super::load_config(cli));
     let mut config = loaded.config;
     if let Some(s) = &args.stream {
         match config.domain(s).cloned() {
@@ -30,10 +27,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
             }
         }
     }
-    let broker = match super::connect(cli, &config).await {
-        Ok(b) => b,
-        Err(exit) => return exit,
-    };
+    let broker = exit_on_err!(super::connect(cli, &config).await);
     let now = Utc::now();
     let duty = Duty::observe(&broker, &config.buckets.duty).await;
     let crate::trim::Fresh {

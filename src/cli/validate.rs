@@ -16,10 +16,7 @@ enum BrokerChecks {
 }
 
 pub async fn run(cli: &Cli) -> Exit {
-    let (path, text) = match super::read_config_text(cli) {
-        Ok(t) => t,
-        Err(exit) => return exit,
-    };
+    let (path, text) = exit_on_err!(super::read_config_text(cli));
     let file = path.display().to_string();
     let checked = config::check(&text);
     let mut problems = checked.problems.clone();
