@@ -16,15 +16,15 @@ pub(crate) mod tests;
 
 use std::time::Duration;
 
-use chrono::{DateTime, Utc};
-
+/// The retention answer for one domain.
+pub use answer::compute;
 pub use answer::{
     Answer, FloorState, GateView, NodeRow, NodeState, PublishedFloor, Term, TermName, TermState,
     WouldPurge,
 };
 pub use parsed::ParsedRows;
 
-use crate::config::{BackupPolicy, Config, Domain};
+use crate::config::{BackupPolicy, Config};
 use crate::rows::Instant;
 
 /// One KV entry as read: key, raw value, revision.
@@ -126,17 +126,6 @@ impl Policy {
             session: session.to_string(),
         }
     }
-}
-
-/// The retention answer for one domain.
-pub fn compute(
-    domain: &Domain,
-    policy: &Policy,
-    rows: &ParsedRows,
-    read: &DomainRead,
-    now: DateTime<Utc>,
-) -> Answer {
-    answer::compute(domain, policy, rows, read, now)
 }
 
 /// The purge the answer licenses: the `seq` to send (keep sequences `>=`

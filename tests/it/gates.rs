@@ -364,36 +364,22 @@ async fn two_operators_evicting_at_once_leave_one_eviction() {
     let f = Fleet::new(10).await;
     f.position("node-4", 5).await;
     let op = Op::new(&f);
-    let (a, b) = tokio::join!(
-        tokio::task::spawn_blocking({
-            let cfg = op.0.cfg.clone();
-            move || {
-                crewlet(&[
-                    "retention",
-                    "evict",
-                    "node-4",
-                    "-confirm",
-                    "node-4",
-                    "--config",
-                    &cfg,
-                ])
-            }
-        }),
-        tokio::task::spawn_blocking({
-            let cfg = op.0.cfg.clone();
-            move || {
-                crewlet(&[
-                    "retention",
-                    "evict",
-                    "node-4",
-                    "-confirm",
-                    "node-4",
-                    "--config",
-                    &cfg,
-                ])
-            }
+    // Two operators at once, each with a fresh operation id.
+    let evict = || {
+        let cfg = op.0.cfg.clone();
+        tokio::task::spawn_blocking(move || {
+            crewlet(&[
+                "retention",
+                "evict",
+                "node-4",
+                "-confirm",
+                "node-4",
+                "--config",
+                &cfg,
+            ])
         })
-    );
+    };
+    let (a, b) = tokio::join!(evict(), evict());
     let (a, b) = (a.expect("join"), b.expect("join"));
     assert_eq!((a.code, b.code), (0, 0), "{a:?}\n{b:?}");
     assert_eq!(gate_records(&f).await.len(), 2, "both records land");
