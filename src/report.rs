@@ -188,11 +188,7 @@ pub fn status_json(s: &Status) -> serde_json::Value {
 }
 
 fn floor_text(a: &Answer) -> String {
-    match (a.floor, a.trim_floor_state) {
-        (Some(f), _) => f.to_string(),
-        (None, crate::floor::FloorState::NoneAtGeneration) => "-".into(),
-        (None, _) => "-".into(),
-    }
+    a.floor.map_or_else(|| "-".into(), |f| f.to_string())
 }
 
 fn term_row(t: &crate::floor::Term) -> (String, String, String) {

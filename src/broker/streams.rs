@@ -58,14 +58,7 @@ impl Broker {
     pub async fn stream_facts(&self, stream: &str) -> Result<StreamRead, ReadError> {
         match self.stream_config(stream).await? {
             None => Ok(StreamRead::Missing),
-            Some(c) => Ok(StreamRead::Found(StreamFacts {
-                subjects: c.subjects.clone(),
-                max_bytes: c.max_bytes,
-                discard_new: matches!(c.discard, DiscardPolicy::New),
-                max_age_secs: c.max_age.as_secs(),
-                max_msgs: c.max_messages,
-                max_msgs_per_subject: c.max_messages_per_subject,
-            })),
+            Some(c) => Ok(StreamRead::Found(facts_of(&c))),
         }
     }
 

@@ -12,7 +12,7 @@ use crate::broker::gates::PublishFailure;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
-use crate::floor;
+use crate::floor::{self, Entry};
 use crate::gate::{self, LogOutcome, Presence, Prior, ReadmitFacts, Refusal};
 use crate::rows::{GateRow, GateSign, OpId, OpRow, PositionRow, OP_PREFIX};
 
@@ -53,18 +53,26 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
     let reason = args.reason.clone().unwrap_or_default();
     let mut outcomes: Vec<(String, LogOutcome)> = Vec::new();
     // Bring every log's view up to date first, so that a retry finds a
-    // record an earlier attempt landed, even past the duplicate window.
-    let mut view_errors: BTreeMap<String, String> = BTreeMap::new();
-    for d in &logs {
-        let subject = d.gate_subject.as_deref().unwrap_or_default();
-        if let Err(e) = broker
-            .absorb_gates(&config.buckets.gates, &d.stream, subject)
-            .await
-        {
-            view_errors.insert(d.stream.clone(), e);
+    // record an earlier attempt landed, even past the duplicate window. The
+    // gates bucket is read once; absorption keeps these entries current.
+    let gates = &config.buckets.gates;
+    let view = match broker.read_bucket(gates).await {
+        Ok(mut entries) => {
+            let mut view_errors: BTreeMap<String, String> = BTreeMap::new();
+            for d in &logs {
+                let subject = d.gate_subject.as_deref().unwrap_or_default();
+                if let Err(e) = broker
+                    .absorb_into(gates, &d.stream, subject, &mut entries)
+                    .await
+                {
+                    view_errors.insert(d.stream.clone(), e);
+                }
+            }
+            view_of(&entries, &config, &op, &args.node).map(|v| (v, entries, view_errors))
         }
-    }
-    let (op_row, gate_rows) = match read_view(&broker, &config, &op, &args.node).await {
+        Err(e) => Err(e.to_string()),
+    };
+    let ((op_row, gate_rows), mut entries, view_errors) = match view {
         Ok(v) => v,
         Err(e) => {
             for d in &logs {
@@ -125,7 +133,7 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
                     force: args.force,
                     reason: &reason,
                 };
-                let outcome = write_one(&broker, &config, d, &g).await;
+                let outcome = write_one(&broker, &config, d, &g, &mut entries).await;
                 outcomes.push((d.stream.clone(), outcome));
             }
         }
@@ -208,16 +216,14 @@ async fn readmit_facts(
 }
 
 /// The `_op` row of this operation and, per log, the node's gate row.
-async fn read_view(
-    broker: &Broker,
+/// The `_op` row of this operation and, per log, the node's gate row, from
+/// the gates bucket's entries.
+fn view_of(
+    entries: &[Entry],
     config: &Config,
     op: &OpId,
     node: &str,
 ) -> Result<(Option<OpRow>, BTreeMap<String, GateRow>), String> {
-    let entries = broker
-        .read_bucket(&config.buckets.gates)
-        .await
-        .map_err(|e| e.to_string())?;
     let op_key = format!("{OP_PREFIX}{op}");
     let op_row = match entries.iter().find(|e| e.key == op_key) {
         Some(e) => Some(OpRow::parse(&e.key, &e.value).map_err(|e| e.to_string())?),
@@ -240,6 +246,7 @@ async fn write_one(
     config: &Config,
     d: &Domain,
     g: &gate::Gesture<'_>,
+    entries: &mut Vec<Entry>,
 ) -> LogOutcome {
     let subject = d.gate_subject.clone().unwrap_or_default();
     let (headers, body) = gate::record(g, &d.stream, Utc::now());
@@ -256,10 +263,13 @@ async fn write_one(
     };
     // Absorb at once, so the answer can say `applied`; a later tick does it
     // otherwise.
-    let _ = broker
-        .absorb_gates(&config.buckets.gates, &d.stream, &subject)
+    let absorbed = broker
+        .absorb_into(&config.buckets.gates, &d.stream, &subject, entries)
         .await;
-    match read_view(broker, config, g.op, g.node).await {
+    if absorbed.is_err() {
+        return LogOutcome::Pending { seq };
+    }
+    match view_of(entries, config, g.op, g.node) {
         Ok((Some(row), _)) if row.logs.get(&d.stream) == Some(&seq) => LogOutcome::Applied { seq },
         _ => LogOutcome::Pending { seq },
     }

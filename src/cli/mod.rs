@@ -368,6 +368,8 @@ pub async fn run(cli: Cli) -> Exit {
 pub struct Loaded {
     pub path: PathBuf,
     pub config: Config,
+    /// The file's warnings (a loaded file has no errors).
+    pub warnings: Vec<config::Problem>,
 }
 
 /// Finds and reads the configuration text. Errors are printed; the caller
@@ -397,7 +399,11 @@ pub fn load_config(cli: &Cli) -> Result<Loaded, Exit> {
     let checked = config::check(&text);
     let file = path.display().to_string();
     match checked.config {
-        Some(config) => Ok(Loaded { path, config }),
+        Some(config) => Ok(Loaded {
+            path,
+            config,
+            warnings: checked.problems,
+        }),
         None => {
             for p in checked.problems.iter().filter(|p| p.is_error()) {
                 eprintln!("{}", p.render(&file));
@@ -432,15 +438,21 @@ pub fn by_name(flag: Option<&str>) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
+/// The broker URL to dial (`--nats-url`, `nats.url`, `$NATS_URL`, the
+/// default), or `None` when it is the embedded broker.
+pub fn target_url(cli: &Cli, config: &Config) -> Option<String> {
+    let env = std::env::var("NATS_URL").ok();
+    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
+    (url.trim() != EMBEDDED_URL).then_some(url)
+}
+
 /// Connects, starting the embedded broker first when `nats.url` is
 /// `embedded` (and `--nats-url` does not override it).
 pub async fn connect_or_embed(
     cli: &Cli,
     config: &Config,
 ) -> Result<(Broker, Option<crate::embedded::EmbeddedServer>), Exit> {
-    let env = std::env::var("NATS_URL").ok();
-    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
-    if url.trim() != EMBEDDED_URL {
+    if target_url(cli, config).is_some() {
         return connect(cli, config).await.map(|b| (b, None));
     }
     let server = match crate::embedded::EmbeddedServer::start(
@@ -474,12 +486,10 @@ pub async fn connect_or_embed(
 /// Connects as configured. An unreachable broker is printed (URL redacted)
 /// and ends the command with exit 3.
 pub async fn connect(cli: &Cli, config: &Config) -> Result<Broker, Exit> {
-    let env = std::env::var("NATS_URL").ok();
-    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
-    if url.trim() == EMBEDDED_URL {
+    let Some(url) = target_url(cli, config) else {
         eprintln!("error: nats.url is `embedded`, which only `crewlet retention run` and `crewlet demo` start; pass --nats-url to reach a running broker");
         return Err(Exit::Usage);
-    }
+    };
     match broker::connect(&url, &config.nats, &format!("crewlet/{}", config.node.id)).await {
         Ok(b) => Ok(b),
         Err(e) => {

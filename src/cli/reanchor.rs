@@ -42,12 +42,22 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     let Some(answer) = answers.into_iter().find(|a| a.stream == domain.stream) else {
         return Exit::Unreachable;
     };
-    let live = match broker.stream_state(&domain.stream).await {
-        Ok(s) => s,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Exit::Unreachable;
-        }
+    // The read above already holds the live stream's state: no second read.
+    if let Some(e) = &answer.stream_error {
+        eprintln!("error: {e}");
+        return Exit::Unreachable;
+    }
+    let Some(live_created) = answer.live_stream_created.or(answer.stream_created) else {
+        eprintln!(
+            "error: stream {} reported no created instant",
+            domain.stream
+        );
+        return Exit::Unreachable;
+    };
+    let live = Live {
+        created: live_created,
+        last_seq: answer.last_seq,
+        max_bytes: answer.max_bytes,
     };
     let previous = match parsed.published(&domain.stream) {
         Ok(p) => p,
@@ -143,4 +153,11 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             Exit::Attention
         }
     }
+}
+
+/// The live stream, as this command's read saw it.
+struct Live {
+    created: Instant,
+    last_seq: u64,
+    max_bytes: i64,
 }

@@ -8,7 +8,7 @@ use super::{Cli, RunArgs};
 use crate::broker::kv::Ensured;
 use crate::broker::Broker;
 use crate::buckets::{contract_buckets, differences};
-use crate::config::{self, Config};
+use crate::config::Config;
 use crate::exit::Exit;
 use crate::trim::Sidecar;
 
@@ -16,14 +16,9 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let config = loaded.config;
     // Warnings are worth a log line at start; errors already stopped us.
-    if let Ok(text) = std::fs::read_to_string(&loaded.path) {
-        for p in config::check(&text).problems {
-            tracing::warn!(
-                event = "config_warning",
-                "{}",
-                p.render(&loaded.path.display().to_string())
-            );
-        }
+    let file = loaded.path.display().to_string();
+    for p in &loaded.warnings {
+        tracing::warn!(event = "config_warning", "{}", p.render(&file));
     }
     let (broker, embedded) = exit_on_err!(super::connect_or_embed(cli, &config).await);
     let exit = serve(broker, config, args.once, args.ticks, embedded.is_some()).await;

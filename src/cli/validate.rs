@@ -5,7 +5,7 @@ use serde_json::json;
 
 use super::Cli;
 use crate::broker::{self, streams::StreamRead};
-use crate::config::{self, Config, Problem, Severity, SourceMap, EMBEDDED_URL};
+use crate::config::{self, Config, Problem, Severity, SourceMap};
 use crate::exit::Exit;
 use crate::stream_check;
 
@@ -79,9 +79,7 @@ async fn broker_problems(
     source: &SourceMap,
     problems: &mut Vec<Problem>,
 ) -> (BrokerChecks, bool) {
-    let env = std::env::var("NATS_URL").ok();
-    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
-    if url.trim() == EMBEDDED_URL {
+    let Some(url) = super::target_url(cli, config) else {
         return (
             BrokerChecks::Skipped(
                 "nats.url is `embedded`: the sidecar creates its own streams on its own broker"
@@ -89,7 +87,7 @@ async fn broker_problems(
             ),
             false,
         );
-    }
+    };
     let b = match broker::connect(
         &url,
         &config.nats,
