@@ -41,6 +41,17 @@ impl Op {
     }
 }
 
+/// The state of `node` in a tick's node table.
+fn node_state(r: &crewlet::trim::TickReport, node: &str) -> crewlet::floor::NodeState {
+    r.domains[0]
+        .answer
+        .nodes
+        .iter()
+        .find(|n| &*n.node == node)
+        .expect("listed")
+        .state
+}
+
 /// Every gate record on the log: (seq, headers, body).
 async fn gate_records(f: &Fleet) -> Vec<(u64, async_nats::HeaderMap, Value)> {
     let s = f.js.get_stream(STREAM).await.expect("stream");
@@ -300,14 +311,10 @@ async fn after_the_fence_window_the_trim_passes_the_evicted_node() {
     let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
     assert_eq!(run.code, 0, "{run:?}");
     let r = s.tick().await;
-    let node = r.domains[0]
-        .answer
-        .nodes
-        .iter()
-        .find(|n| &*n.node == "node-4")
-        .expect("listed")
-        .clone();
-    assert_eq!(node.state, crewlet::floor::NodeState::Evicting);
+    assert_eq!(
+        node_state(&r, "node-4"),
+        crewlet::floor::NodeState::Evicting
+    );
     assert_eq!(
         f.first_seq().await,
         21,
@@ -315,14 +322,7 @@ async fn after_the_fence_window_the_trim_passes_the_evicted_node() {
     );
     tokio::time::sleep(Duration::from_millis(2200)).await;
     let r = s.tick().await;
-    let node = r.domains[0]
-        .answer
-        .nodes
-        .iter()
-        .find(|n| &*n.node == "node-4")
-        .expect("listed")
-        .clone();
-    assert_eq!(node.state, crewlet::floor::NodeState::Evicted);
+    assert_eq!(node_state(&r, "node-4"), crewlet::floor::NodeState::Evicted);
     assert_eq!(
         f.first_seq().await,
         101,
@@ -345,15 +345,8 @@ async fn after_the_fence_window_the_trim_passes_the_evicted_node() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(gate_records(&f).await.len(), before + 1);
     let r = s.tick().await;
-    let node = r.domains[0]
-        .answer
-        .nodes
-        .iter()
-        .find(|n| &*n.node == "node-4")
-        .expect("listed")
-        .clone();
     assert_eq!(
-        node.state,
+        node_state(&r, "node-4"),
         crewlet::floor::NodeState::Counted,
         "readmitted: counted again"
     );
