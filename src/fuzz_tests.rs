@@ -128,7 +128,14 @@ proptest! {
             ("Crewlet-Op-Id".to_string(), op.to_string()),
         ].into();
         let rec = LogRecord { seq: 7, landed_at: Instant(chrono::Utc::now()), headers, body: b };
-        let out = gate::absorb("S", &View::default(), None, &[rec], 7);
+        let out = gate::absorb(
+            "S",
+            crate::rows::Incarnation { stream_created: Instant(chrono::Utc::now()), generation: 0 },
+            &View::default(),
+            None,
+            &[rec],
+            7,
+        );
         // Absorbed or skipped with a reason, never anything else.
         prop_assert!(out.gates.len() + out.skipped.len() == 1);
         prop_assert!(out.skipped.iter().all(|s| !s.reason.is_empty()));

@@ -3,7 +3,7 @@
 
 use chrono::{DateTime, Utc};
 
-use crate::floor::{Answer, NodeState, TermName, TermState};
+use crate::floor::{Answer, NodeState, NotReady, TermName, TermState};
 use crate::human;
 
 /// Is this domain trimming? (cli.md, `status`): not when NOT READY, in dry
@@ -53,8 +53,8 @@ pub fn not_trimming(a: &Answer, now: DateTime<Utc>) -> Option<String> {
     ))
 }
 
-fn not_ready_sentence(a: &Answer, why: &str) -> String {
-    if why.contains("recreated") {
+fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
+    if *why == NotReady::Recreated {
         let live = a
             .live_stream_created
             .map(|c| c.to_string())
@@ -68,7 +68,7 @@ fn not_ready_sentence(a: &Answer, why: &str) -> String {
             a.domain, a.stream
         );
     }
-    if why.contains("ahead_of_log") {
+    if *why == NotReady::AheadOfLog {
         let ahead: Vec<String> = a
             .nodes
             .iter()
@@ -292,8 +292,22 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
                 a.generation
             ));
         }
+        if let Some(c) = a.purge_clamped_by {
+            let by = serde_json::to_value(c)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  PURGE CLAMPED BY {by}: the purge stops below trim_to\n"
+            ));
+        }
         if let Some(v) = &a.gate_view {
-            if v.absorbed_to.is_none() {
+            if let Some(fault) = &v.error {
+                let first = v.absorbed_to.map_or(a.first_seq.max(1), |c| c + 1);
+                out.push_str(&format!(
+                    "  the gates view cannot absorb gate records from {first}: {fault}; nothing from {first} on is purged\n"
+                ));
+            } else if v.absorbed_to.is_none() {
                 out.push_str("  the gates view has not read this log yet: nothing is purged until the duty holder absorbs its gate records\n");
             }
             for skipped in &v.skipped {

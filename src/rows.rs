@@ -495,9 +495,30 @@ pub struct GateRow {
     pub force: bool,
     #[serde(default)]
     pub reason: String,
+    /// The incarnation of the log the record was read from (floor.md, The
+    /// gates view and the purge). A row of another incarnation, or one
+    /// written before rows carried it, never applies.
+    #[serde(default)]
+    pub stream_created: Option<Instant>,
+    #[serde(default)]
+    pub generation: Option<u64>,
+}
+
+/// One incarnation of a log: the stream's `created` and the domain's
+/// generation. A recreated stream, or a re-anchored one, is another
+/// incarnation, and nothing read from the old one applies to it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Incarnation {
+    pub stream_created: Instant,
+    pub generation: u64,
 }
 
 impl GateRow {
+    /// Whether this row was absorbed from incarnation `i` of its log.
+    pub fn belongs_to(&self, i: &Incarnation) -> bool {
+        self.stream_created == Some(i.stream_created) && self.generation == Some(i.generation)
+    }
+
     pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
         let row: Self = parse_json(key, body)?;
         node_id_field(key, "node", &row.node)?;

@@ -12,6 +12,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::Notify;
 
 use crate::alarms::{self, Alarm, AlarmPolicy, DutyView};
+use crate::broker::gates::GatedLog;
 use crate::broker::read::Raw;
 use crate::broker::Broker;
 use crate::config::Config;
@@ -96,6 +97,7 @@ pub async fn read_domain(
         stream,
         feed,
         young_seq,
+        absorbed: None,
     }
 }
 
@@ -109,40 +111,50 @@ pub struct Fresh {
 }
 
 /// Every domain's answer from one fresh read (the buckets once, then each
-/// domain's stream concurrently). `status` uses this too.
+/// domain's stream concurrently), without absorbing gate records. `status`
+/// uses this.
 pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateTime<Utc>) -> Fresh {
     let (raw, parsed) = broker.read_all(&config.buckets).await;
-    answers_from(broker, config, session, raw, parsed, now).await
-}
-
-/// The answers from buckets already read (and parsed) this tick.
-pub async fn answers_from(
-    broker: &Broker,
-    config: &Config,
-    session: &str,
-    raw: Raw,
-    parsed: ParsedRows,
-    now: DateTime<Utc>,
-) -> Fresh {
     let policy = Policy::from_config(config, session);
-    let reads = futures::future::join_all(
-        config
-            .domains
-            .iter()
-            .map(|d| read_domain(broker, d, policy.min_age, now)),
-    )
-    .await;
-    let answers = config
-        .domains
-        .iter()
-        .zip(reads)
-        .map(|(d, read)| floor::compute(d, &policy, &parsed, &read, now))
-        .collect();
+    let reads = read_domains(broker, config, &policy, now).await;
+    let answers = compute_all(config, &policy, &parsed, &reads, now);
     Fresh {
         raw,
         parsed,
         answers,
     }
+}
+
+/// Every domain's reads beyond the buckets, concurrently.
+pub async fn read_domains(
+    broker: &Broker,
+    config: &Config,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Vec<DomainRead> {
+    futures::future::join_all(
+        config
+            .domains
+            .iter()
+            .map(|d| read_domain(broker, d, policy.min_age, now)),
+    )
+    .await
+}
+
+/// Every domain's answer from what was read: pure.
+pub fn compute_all(
+    config: &Config,
+    policy: &Policy,
+    parsed: &ParsedRows,
+    reads: &[DomainRead],
+    now: DateTime<Utc>,
+) -> Vec<Answer> {
+    config
+        .domains
+        .iter()
+        .zip(reads)
+        .map(|(d, read)| floor::compute(d, policy, parsed, read, now))
+        .collect()
 }
 
 /// The duty as the alarms see it.
@@ -185,19 +197,14 @@ impl Sidecar {
             self.duty.claim_or_renew(&self.broker),
             self.broker.read_all(&self.config.buckets)
         );
-        if self.duty.holds() && self.absorb_gates(&mut raw).await {
+        let policy = Policy::from_config(&self.config, self.duty.session());
+        let mut reads = read_domains(&self.broker, &self.config, &policy, now).await;
+        // The gates view is brought up to date after stream info: it belongs
+        // to the incarnation that info names.
+        if self.duty.holds() && self.absorb_gates(&mut raw, &parsed, &mut reads).await {
             parsed.reparse_gates(&raw.gates);
         }
-        let fresh = answers_from(
-            &self.broker,
-            &self.config,
-            self.duty.session(),
-            raw,
-            parsed,
-            now,
-        )
-        .await;
-        let (parsed, answers) = (fresh.parsed, fresh.answers);
+        let answers = compute_all(&self.config, &policy, &parsed, &reads, now);
         let mut domains = Vec::with_capacity(answers.len());
         for answer in answers {
             let mut d = DomainTick {
@@ -225,29 +232,52 @@ impl Sidecar {
 
     /// Brings the gates view up to date with every log that takes gate
     /// records (the purge is clamped to what it has absorbed), working on
-    /// the gates bucket as this tick read it.
-    /// Returns whether the gates bucket may have changed.
-    async fn absorb_gates(&self, raw: &mut Raw) -> bool {
-        let Ok(entries) = raw.gates.as_mut() else {
-            return false;
-        };
+    /// the gates bucket as this tick read it, and records in each domain's
+    /// read whether that worked. Returns whether the gates bucket may have
+    /// changed.
+    async fn absorb_gates(
+        &self,
+        raw: &mut Raw,
+        parsed: &ParsedRows,
+        reads: &mut [DomainRead],
+    ) -> bool {
         let mut touched = false;
-        for d in &self.config.domains {
+        for (d, read) in self.config.domains.iter().zip(reads.iter_mut()) {
             let Some(subject) = &d.gate_subject else {
                 continue;
+            };
+            let entries = match raw.gates.as_mut() {
+                Ok(e) => e,
+                Err(e) => {
+                    read.absorbed = Some(Err(e.to_string()));
+                    continue;
+                }
+            };
+            let Some(incarnation) = floor::incarnation(parsed, &d.stream, read) else {
+                // Stream info or the floors row is unreadable: the answer
+                // says so, and nothing is purged on this log.
+                continue;
+            };
+            let log = GatedLog {
+                stream: &d.stream,
+                subject,
+                incarnation,
             };
             touched = true;
             match self
                 .broker
-                .absorb_into(&self.config.buckets.gates, &d.stream, subject, entries)
+                .absorb_into(&self.config.buckets.gates, &log, entries)
                 .await
             {
-                Ok(r) if r.absorbed > 0 => {
-                    tracing::info!(event = "gates_absorbed", domain = %d.name, records = r.absorbed, cursor = r.cursor, "absorbed gate records into the gates view")
+                Ok(r) => {
+                    if r.absorbed > 0 {
+                        tracing::info!(event = "gates_absorbed", domain = %d.name, records = r.absorbed, cursor = r.cursor, "absorbed gate records into the gates view");
+                    }
+                    read.absorbed = Some(Ok(()));
                 }
-                Ok(_) => {}
                 Err(e) => {
-                    tracing::warn!(event = "gates_unabsorbed", domain = %d.name, error = %e, "the gates view could not be brought up to date; the purge stops at what it has absorbed")
+                    tracing::warn!(event = "gates_unabsorbed", domain = %d.name, error = %e, "the gates view could not be brought up to date; the purge stops at what it has absorbed");
+                    read.absorbed = Some(Err(e));
                 }
             }
         }
@@ -284,7 +314,7 @@ impl Sidecar {
                 return;
             }
         }
-        let (Some(_target), Some(created)) = (floor::purge_target(a), a.stream_created) else {
+        let (Some(target), Some(created)) = (floor::purge_target(a), a.stream_created) else {
             return;
         };
         failpoint("after_publish");
@@ -294,7 +324,7 @@ impl Sidecar {
             d.purged = Some(Err("duty lost before the purge".into()));
             return;
         }
-        match self.broker.purge_to(&a.stream, a.trim_to, created).await {
+        match self.broker.purge_to(&a.stream, target - 1, created).await {
             Ok(n) => d.purged = Some(Ok(n)),
             Err(e) => {
                 // The floor is now ahead of the log: the safe direction.

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{BackupPolicy, Config, Dur};
-use crate::floor::{Answer, NodeState, TermName, TermState};
+use crate::floor::{Answer, GateFault, NodeState, NotReady, TermName, TermState};
 use crate::human;
 use crate::rows::Instant;
 use crate::stream_check::bypass_remedy;
@@ -52,6 +52,8 @@ pub struct AlarmPolicy {
     pub backup_max_age: Duration,
     pub backup_floor: BackupPolicy,
     pub backup_owner: Option<String>,
+    /// The gates bucket, named in the `gates_unabsorbed` remedy.
+    pub gates_bucket: String,
 }
 
 impl AlarmPolicy {
@@ -62,6 +64,7 @@ impl AlarmPolicy {
             backup_max_age: c.retention.backup_max_age.0,
             backup_floor: c.retention.backup_floor,
             backup_owner: c.retention.backup_owner.clone(),
+            gates_bucket: c.buckets.gates.clone(),
         }
     }
 }
@@ -205,6 +208,25 @@ fn domain_alarms(
         }
     }
 
+    if let Some(view) = &a.gate_view {
+        if let Some(fault) = &view.error {
+            let first = view.absorbed_to.map_or(a.first_seq.max(1), |c| c + 1);
+            let since = view
+                .since
+                .map(|s| format!(" since {s} ({} ago)", human::age(since(now, s))))
+                .unwrap_or_default();
+            out.push(Alarm {
+                alarm: "gates_unabsorbed",
+                domain: d(),
+                measurement: format!(
+                    "the gates view of {} cannot absorb gate records from {first}{since}: {fault}; nothing from {first} on is purged",
+                    a.stream
+                ),
+                remedy: gates_remedy(a, fault, &p.gates_bucket),
+            });
+        }
+    }
+
     if let Some(why) = &a.not_ready {
         out.push(Alarm {
             alarm: "not_ready",
@@ -318,13 +340,32 @@ fn held_remedy(a: &Answer, binding: TermName, now: DateTime<Utc>) -> String {
     }
 }
 
+fn gates_remedy(a: &Answer, fault: &GateFault, bucket: &str) -> String {
+    match fault {
+        GateFault::BucketUnreadable { .. } => {
+            format!("check that the gates bucket {bucket} exists and the broker answers (crewlet retention init creates it)")
+        }
+        GateFault::CursorMalformed { key, .. } => format!(
+            "delete the malformed row so that the view is rebuilt from the log: nats kv del {bucket} {key}"
+        ),
+        GateFault::CursorPastLog { .. } => format!(
+            "the log ends before the view's cursor, so it was restored: open a new generation (crewlet retention reanchor -stream {}), which starts a fresh view",
+            a.stream
+        ),
+        GateFault::AbsorbFailed { .. } => format!(
+            "the error names what failed; check the gates bucket {bucket} and the gate records on {} (the duty holder logs gates_unabsorbed each tick)",
+            a.stream
+        ),
+    }
+}
+
 fn not_ready_remedy(a: &Answer) -> String {
-    match a.not_ready.as_deref() {
-        Some(n) if n.contains("recreated") => match a.live_stream_created {
+    match &a.not_ready {
+        Some(NotReady::Recreated) => match a.live_stream_created {
             Some(c) => format!("if the new stream is the one to keep: crewlet retention reanchor -stream {} -confirm {c}", a.stream),
             None => format!("run crewlet retention reanchor -stream {} to see the live stream's created", a.stream),
         },
-        Some(n) if n.contains("ahead_of_log") => {
+        Some(NotReady::AheadOfLog) => {
             let ahead: Vec<String> = a.nodes.iter().filter(|r| r.state == NodeState::AheadOfLog).map(|r| format!("{} at {}", r.node, r.seq.unwrap_or(0))).collect();
             format!(
                 "the log ends at {} but {} report(s) past it: the log was restored or rebuilt; decide which history to keep before anything is trimmed (reanchor, or rebuild the nodes)",
@@ -332,7 +373,7 @@ fn not_ready_remedy(a: &Answer) -> String {
                 ahead.join(", ")
             )
         }
-        _ => "fix the floors row named above (it could not be read)".into(),
+        Some(NotReady::FloorUnreadable { .. }) | None => "fix the floors row named above (it could not be read)".into(),
     }
 }
 

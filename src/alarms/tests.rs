@@ -15,6 +15,7 @@ fn policy() -> AlarmPolicy {
         backup_max_age: Duration::from_secs(86400),
         backup_floor: BackupPolicy::Engine,
         backup_owner: Some("platform-oncall".into()),
+        gates_bucket: "crewlet_gates".into(),
     }
 }
 

@@ -13,7 +13,7 @@ use super::read::{instant_of, READ_TIMEOUT};
 use super::Broker;
 use crate::floor::Entry;
 use crate::gate::{self, Cursor, LogRecord, Skipped, View};
-use crate::rows::{GateRow, OpRow, OP_PREFIX};
+use crate::rows::{GateRow, Incarnation, OpRow, OP_PREFIX};
 
 /// How a publish of a gate record ended without an acknowledgement.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -46,6 +46,15 @@ impl From<super::write::PublishError> for Absorb {
             other => Absorb::Failed(other.to_string()),
         }
     }
+}
+
+/// One log the gates view absorbs: its stream, gate subject, and the
+/// incarnation the view belongs to.
+#[derive(Debug, Clone, Copy)]
+pub struct GatedLog<'a> {
+    pub stream: &'a str,
+    pub subject: &'a str,
+    pub incarnation: Incarnation,
 }
 
 /// What one absorption pass did.
@@ -108,8 +117,16 @@ impl Broker {
                 .get_stream(stream)
                 .await
                 .map_err(|e| format!("stream {stream}: {e}"))?;
+            // Read after the cursor: a cursor past it is an error (the log
+            // was restored), never "nothing new to read".
             let last = s.cached_info().state.last_sequence;
-            if last <= after {
+            if last < after {
+                return Err(format!(
+                    "the cursor {} is at {after}, past the log's last sequence {last}",
+                    Cursor::key(stream)
+                ));
+            }
+            if last == after {
                 return Ok((Vec::new(), after));
             }
             let consumer = s
@@ -182,12 +199,10 @@ impl Broker {
     pub async fn absorb_gates(
         &self,
         bucket: &str,
-        stream: &str,
-        subject: &str,
+        log: &GatedLog<'_>,
     ) -> Result<AbsorbReport, String> {
         let mut entries = self.read_bucket(bucket).await.map_err(|e| e.to_string())?;
-        self.absorb_into(bucket, stream, subject, &mut entries)
-            .await
+        self.absorb_into(bucket, log, &mut entries).await
     }
 
     /// As [`Broker::absorb_gates`], from the gates bucket `entries` already
@@ -196,13 +211,12 @@ impl Broker {
     pub async fn absorb_into(
         &self,
         bucket: &str,
-        stream: &str,
-        subject: &str,
+        log: &GatedLog<'_>,
         entries: &mut Vec<Entry>,
     ) -> Result<AbsorbReport, String> {
         let mut attempt = 0;
         loop {
-            match self.absorb_once(bucket, stream, subject, entries).await {
+            match self.absorb_once(bucket, log, entries).await {
                 Err(Absorb::Conflict(_)) if attempt < 5 => {
                     attempt += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
@@ -217,18 +231,20 @@ impl Broker {
     async fn absorb_once(
         &self,
         bucket: &str,
-        stream: &str,
-        subject: &str,
+        log: &GatedLog<'_>,
         entries: &mut Vec<Entry>,
     ) -> Result<AbsorbReport, Absorb> {
+        let (stream, subject, incarnation) = (log.stream, log.subject, log.incarnation);
         let cursor_key = Cursor::key(stream);
+        // A malformed cursor stops absorption (and with it the purge): a view
+        // that started over would be rewritten from records it never read.
         let previous: Option<Cursor> = match entries.iter().find(|e| e.key == cursor_key) {
-            Some(e) => Some(
-                serde_json::from_slice(&e.value)
-                    .map_err(|err| Absorb::Failed(format!("gates key {cursor_key}: {err}")))?,
-            ),
+            Some(e) => Some(Cursor::parse(&e.key, &e.value).map_err(Absorb::Failed)?),
             None => None,
         };
+        // A cursor of another incarnation proves nothing: the view of this
+        // one starts from its first sequence.
+        let previous = previous.filter(|c| c.belongs_to(&incarnation));
         let mut view = View::default();
         let prefix = format!("{stream}.");
         for e in entries.iter() {
@@ -244,7 +260,14 @@ impl Broker {
         }
         let after = previous.as_ref().map_or(0, |c| c.seq);
         let (records, scanned) = self.gate_records(stream, subject, after).await?;
-        let out = gate::absorb(stream, &view, previous.as_ref(), &records, scanned);
+        let out = gate::absorb(
+            stream,
+            incarnation,
+            &view,
+            previous.as_ref(),
+            &records,
+            scanned,
+        );
         let mut writes: Vec<(String, Vec<u8>)> = Vec::new();
         for g in &out.gates {
             writes.push((

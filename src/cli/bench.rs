@@ -356,6 +356,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
         }),
         feed: None,
         young_seq: Ok(None),
+        absorbed: None,
     };
     let mut out = Vec::new();
     let _ = floor::compute(&domain, &policy, &parsed, &read, now);
@@ -538,8 +539,13 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             t_read.push(ms(t.elapsed()));
             std::hint::black_box(parsed);
             let t = Instant::now();
-            let fresh =
-                crate::trim::answers_from(&broker, &config, "", raw, parsed2, Utc::now()).await;
+            let now = Utc::now();
+            let policy = crate::floor::Policy::from_config(&config, "");
+            let reads = crate::trim::read_domains(&broker, &config, &policy, now).await;
+            let fresh = (
+                raw,
+                crate::trim::compute_all(&config, &policy, &parsed2, &reads, now),
+            );
             t_answer.push(ms(t.elapsed()));
             std::hint::black_box(fresh);
         }

@@ -8,13 +8,13 @@ use chrono::Utc;
 use serde_json::json;
 
 use super::{Cli, GestureArgs};
-use crate::broker::gates::PublishFailure;
+use crate::broker::gates::{GatedLog, PublishFailure};
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
 use crate::floor::{self, Entry};
 use crate::gate::{self, LogOutcome, Presence, Prior, ReadmitFacts, Refusal};
-use crate::rows::{GateRow, GateSign, OpId, OpRow, PositionRow, OP_PREFIX};
+use crate::rows::{GateRow, GateSign, Incarnation, OpId, OpRow, PositionRow, OP_PREFIX};
 
 pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
@@ -55,20 +55,31 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
     // Bring every log's view up to date first, so that a retry finds a
     // record an earlier attempt landed, even past the duplicate window. The
     // gates bucket is read once; absorption keeps these entries current.
-    let gates = &config.buckets.gates;
-    let view = match broker.read_bucket(gates).await {
+    // Each log's view belongs to its incarnation (the live stream at the
+    // domain's generation), read here.
+    let (raw, parsed) = broker.read_all(&config.buckets).await;
+    let mut incarnations: BTreeMap<String, Result<GatedAt, String>> = BTreeMap::new();
+    for d in &logs {
+        incarnations.insert(d.stream.clone(), gated_at(&broker, &parsed, d).await);
+    }
+    let view = match raw.gates {
         Ok(mut entries) => {
             let mut view_errors: BTreeMap<String, String> = BTreeMap::new();
             for d in &logs {
                 let subject = d.gate_subject.as_deref().unwrap_or_default();
-                if let Err(e) = broker
-                    .absorb_into(gates, &d.stream, subject, &mut entries)
-                    .await
-                {
+                let result = match &incarnations[&d.stream] {
+                    Ok(at) => broker
+                        .absorb_into(gates_bucket(&config), &at.log(d, subject), &mut entries)
+                        .await
+                        .map(|_| ()),
+                    Err(e) => Err(e.clone()),
+                };
+                if let Err(e) = result {
                     view_errors.insert(d.stream.clone(), e);
                 }
             }
-            view_of(&entries, &config, &op, &args.node).map(|v| (v, entries, view_errors))
+            view_of(&entries, &config, &incarnations, &op, &args.node)
+                .map(|v| (v, entries, view_errors))
         }
         Err(e) => Err(e.to_string()),
     };
@@ -133,7 +144,12 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
                     force: args.force,
                     reason: &reason,
                 };
-                let outcome = write_one(&broker, &config, d, &g, &mut entries).await;
+                let outcome = match &incarnations[&d.stream] {
+                    Ok(at) => {
+                        write_one(&broker, &config, d, at, &incarnations, &g, &mut entries).await
+                    }
+                    Err(e) => LogOutcome::Unknown { error: e.clone() },
+                };
                 outcomes.push((d.stream.clone(), outcome));
             }
         }
@@ -215,12 +231,56 @@ async fn readmit_facts(
     })
 }
 
-/// The `_op` row of this operation and, per log, the node's gate row.
-/// The `_op` row of this operation and, per log, the node's gate row, from
-/// the gates bucket's entries.
+/// Where a log stands for its gates view: its incarnation, read for this
+/// gesture.
+struct GatedAt {
+    incarnation: Incarnation,
+}
+
+impl GatedAt {
+    fn log<'a>(&self, d: &'a Domain, subject: &'a str) -> GatedLog<'a> {
+        GatedLog {
+            stream: &d.stream,
+            subject,
+            incarnation: self.incarnation,
+        }
+    }
+}
+
+fn gates_bucket(config: &Config) -> &str {
+    &config.buckets.gates
+}
+
+async fn gated_at(
+    broker: &Broker,
+    rows: &floor::ParsedRows,
+    d: &Domain,
+) -> Result<GatedAt, String> {
+    let state = broker.stream_state(&d.stream).await?;
+    let generation = match rows.published(&d.stream) {
+        Ok(Some((p, _))) => p.generation,
+        Ok(None) => 0,
+        Err(e) => {
+            return Err(format!(
+                "the floors row of {} cannot be read ({e})",
+                d.stream
+            ))
+        }
+    };
+    Ok(GatedAt {
+        incarnation: Incarnation {
+            stream_created: state.created,
+            generation,
+        },
+    })
+}
+
+/// The `_op` row of this operation and, per log, the node's gate row in
+/// force in that log's incarnation, from the gates bucket's entries.
 fn view_of(
     entries: &[Entry],
     config: &Config,
+    incarnations: &BTreeMap<String, Result<GatedAt, String>>,
     op: &OpId,
     node: &str,
 ) -> Result<(Option<OpRow>, BTreeMap<String, GateRow>), String> {
@@ -231,10 +291,15 @@ fn view_of(
     };
     let mut gates = BTreeMap::new();
     for d in &config.domains {
+        let Some(Ok(at)) = incarnations.get(&d.stream) else {
+            continue;
+        };
         let key = PositionRow::key(&d.stream, node);
         if let Some(e) = entries.iter().find(|e| e.key == key) {
             if let Ok(g) = GateRow::parse(&e.key, &e.value) {
-                gates.insert(d.stream.clone(), g);
+                if g.belongs_to(&at.incarnation) {
+                    gates.insert(d.stream.clone(), g);
+                }
             }
         }
     }
@@ -245,6 +310,8 @@ async fn write_one(
     broker: &Broker,
     config: &Config,
     d: &Domain,
+    at: &GatedAt,
+    incarnations: &BTreeMap<String, Result<GatedAt, String>>,
     g: &gate::Gesture<'_>,
     entries: &mut Vec<Entry>,
 ) -> LogOutcome {
@@ -263,13 +330,14 @@ async fn write_one(
     };
     // Absorb at once, so the answer can say `applied`; a later tick does it
     // otherwise.
+    let log = at.log(d, &subject);
     let absorbed = broker
-        .absorb_into(&config.buckets.gates, &d.stream, &subject, entries)
+        .absorb_into(&config.buckets.gates, &log, entries)
         .await;
     if absorbed.is_err() {
         return LogOutcome::Pending { seq };
     }
-    match view_of(entries, config, g.op, g.node) {
+    match view_of(entries, config, incarnations, g.op, g.node) {
         Ok((Some(row), _)) if row.logs.get(&d.stream) == Some(&seq) => LogOutcome::Applied { seq },
         _ => LogOutcome::Pending { seq },
     }

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{Cli, ReanchorArgs};
 use crate::exit::Exit;
-use crate::floor::FloorState;
+use crate::floor::{FloorState, GateFault, NotReady};
 use crate::rows::Instant;
 
 pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
@@ -78,10 +78,13 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         }
     };
 
-    let ahead = answer
-        .not_ready
-        .as_deref()
-        .is_some_and(|n| n.contains("ahead_of_log"));
+    let ahead = answer.not_ready == Some(NotReady::AheadOfLog);
+    // The gates view's cursor past the log's end is the other mark of a
+    // restored log: its gate rows name records the log no longer holds.
+    let cursor_past = answer.gate_view.as_ref().and_then(|v| match &v.error {
+        Some(GateFault::CursorPastLog { cursor, .. }) => Some(*cursor),
+        _ => None,
+    });
     let (generation, floor_created) = previous.as_ref().map_or((None, None), |(p, _)| {
         (Some(p.generation), p.stream_created)
     });
@@ -98,11 +101,17 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             generation.unwrap_or(0),
             live.last_seq
         ),
+        Some(_) if cursor_past.is_some() => format!(
+            "restored: the gates view's cursor ({}) is past the log's end ({})",
+            cursor_past.unwrap_or_default(),
+            live.last_seq
+        ),
         Some(_) => {
             "current: the floor already belongs to this stream; nothing to reanchor".to_string()
         }
     };
-    let adoptable = floor_created.is_some_and(|c| c != live.created) || ahead;
+    let adoptable =
+        floor_created.is_some_and(|c| c != live.created) || ahead || cursor_past.is_some();
 
     let Some(confirm) = confirm else {
         println!("stream {}: live created {}", domain.stream, live.created);

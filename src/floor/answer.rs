@@ -9,7 +9,7 @@ use super::counted::{counted_set, Generation};
 use super::parsed::ParsedRows;
 use super::{terms, DomainRead, Policy};
 use crate::config::Domain;
-use crate::rows::Instant;
+use crate::rows::{Incarnation, Instant};
 use crate::stream_check::{bypasses, Bypass};
 
 /// The six terms, in the order of the terms table (ties sort this way).
@@ -141,11 +141,96 @@ pub struct NodeRow {
 /// How far the gates view has read a log.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct GateView {
-    /// Every gate record at or below this sequence is absorbed (or skipped);
-    /// null when the view has not read this log (or cannot be read).
+    /// Every gate record at or below this sequence is absorbed (or skipped),
+    /// in this incarnation of the log; null when the view has not read this
+    /// incarnation (or cannot be read). The purge never passes it.
     pub absorbed_to: Option<u64>,
     /// Gate records that were not absorbed, with the reason.
     pub skipped: Vec<crate::gate::Skipped>,
+    /// Why the view cannot absorb this log's gate records (the
+    /// `gates_unabsorbed` alarm); null when it can.
+    pub error: Option<GateFault>,
+    /// When `error` was first seen (null without one).
+    pub since: Option<Instant>,
+}
+
+/// Why a gates view cannot be read or advanced (floor.md, The gates view
+/// and the purge). Each says what to fix; the alarm's remedy branches on it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum GateFault {
+    /// The gates bucket could not be read.
+    BucketUnreadable { message: String },
+    /// The cursor row does not parse.
+    CursorMalformed { key: String, message: String },
+    /// The cursor is past the log's last sequence: the log was restored.
+    CursorPastLog {
+        key: String,
+        cursor: u64,
+        last_seq: u64,
+    },
+    /// The duty holder's absorption failed this tick.
+    AbsorbFailed { message: String },
+}
+
+impl std::fmt::Display for GateFault {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GateFault::BucketUnreadable { message } => write!(f, "{message}"),
+            GateFault::CursorMalformed { message, .. } => write!(f, "{message}"),
+            GateFault::CursorPastLog {
+                key,
+                cursor,
+                last_seq,
+            } => write!(
+                f,
+                "the cursor {key} is at {cursor}, past the log's last sequence {last_seq}"
+            ),
+            GateFault::AbsorbFailed { message } => write!(f, "absorbing failed: {message}"),
+        }
+    }
+}
+
+/// What bounded the purge below `trim_to` (`purge_clamped_by`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PurgeClamp {
+    /// The gates view's cursor (or the lack of one).
+    Gates,
+    /// A hold re-read just before the purge.
+    Hold,
+    /// A live data node re-read just before the purge.
+    Presence,
+    /// The proof that every purged record is older than `min_age`.
+    Age,
+}
+
+/// Why a domain is NOT READY: nothing is concluded or purged on it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NotReady {
+    /// The live stream's `created` is not the generation's.
+    Recreated,
+    /// A counted node's position is past the log's end.
+    AheadOfLog,
+    /// The floors row does not parse.
+    FloorUnreadable { error: String },
+}
+
+impl std::fmt::Display for NotReady {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            NotReady::Recreated => f.write_str("wrong_stream (recreated)"),
+            NotReady::AheadOfLog => f.write_str("wrong_stream (ahead_of_log)"),
+            NotReady::FloorUnreadable { error } => write!(f, "floor_unreadable ({error})"),
+        }
+    }
+}
+
+/// On the wire (the floors row, `status --json`) the reason is its words.
+impl Serialize for NotReady {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
 }
 
 /// What a dry run would have purged.
@@ -184,7 +269,7 @@ pub struct Answer {
     pub last_seq: u64,
     /// `wrong_stream (recreated)`, `wrong_stream (ahead_of_log)`, or
     /// `floor_unreadable`; null when ready.
-    pub not_ready: Option<String>,
+    pub not_ready: Option<NotReady>,
     /// The gates bucket could not be read: nobody was treated as evicted.
     pub evictions_unreadable: bool,
     /// The node table. Shown by `status`, never published: the floors row
@@ -210,6 +295,10 @@ pub struct Answer {
     /// absorbed the log, and records it skipped. The purge never passes an
     /// unabsorbed gate record.
     pub gate_view: Option<GateView>,
+    /// What bounded the purge below `trim_to`: the gates view (known when
+    /// the answer is computed), or a pin or the age proof found just
+    /// before the purge. Null when nothing did.
+    pub purge_clamped_by: Option<PurgeClamp>,
     pub by: String,
     pub session: String,
     pub at: Instant,
@@ -248,6 +337,31 @@ pub struct PublishedFloor {
     pub session: String,
     #[serde(default)]
     pub by: String,
+    /// The holder's gates view as published: its fault carries over to
+    /// readers that do not absorb (status, other sidecars). Read leniently:
+    /// a field that only informs must never make the row unreadable.
+    #[serde(default, deserialize_with = "lenient")]
+    pub gate_view: Option<PublishedGateView>,
+}
+
+/// The part of a published gates view the next reader needs.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PublishedGateView {
+    #[serde(default)]
+    pub absorbed_to: Option<u64>,
+    #[serde(default)]
+    pub error: Option<GateFault>,
+    #[serde(default)]
+    pub since: Option<Instant>,
+}
+
+/// `None` for a value that does not have `T`'s shape, instead of failing
+/// the whole row.
+fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
+    d: D,
+) -> Result<Option<T>, D::Error> {
+    let v = serde_json::Value::deserialize(d)?;
+    Ok(serde_json::from_value(v).ok())
 }
 
 impl PublishedFloor {
@@ -278,10 +392,10 @@ pub fn compute(
     // The generation this answer belongs to, and whether the live stream is
     // the one the floor was published for.
     let live_created = read.stream.as_ref().ok().map(|s| s.created);
-    let mut not_ready: Option<String> = None;
+    let mut not_ready: Option<NotReady> = None;
     let (generation, gen_created, prev_floor, prev_state, prev_held) = match &previous {
         Err(e) => {
-            not_ready = Some(format!("floor_unreadable ({e})"));
+            not_ready = Some(NotReady::FloorUnreadable { error: e.clone() });
             (0, live_created, None, FloorState::None, None)
         }
         Ok(None) => (0, live_created, None, FloorState::None, None),
@@ -305,8 +419,11 @@ pub fn compute(
         _ => false,
     };
     if recreated && not_ready.is_none() {
-        not_ready = Some("wrong_stream (recreated)".into());
+        not_ready = Some(NotReady::Recreated);
     }
+    // The incarnation the gates view belongs to: the live stream at the
+    // domain's generation (unknown when either is).
+    let incarnation = super::incarnation(rows, stream, read);
 
     let state = read.stream.as_ref().ok();
     let set = counted_set(
@@ -317,13 +434,14 @@ pub fn compute(
             number: generation,
             created: gen_created,
         },
+        incarnation,
         policy.fence_window,
         now,
     );
 
     let applied = terms::applied(stream, &set);
     if !set.ahead.is_empty() && not_ready.is_none() {
-        not_ready = Some("wrong_stream (ahead_of_log)".into());
+        not_ready = Some(NotReady::AheadOfLog);
     }
     let min_hold = terms::min_hold(stream, &rows.holds, now);
     let (backup, backup_age) = terms::backup_floor(stream, &rows.backups, policy, gen_created, now);
@@ -413,7 +531,7 @@ pub fn compute(
         (1.0 - bytes as f64 / soft_ceiling_bytes as f64).max(0.0)
     };
 
-    Answer {
+    let mut answer = Answer {
         domain: domain.name.clone(),
         stream: stream.to_string(),
         generation,
@@ -445,25 +563,104 @@ pub fn compute(
             .as_ref()
             .ok()
             .and_then(|p| p.as_ref().map(|(p, _)| p.at)),
-        gate_view: domain
-            .gate_subject
-            .as_ref()
-            .map(|_| gate_view(rows, stream)),
+        gate_view: domain.gate_subject.as_ref().map(|_| {
+            gate_view(
+                rows,
+                stream,
+                incarnation,
+                last_seq,
+                read.absorbed.as_ref(),
+                previous
+                    .as_ref()
+                    .ok()
+                    .and_then(|p| p.as_ref())
+                    .and_then(|(p, _)| p.gate_view.as_ref()),
+                at,
+            )
+        }),
+        purge_clamped_by: None,
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,
+    };
+    if super::licensed_purge(&answer).is_some()
+        && super::purge_target(&answer) < super::licensed_purge(&answer)
+    {
+        answer.purge_clamped_by = Some(PurgeClamp::Gates);
     }
+    answer
 }
 
-fn gate_view(rows: &ParsedRows, stream: &str) -> GateView {
-    let cursor = rows
-        .gates
-        .as_ref()
-        .ok()
-        .and_then(|g| g.cursors.get(stream))
-        .cloned();
+/// The gates view of `stream` as this read sees it (floor.md, The gates
+/// view and the purge): the cursor of this incarnation, or why there is
+/// none it can prove.
+fn gate_view(
+    rows: &ParsedRows,
+    stream: &str,
+    incarnation: Option<Incarnation>,
+    last_seq: u64,
+    absorbed: Option<&Result<(), String>>,
+    published: Option<&PublishedGateView>,
+    now: Instant,
+) -> GateView {
+    let key = crate::gate::Cursor::key(stream);
+    let mut absorbed_to = None;
+    let mut skipped = Vec::new();
+    let mut error = None;
+    match &rows.gates {
+        Err(e) => {
+            error = Some(GateFault::BucketUnreadable {
+                message: e.to_string(),
+            })
+        }
+        Ok(g) => match g.cursors.get(stream) {
+            None => {}
+            Some(Err(message)) => {
+                error = Some(GateFault::CursorMalformed {
+                    key,
+                    message: message.clone(),
+                })
+            }
+            // Another incarnation's cursor proves nothing about this one.
+            Some(Ok(c)) if !incarnation.is_some_and(|i| c.belongs_to(&i)) => {}
+            Some(Ok(c)) if c.seq > last_seq => {
+                error = Some(GateFault::CursorPastLog {
+                    key,
+                    cursor: c.seq,
+                    last_seq,
+                });
+            }
+            Some(Ok(c)) => {
+                absorbed_to = Some(c.seq);
+                skipped = c.skipped.clone();
+            }
+        },
+    }
+    match absorbed {
+        Some(Err(message)) if error.is_none() => {
+            error = Some(GateFault::AbsorbFailed {
+                message: message.clone(),
+            })
+        }
+        // A reader that does not absorb (status, a sidecar without the
+        // duty) keeps the holder's finding while the view has not moved.
+        None if error.is_none() => {
+            if let Some(p) = published.filter(|p| p.absorbed_to == absorbed_to) {
+                error = p.error.clone();
+            }
+        }
+        _ => {}
+    }
+    let since = error.as_ref().map(|_| {
+        published
+            .filter(|p| p.error.is_some())
+            .and_then(|p| p.since)
+            .unwrap_or(now)
+    });
     GateView {
-        absorbed_to: cursor.as_ref().map(|c| c.seq),
-        skipped: cursor.map(|c| c.skipped).unwrap_or_default(),
+        absorbed_to,
+        skipped,
+        error,
+        since,
     }
 }

@@ -11,7 +11,9 @@ use chrono::{DateTime, Utc};
 use super::answer::{NodeRow, NodeState};
 use super::parsed::{ByNode, ParsedRows};
 use super::StreamState;
-use crate::rows::{GateRow, GateState, Instant, PositionRow, PositionStatus, PresenceRow};
+use crate::rows::{
+    GateRow, GateState, Incarnation, Instant, PositionRow, PositionStatus, PresenceRow,
+};
 
 /// Why a counted node is assumed to hold nothing; worded only when it binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -77,6 +79,7 @@ pub fn counted_set<'a>(
     rows: &'a ParsedRows,
     state: Option<&StreamState>,
     generation: Generation,
+    incarnation: Option<Incarnation>,
     fence_window: Duration,
     now: DateTime<Utc>,
 ) -> CountedSet<'a> {
@@ -92,9 +95,11 @@ pub fn counted_set<'a>(
             &empty
         }
     };
+    // A gate row of another incarnation of the log never applies (the next
+    // gate on that node in this one replaces it).
     let gate_state = |node: &str| -> Option<NodeState> {
         let g = gates.get(node)?;
-        if g.state != GateState::Evicted {
+        if g.state != GateState::Evicted || !incarnation.is_some_and(|i| g.belongs_to(&i)) {
             return None;
         }
         Some(if now.signed_duration_since(g.landed_at.0) > fence {

@@ -19,13 +19,13 @@ use std::time::Duration;
 /// The retention answer for one domain.
 pub use answer::compute;
 pub use answer::{
-    Answer, FloorState, GateView, NodeRow, NodeState, PublishedFloor, Term, TermName, TermState,
-    WouldPurge,
+    Answer, FloorState, GateFault, GateView, NodeRow, NodeState, NotReady, PublishedFloor,
+    PurgeClamp, Term, TermName, TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;
 
 use crate::config::{BackupPolicy, Config};
-use crate::rows::Instant;
+use crate::rows::{Incarnation, Instant};
 
 /// One KV entry as read: key, raw value, revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -95,6 +95,10 @@ pub struct DomainRead {
     /// The first retained sequence stamped at or after `now - min_age`;
     /// `Ok(None)` when every retained record is older (or none is retained).
     pub young_seq: Result<Option<u64>, String>,
+    /// For a domain with a `gate_subject`, when this reader brought the
+    /// gates view up to date (the duty holder): whether that worked.
+    /// `None` when it did not try.
+    pub absorbed: Option<Result<(), String>>,
 }
 
 /// The policy the answer is computed under, taken from the configuration.
@@ -128,11 +132,10 @@ impl Policy {
     }
 }
 
-/// The purge the answer licenses: the `seq` to send (keep sequences `>=`
-/// it), or `None` when there is nothing to do. This is the only place a
-/// purge target is made, and it can never be 0 (a full purge) nor past
-/// `last_seq + 1` (which would renumber the stream).
-pub fn purge_target(answer: &Answer) -> Option<u64> {
+/// The purge `trim_to` alone licenses: the `seq` to send (keep sequences
+/// `>=` it), or `None` when there is nothing to do. It can never be 0 (a
+/// full purge) nor past `last_seq + 1` (which would renumber the stream).
+pub fn licensed_purge(answer: &Answer) -> Option<u64> {
     if answer.not_ready.is_some() || answer.dry_run || answer.stream_error.is_some() {
         return None;
     }
@@ -144,6 +147,45 @@ pub fn purge_target(answer: &Answer) -> Option<u64> {
         return None;
     }
     check_purge(answer.trim_to, answer.first_seq, answer.last_seq)
+}
+
+/// The purge the answer licenses once the gates view clamps it: on a domain
+/// with a `gate_subject`, never past a gate record the view has not
+/// absorbed in this incarnation (`min(trim_to, absorbed_to) + 1`), and
+/// nothing at all without a cursor it can prove. This is the only place a
+/// purge target is made; pins re-read before the purge and the age proof
+/// may only lower it ([`clamp`]).
+pub fn purge_target(answer: &Answer) -> Option<u64> {
+    licensed_purge(answer)?;
+    let upto = match &answer.gate_view {
+        None => answer.trim_to,
+        Some(view) => answer.trim_to.min(view.absorbed_to?),
+    };
+    check_purge(upto, answer.first_seq, answer.last_seq)
+}
+
+/// Lowers a purge target to keep every sequence from `keep_from` on (a pin
+/// found just before the purge). `None` when nothing may go any more.
+pub fn clamp(target: u64, keep_from: u64) -> Option<u64> {
+    let t = target.min(keep_from);
+    (t > 1).then_some(t)
+}
+
+/// The incarnation of `stream` a read belongs to: the live stream's
+/// `created` at the domain's generation (the floors row's, 0 before the
+/// first row). `None` when either cannot be read. The gates view and the
+/// gate rows that apply are this incarnation's.
+pub fn incarnation(rows: &ParsedRows, stream: &str, read: &DomainRead) -> Option<Incarnation> {
+    let stream_created = read.stream.as_ref().ok()?.created;
+    let generation = match rows.published(stream) {
+        Ok(Some((p, _))) => p.generation,
+        Ok(None) => 0,
+        Err(_) => return None,
+    };
+    Some(Incarnation {
+        stream_created,
+        generation,
+    })
 }
 
 /// `Some(trim_to + 1)` exactly when `first_seq < trim_to + 1 <= last_seq + 1`.

@@ -29,11 +29,13 @@ pub struct Backups {
 }
 
 /// The gates bucket: the gate in force per stream and node (rows that do
-/// not parse evict nobody, so they are dropped), and each log's cursor.
+/// not parse evict nobody, so they are dropped), and each log's cursor (a
+/// cursor that does not parse is kept as its error: it proves nothing, and
+/// the purge stops).
 #[derive(Debug, Clone, Default)]
 pub struct Gates {
     pub rows: BTreeMap<String, BTreeMap<String, GateRow>>,
-    pub cursors: BTreeMap<String, Cursor>,
+    pub cursors: BTreeMap<String, Result<Cursor, String>>,
 }
 
 /// Stream → the holds on it.
@@ -110,9 +112,7 @@ pub fn add_snapshot(m: &mut ByNode<SnapshotRow>, k: &str, v: &[u8], _: u64) {
 
 pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
     if let Some(stream) = k.strip_prefix(CURSOR_PREFIX) {
-        if let Ok(c) = serde_json::from_slice::<Cursor>(v) {
-            g.cursors.insert(stream.to_string(), c);
-        }
+        g.cursors.insert(stream.to_string(), Cursor::parse(k, v));
     } else if !k.starts_with(OP_PREFIX) {
         // A gate row that does not parse evicts nobody: the safe way.
         if let Ok(row) = GateRow::parse(k, v) {

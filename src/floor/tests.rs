@@ -35,6 +35,7 @@ pub(crate) struct World {
     pub stream: Result<StreamState, String>,
     pub feed: Option<Result<FeedState, String>>,
     pub young: Result<Option<u64>, String>,
+    pub absorbed: Option<Result<(), String>>,
     pub policy: Policy,
     pub domain: Domain,
 }
@@ -61,6 +62,7 @@ impl World {
             }),
             feed: None,
             young: Ok(None),
+            absorbed: None,
             policy: Policy {
                 min_age: Duration::from_secs(7 * 86400),
                 backup_floor: BackupPolicy::Engine,
@@ -159,8 +161,20 @@ impl World {
         let op = crate::rows::OpId::mint(now());
         self.gates.get_or_insert_with(Vec::new).push((
             format!("{S}.{node}"),
-            json!({"node": node, "stream": S, "state": state, "op_id": op.as_str(), "seq": 5, "landed_at": ts(-landed_ago), "by": "alice"}).to_string(),
+            json!({"node": node, "stream": S, "state": state, "op_id": op.as_str(), "seq": 5, "landed_at": ts(-landed_ago), "by": "alice", "stream_created": CREATED, "generation": 0}).to_string(),
         ));
+        self
+    }
+
+    /// The domain takes gate records, and its gates view's cursor is
+    /// `cursor` (a JSON row; `None`: no cursor yet).
+    pub fn gated(&mut self, cursor: Option<serde_json::Value>) -> &mut Self {
+        self.domain.gate_subject = Some("crewlet.tracker.gate".into());
+        let rows = self.gates.get_or_insert_with(Vec::new);
+        rows.retain(|(k, _)| !k.starts_with("_absorbed."));
+        if let Some(c) = cursor {
+            rows.push((format!("_absorbed.{S}"), c.to_string()));
+        }
         self
     }
 
@@ -202,6 +216,7 @@ impl World {
             stream: self.stream.clone(),
             feed: self.feed.clone(),
             young_seq: self.young.clone(),
+            absorbed: self.absorbed.clone(),
         };
         compute(
             &self.domain,
@@ -712,7 +727,7 @@ fn generations() {
     let mut w = World::new();
     w.floor_row(json!({"stream": S, "generation": 0, "stream_created": "2026-11-01T00:00:00Z", "floor": 500, "trim_floor_state": "published", "at": ts(-10)}));
     let a = w.answer();
-    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (recreated)"));
+    assert_eq!(a.not_ready, Some(crate::floor::NotReady::Recreated));
     assert_eq!(a.trim_to, 0);
     assert_eq!(a.floor, Some(500));
     assert_eq!(
@@ -727,7 +742,7 @@ fn ahead_of_log_and_log_diverged() {
     let mut w = World::new();
     w.node("node-2", true, Some(1001));
     let a = w.answer();
-    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (ahead_of_log)"));
+    assert_eq!(a.not_ready, Some(crate::floor::NotReady::AheadOfLog));
     check(&a, TermName::Applied, "unreadable");
     assert!(reason(&a, TermName::Applied).contains("node-2 reports position 1001"));
     assert_eq!(
@@ -829,15 +844,112 @@ fn held_since_starts_when_blocked_and_is_kept() {
     assert_eq!(clear.answer().held_since, None);
 }
 
+/// A cursor row of this incarnation at `seq`.
+fn cursor(seq: u64) -> serde_json::Value {
+    json!({"stream": S, "seq": seq, "skipped": [], "stream_created": CREATED, "generation": 0})
+}
+
+#[test]
+fn the_purge_never_passes_the_gates_cursor() {
+    // Every term permits 800 (the backup); the view has absorbed up to 500.
+    let mut w = World::new();
+    w.gated(Some(cursor(500)));
+    let a = w.answer();
+    assert_eq!(a.trim_to, 800);
+    assert_eq!(licensed_purge(&a), Some(801));
+    assert_eq!(purge_target(&a), Some(501));
+    assert_eq!(a.purge_clamped_by, Some(PurgeClamp::Gates));
+    assert_eq!(a.gate_view.as_ref().and_then(|v| v.error.clone()), None);
+
+    // A cursor past trim_to clamps nothing.
+    w.gated(Some(cursor(1000)));
+    let a = w.answer();
+    assert_eq!(purge_target(&a), Some(801));
+    assert_eq!(a.purge_clamped_by, None);
+
+    // No cursor yet: nothing is purged, and it is not a fault.
+    w.gated(None);
+    let a = w.answer();
+    assert_eq!(purge_target(&a), None);
+    assert_eq!(a.purge_clamped_by, Some(PurgeClamp::Gates));
+    assert_eq!(a.gate_view.as_ref().and_then(|v| v.error.clone()), None);
+}
+
+#[test]
+fn a_cursor_it_cannot_prove_purges_nothing_and_says_why() {
+    let fault = |w: &World| {
+        let a = w.answer();
+        assert_eq!(purge_target(&a), None, "nothing purged");
+        a.gate_view.and_then(|v| v.error)
+    };
+    let mut w = World::new();
+    w.gated(Some(json!({"bogus": true})));
+    assert!(
+        matches!(fault(&w), Some(GateFault::CursorMalformed { key, .. }) if key == format!("_absorbed.{S}"))
+    );
+    // Another incarnation's cursor (the stream was recreated, or a
+    // reanchor opened generation 1) proves nothing about this one.
+    let mut other = cursor(900);
+    other["generation"] = json!(1);
+    w.gated(Some(other));
+    assert_eq!(fault(&w), None);
+    let mut old = cursor(900);
+    old["stream_created"] = json!("2026-10-01T00:00:00Z");
+    w.gated(Some(old));
+    assert_eq!(fault(&w), None);
+    let mut legacy = cursor(900);
+    legacy.as_object_mut().map(|o| o.remove("stream_created"));
+    w.gated(Some(legacy));
+    assert_eq!(
+        fault(&w),
+        None,
+        "a cursor without its incarnation proves nothing"
+    );
+    // Past the log's end: the log was restored.
+    w.gated(Some(cursor(1001)));
+    assert!(matches!(
+        fault(&w),
+        Some(GateFault::CursorPastLog {
+            cursor: 1001,
+            last_seq: 1000,
+            ..
+        })
+    ));
+    // The holder's absorption failed: a fault, and the cursor it last
+    // proved still bounds the purge.
+    w.gated(Some(cursor(500)));
+    let mut read_failed = w.clone();
+    read_failed.absorbed = Some(Err("gates bucket: timed out".into()));
+    let a = read_failed.answer();
+    assert_eq!(purge_target(&a), Some(501));
+    assert!(matches!(
+        a.gate_view.and_then(|v| v.error),
+        Some(GateFault::AbsorbFailed { .. })
+    ));
+}
+
+#[test]
+fn gate_rows_of_another_incarnation_evict_nobody() {
+    let mut w = World::new();
+    w.node("node-4", false, Some(10));
+    w.gates = Some(vec![(
+        format!("{S}.node-4"),
+        json!({"node": "node-4", "stream": S, "state": "evicted", "op_id": crate::rows::OpId::mint(now()).as_str(), "seq": 5, "landed_at": ts(-600), "by": "alice", "stream_created": "2026-10-01T00:00:00Z", "generation": 0}).to_string(),
+    )]);
+    let a = w.answer();
+    assert_eq!(a.trim_to, 10, "node-4 is still counted");
+}
+
 #[test]
 fn an_unreadable_floors_row_blocks() {
     let mut w = World::new();
     w.floors = Some(vec![(S.into(), "not json".into())]);
     let a = w.answer();
     assert!(
-        a.not_ready
-            .as_deref()
-            .is_some_and(|n| n.starts_with("floor_unreadable")),
+        matches!(
+            a.not_ready,
+            Some(crate::floor::NotReady::FloorUnreadable { .. })
+        ),
         "{:?}",
         a.not_ready
     );

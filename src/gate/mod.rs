@@ -10,7 +10,7 @@ use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
 use crate::rows::{
-    check_node_id, GateRecordBody, GateRow, GateSign, GateState, Instant, OpId, OpRow,
+    check_node_id, GateRecordBody, GateRow, GateSign, GateState, Incarnation, Instant, OpId, OpRow,
 };
 
 /// Why a gesture was refused, with its exit code (floor.md, Exit codes).
@@ -239,11 +239,39 @@ pub struct Cursor {
     /// The most recent records skipped as malformed (at most 20).
     #[serde(default)]
     pub skipped: Vec<Skipped>,
+    /// The incarnation of the log `seq` counts in. A cursor of another
+    /// incarnation (or one written before cursors carried it) proves
+    /// nothing about this log: the view starts afresh from its first
+    /// sequence.
+    #[serde(default)]
+    pub stream_created: Option<Instant>,
+    #[serde(default)]
+    pub generation: Option<u64>,
 }
 
 impl Cursor {
     pub fn key(stream: &str) -> String {
         format!("{CURSOR_PREFIX}{stream}")
+    }
+
+    /// Whether the cursor counts in incarnation `i` of its log.
+    pub fn belongs_to(&self, i: &Incarnation) -> bool {
+        self.stream_created == Some(i.stream_created) && self.generation == Some(i.generation)
+    }
+
+    /// Parses a cursor row strictly: a malformed cursor is an error that
+    /// names its key, never a view that starts over (that would purge
+    /// records it has not read).
+    pub fn parse(key: &str, body: &[u8]) -> Result<Cursor, String> {
+        let c: Cursor =
+            serde_json::from_slice(body).map_err(|e| format!("gates key {key}: {e}"))?;
+        if Cursor::key(&c.stream) != key {
+            return Err(format!(
+                "gates key {key}: the row names stream {}",
+                c.stream
+            ));
+        }
+        Ok(c)
     }
 }
 
@@ -286,12 +314,21 @@ fn parse_record(r: &LogRecord) -> Result<GateRecordBody, String> {
 /// the new cursor.
 pub fn absorb(
     stream: &str,
+    incarnation: Incarnation,
     view: &View,
     previous: Option<&Cursor>,
     records: &[LogRecord],
     scanned_to: u64,
 ) -> Absorbed {
-    let mut gates = view.gates.clone();
+    // A cursor of another incarnation proves nothing here: start afresh.
+    let previous = previous.filter(|c| c.belongs_to(&incarnation));
+    // Rows of another incarnation never apply: any record replaces them.
+    let mut gates: BTreeMap<String, GateRow> = view
+        .gates
+        .iter()
+        .filter(|(_, g)| g.belongs_to(&incarnation))
+        .map(|(n, g)| (n.clone(), g.clone()))
+        .collect();
     let mut ops = view.ops.clone();
     let mut changed_gates: BTreeMap<String, GateRow> = BTreeMap::new();
     let mut changed_ops: BTreeMap<String, OpRow> = BTreeMap::new();
@@ -324,19 +361,27 @@ pub fn absorb(
                         seq: r.seq,
                         reason: format!("duplicate of operation {} already at {at}", body.op_id),
                     });
+                    continue;
                 }
-                continue;
             }
         }
-        let mut op = ops.get(&body.op_id).cloned().unwrap_or(OpRow {
-            op_id: body.op_id.clone(),
-            sign: body.kind,
-            node: body.node.clone(),
-            logs: BTreeMap::new(),
-        });
-        op.logs.insert(stream.to_string(), r.seq);
-        ops.insert(op.op_id.clone(), op.clone());
-        changed_ops.insert(op.op_id.clone(), op);
+        // The same record read again (a fresh view of a re-anchored log
+        // re-reads what an earlier generation absorbed) leaves the
+        // operation as it is but still makes the gate row of this view.
+        let known = ops
+            .get(&body.op_id)
+            .is_some_and(|op| op.logs.get(stream) == Some(&r.seq));
+        if !known {
+            let mut op = ops.get(&body.op_id).cloned().unwrap_or(OpRow {
+                op_id: body.op_id.clone(),
+                sign: body.kind,
+                node: body.node.clone(),
+                logs: BTreeMap::new(),
+            });
+            op.logs.insert(stream.to_string(), r.seq);
+            ops.insert(op.op_id.clone(), op.clone());
+            changed_ops.insert(op.op_id.clone(), op);
+        }
         // Log order decides: a later record on the same node wins.
         if gates.get(&body.node).is_none_or(|g| g.seq < r.seq) {
             let row = GateRow {
@@ -352,6 +397,8 @@ pub fn absorb(
                 by: body.by.clone(),
                 force: body.force,
                 reason: body.reason.clone(),
+                stream_created: Some(incarnation.stream_created),
+                generation: Some(incarnation.generation),
             };
             gates.insert(body.node.clone(), row.clone());
             changed_gates.insert(body.node.clone(), row);
@@ -365,6 +412,8 @@ pub fn absorb(
         stream: stream.to_string(),
         seq: to,
         skipped: all_skipped[keep_from..].to_vec(),
+        stream_created: Some(incarnation.stream_created),
+        generation: Some(incarnation.generation),
     };
     Absorbed {
         gates: changed_gates.into_values().collect(),

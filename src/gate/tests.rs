@@ -179,7 +179,7 @@ fn absorption_follows_log_order() {
         log_record(12, &b, GateSign::Evict, "node-4"),
         log_record(20, &a.clone(), GateSign::Evict, "node-4"), // a resend after the duplicate window
     ];
-    let out = absorb("S", &View::default(), None, &records, 25);
+    let out = absorb("S", inc(0), &View::default(), None, &records, 25);
     assert_eq!(out.gates.len(), 1, "one row per node: {:?}", out.gates);
     assert_eq!(out.gates[0].op_id, b.as_str(), "the later record wins");
     assert_eq!(out.gates[0].seq, 12);
@@ -200,8 +200,66 @@ fn absorption_follows_log_order() {
     for o in &out.ops {
         view.ops.insert(o.op_id.clone(), o.clone());
     }
-    let again = absorb("S", &view, None, &records[..2], 25);
+    let again = absorb("S", inc(0), &view, None, &records[..2], 25);
     assert!(again.gates.is_empty() && again.ops.is_empty(), "{again:?}");
+}
+
+/// Incarnation `generation` of the test log "S".
+fn inc(generation: u64) -> crate::rows::Incarnation {
+    crate::rows::Incarnation {
+        stream_created: Instant(now() - chrono::Duration::days(1)),
+        generation,
+    }
+}
+
+#[test]
+fn a_view_belongs_to_one_incarnation() {
+    let a = OpId::mint(now());
+    let b = OpId::mint(now() + chrono::Duration::seconds(1));
+    let old = absorb(
+        "S",
+        inc(0),
+        &View::default(),
+        None,
+        &[log_record(30, &a, GateSign::Evict, "node-4")],
+        30,
+    );
+    let cursor = old.cursor.clone().expect("cursor");
+    assert!(cursor.belongs_to(&inc(0)) && !cursor.belongs_to(&inc(1)));
+    let mut view = View::default();
+    for g in &old.gates {
+        view.gates.insert(g.node.clone(), g.clone());
+    }
+    for o in &old.ops {
+        view.ops.insert(o.op_id.clone(), o.clone());
+    }
+    // The next generation: the old cursor (at 30) does not hide record 6,
+    // and the old row (at 30) does not outrank it.
+    let new = absorb(
+        "S",
+        inc(1),
+        &view,
+        Some(&cursor),
+        &[log_record(6, &b, GateSign::Readmit, "node-4")],
+        6,
+    );
+    assert_eq!(new.gates.len(), 1, "{new:?}");
+    assert_eq!(new.gates[0].seq, 6);
+    assert_eq!(new.gates[0].state, GateState::Admitted);
+    assert_eq!(new.gates[0].generation, Some(1));
+    assert_eq!(new.cursor.expect("cursor").seq, 6);
+    // A restored log re-anchored with its records intact: the record an
+    // earlier generation absorbed makes this generation's row too.
+    let again = absorb(
+        "S",
+        inc(1),
+        &view,
+        Some(&cursor),
+        &[log_record(30, &a, GateSign::Evict, "node-4")],
+        30,
+    );
+    assert_eq!(again.gates.len(), 1, "{again:?}");
+    assert!(again.ops.is_empty(), "the operation row already says 30");
 }
 
 #[test]
@@ -212,7 +270,7 @@ fn malformed_records_are_skipped_with_a_reason() {
     let mut lying = log_record(4, &a, GateSign::Evict, "node-4");
     lying.headers.insert(H_NODE.into(), "node-9".into());
     let good = log_record(5, &a, GateSign::Evict, "node-4");
-    let out = absorb("S", &View::default(), None, &[bad, lying, good], 5);
+    let out = absorb("S", inc(0), &View::default(), None, &[bad, lying, good], 5);
     assert_eq!(
         out.skipped.iter().map(|s| s.seq).collect::<Vec<_>>(),
         [3, 4]
@@ -246,6 +304,8 @@ fn op_reuse_and_superseded() {
         by: "x".into(),
         force: false,
         reason: String::new(),
+        stream_created: Some(inc(0).stream_created),
+        generation: Some(0),
     };
     assert_eq!(
         prior(&a, GateSign::Evict, "node-4", None, &BTreeMap::new()),

@@ -316,8 +316,8 @@ async fn a_log_restored_from_an_older_copy_is_not_ready() {
     assert_eq!(now_created, created, "a restore keeps the stream's created");
     let r = f.sidecar().await.tick().await;
     assert_eq!(
-        r.domains[0].answer.not_ready.as_deref(),
-        Some("wrong_stream (ahead_of_log)")
+        r.domains[0].answer.not_ready,
+        Some(crewlet::floor::NotReady::AheadOfLog)
     );
     assert_eq!(
         f.first_seq().await,

@@ -8,6 +8,7 @@ mod connect;
 mod examples;
 mod faults;
 mod gates;
+mod holes;
 mod init;
 mod model;
 mod run;

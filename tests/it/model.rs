@@ -379,7 +379,7 @@ async fn build(
         if node.gate > 0 {
             let landed = if node.gate == 1 { ts(-10) } else { ts(-600) };
             let op = crewlet::rows::OpId::mint(chrono::Utc::now());
-            put(&gates, format!("{stream}.{name}"), json!({"node": name, "stream": stream, "state": "evicted", "op_id": op.as_str(), "seq": 1, "landed_at": landed, "by": "t"}).to_string()).await;
+            put(&gates, format!("{stream}.{name}"), json!({"node": name, "stream": stream, "state": "evicted", "op_id": op.as_str(), "seq": 1, "landed_at": landed, "by": "t", "stream_created": &created, "generation": 0}).to_string()).await;
         }
         match node.snapshot {
             None => {}

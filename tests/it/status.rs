@@ -248,6 +248,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "not_ready",
         "published",
         "published_at",
+        "purge_clamped_by",
         "reserve_bytes",
         "session",
         "soft_ceiling_bytes",

@@ -346,7 +346,7 @@ async fn a_recreated_stream_is_not_ready_until_reanchored() {
     assert_ne!(old_created, new_created);
     let r = sidecar.tick().await;
     let a = &r.domains[0].answer;
-    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (recreated)"));
+    assert_eq!(a.not_ready, Some(crewlet::floor::NotReady::Recreated));
     assert_eq!(
         f.first_seq().await,
         1,
@@ -436,7 +436,7 @@ async fn positions_past_the_log_end_are_not_ready() {
     f.healthy(&[("node-1", 100), ("node-2", 150)], 95).await;
     let r = f.sidecar().await.tick().await;
     let a = &r.domains[0].answer;
-    assert_eq!(a.not_ready.as_deref(), Some("wrong_stream (ahead_of_log)"));
+    assert_eq!(a.not_ready, Some(crewlet::floor::NotReady::AheadOfLog));
     assert!(term_state(&r, TermName::Applied).contains("node-2 reports position 150"));
     assert_eq!(f.first_seq().await, 1);
     assert!(r.alarms.iter().any(|al| al.alarm == "not_ready"));
@@ -449,7 +449,7 @@ async fn evicted_nodes_stop_counting_after_the_fence_window() {
     f.position("node-4", 10).await;
     f.snapshot("node-4", 10).await;
     let op = crewlet::rows::OpId::mint(chrono::Utc::now());
-    f.put("crewlet_gates", &format!("{STREAM}.node-4"), json!({"node": "node-4", "stream": STREAM, "state": "evicted", "op_id": op.as_str(), "seq": 3, "landed_at": ts(-1), "by": "alice"})).await;
+    f.put("crewlet_gates", &format!("{STREAM}.node-4"), json!({"node": "node-4", "stream": STREAM, "state": "evicted", "op_id": op.as_str(), "seq": 3, "landed_at": ts(-1), "by": "alice", "stream_created": f.created().await, "generation": 0})).await;
     let mut sidecar = f.sidecar().await;
     let r = sidecar.tick().await;
     assert_eq!(
