@@ -1,12 +1,17 @@
-//! The trim duty lease (floor.md, Trim duty; contract.md, duty): claimed
-//! with create, renewed every tick with update on the last revision, given
-//! up on shutdown by deleting with the last revision. The bucket's
-//! `max_age` is the TTL, so expiry is the broker's clock and a holder that
-//! dies is replaced within one TTL.
+//! The trim duty lease (floor.md, Trim duty and Fencing; contract.md, duty):
+//! claimed with create, renewed every tick with update on the last
+//! revision, given up on shutdown by deleting with the last revision. The
+//! bucket's `max_age` is the TTL, so expiry is the broker's clock and a
+//! holder that dies is replaced within one TTL.
+//!
+//! Every purge is fenced by a compare-and-set renewal immediately before it
+//! ([`Duty::fence`]): a read that a replica may answer proves nothing, an
+//! update on the revision we hold does. A renewal whose answer was lost is
+//! re-read and retried, not abandoned for a whole TTL.
 
-use async_nats::jetstream::kv;
 use chrono::Utc;
 
+use crate::broker::kv::{CasError, KvEntry};
 use crate::broker::Broker;
 use crate::rows::{DutyRow, Instant, OpId, DUTY_KEY};
 
@@ -38,7 +43,20 @@ pub struct Duty {
     claimed_at: Instant,
     /// The revision we last wrote, while we hold the lease.
     revision: Option<u64>,
+    /// The last renewal's answer was lost and could not be settled: the
+    /// lease may still be ours (the next renewal tells), but this tick
+    /// does not act on it.
+    unsettled: bool,
     may_claim: bool,
+}
+
+/// How a renewal ended.
+enum Renewed {
+    Held(u64),
+    /// Someone else wrote the key (or it expired): the lease is gone.
+    Lost,
+    /// No answer we can trust, and the re-read could not settle it.
+    Unknown(String),
 }
 
 impl Duty {
@@ -50,6 +68,7 @@ impl Duty {
             session: OpId::mint(now).to_string(),
             claimed_at: Instant(now),
             revision: None,
+            unsettled: false,
             may_claim,
         }
     }
@@ -66,8 +85,9 @@ impl Duty {
         &self.holder
     }
 
+    /// Whether this sidecar holds the duty for this tick.
     pub fn holds(&self) -> bool {
-        self.revision.is_some()
+        self.revision.is_some() && !self.unsettled
     }
 
     fn row(&self) -> Vec<u8> {
@@ -79,91 +99,128 @@ impl Duty {
         serde_json::to_vec(&row).unwrap_or_default()
     }
 
+    /// Whether `entry` is our lease (our session wrote it).
+    fn is_ours(&self, entry: &KvEntry) -> bool {
+        DutyRow::parse(DUTY_KEY, &entry.value).is_ok_and(|r| r.session == self.session)
+    }
+
+    /// An update on the revision we hold. A refused or unanswered update is
+    /// settled by re-reading the key: only this process writes our session,
+    /// so a key that carries it is our lease (an earlier write whose answer
+    /// was lost landed), and one more update on the revision read renews
+    /// it. Anything else is a lease lost.
+    async fn renew(&self, broker: &Broker, revision: u64) -> Renewed {
+        let mut revision = revision;
+        let mut last_error = String::new();
+        for _ in 0..3 {
+            match broker
+                .kv_update(&self.bucket, DUTY_KEY, self.row(), revision)
+                .await
+            {
+                Ok(rev) => return Renewed::Held(rev),
+                Err(e) => last_error = e.to_string(),
+            }
+            match broker.kv_entry(&self.bucket, DUTY_KEY).await {
+                Ok(Some(entry)) if self.is_ours(&entry) => revision = entry.revision,
+                Ok(_) => return Renewed::Lost,
+                Err(e) => return Renewed::Unknown(format!("{last_error}; re-reading: {e}")),
+            }
+        }
+        Renewed::Unknown(last_error)
+    }
+
     /// Renews a held lease, or tries to claim a free one. Call once per tick.
     pub async fn claim_or_renew(&mut self, broker: &Broker) -> DutyStatus {
-        let store = match broker.kv(&self.bucket).await {
-            Ok(s) => s,
-            Err(e) => {
-                self.revision = None;
-                return DutyStatus::Unknown(e);
-            }
-        };
+        self.unsettled = false;
         if let Some(rev) = self.revision {
-            match store.update(DUTY_KEY, self.row().into(), rev).await {
-                Ok(new_rev) => {
+            match self.renew(broker, rev).await {
+                Renewed::Held(new_rev) => {
                     self.revision = Some(new_rev);
                     return DutyStatus::Held;
                 }
-                Err(e) => {
+                Renewed::Lost => {
                     self.revision = None;
-                    if e.kind() != kv::UpdateErrorKind::WrongLastRevision {
-                        broker.forget_kv(&self.bucket);
-                        return DutyStatus::Unknown(format!("renewing the duty lease: {e}"));
-                    }
                     tracing::warn!(event = "duty_lost", session = %self.session, "the duty lease was taken or expired");
+                }
+                Renewed::Unknown(e) => {
+                    // Keep the revision: the next tick's renewal settles it.
+                    // This tick neither publishes nor purges.
+                    self.unsettled = true;
+                    return DutyStatus::Unknown(format!("renewing the duty lease: {e}"));
                 }
             }
         }
         if self.may_claim {
             self.claimed_at = Instant(Utc::now());
-            match store.create(DUTY_KEY, self.row().into()).await {
+            match broker.kv_create(&self.bucket, DUTY_KEY, self.row()).await {
                 Ok(rev) => {
                     self.revision = Some(rev);
                     tracing::info!(event = "duty_claimed", session = %self.session, holder = %self.holder, "claimed the trim duty");
                     return DutyStatus::Held;
                 }
-                Err(e) if e.kind() == kv::CreateErrorKind::AlreadyExists => {}
-                Err(e) => {
-                    broker.forget_kv(&self.bucket);
-                    return DutyStatus::Unknown(format!("claiming the duty lease: {e}"));
+                Err(CasError::Exists { .. }) | Err(CasError::Conflict { .. }) => {}
+                Err(CasError::Failed { reason, .. }) => {
+                    // The create may have landed: if the key is ours, so is
+                    // the lease.
+                    return match broker.kv_entry(&self.bucket, DUTY_KEY).await {
+                        Ok(Some(entry)) if self.is_ours(&entry) => {
+                            self.revision = Some(entry.revision);
+                            DutyStatus::Held
+                        }
+                        Ok(_) => Self::current_holder(broker, &self.bucket).await,
+                        Err(e) => DutyStatus::Unknown(format!(
+                            "claiming the duty lease: {reason}; re-reading: {e}"
+                        )),
+                    };
                 }
             }
         }
-        Self::current_holder(&store).await
+        Self::current_holder(broker, &self.bucket).await
     }
 
     /// Who holds the duty, without trying to claim it (for `status`).
     pub async fn observe(broker: &Broker, bucket: &str) -> DutyStatus {
-        match broker.kv(bucket).await {
-            Ok(store) => Self::current_holder(&store).await,
-            Err(e) => DutyStatus::Unknown(e),
-        }
+        Self::current_holder(broker, bucket).await
     }
 
-    async fn current_holder(store: &kv::Store) -> DutyStatus {
-        match store.entry(DUTY_KEY).await {
-            Ok(Some(entry)) if entry.operation == kv::Operation::Put => {
-                match DutyRow::parse(DUTY_KEY, &entry.value) {
-                    Ok(row) => DutyStatus::Other {
-                        holder: row.holder,
-                        session: row.session,
-                        claimed_at: row.claimed_at,
-                    },
-                    Err(e) => DutyStatus::Unknown(e.to_string()),
-                }
-            }
-            Ok(_) => DutyStatus::Free,
+    async fn current_holder(broker: &Broker, bucket: &str) -> DutyStatus {
+        match broker.kv_entry(bucket, DUTY_KEY).await {
+            Ok(Some(entry)) => match DutyRow::parse(DUTY_KEY, &entry.value) {
+                Ok(row) => DutyStatus::Other {
+                    holder: row.holder,
+                    session: row.session,
+                    claimed_at: row.claimed_at,
+                },
+                Err(e) => DutyStatus::Unknown(e.to_string()),
+            },
+            Ok(None) => DutyStatus::Free,
             Err(e) => DutyStatus::Unknown(format!("reading the duty lease: {e}")),
         }
     }
 
-    /// Fencing before a purge: the key is still at our revision, so nobody
-    /// has taken over since we renewed.
-    pub async fn still_held(&self, broker: &Broker) -> bool {
+    /// Fencing, immediately before a purge: a compare-and-set renewal on
+    /// the revision we hold. Only a successful write proves that nobody
+    /// has taken over; a refused one gives the duty up for this tick (the
+    /// next tick claims again), and purges nothing.
+    pub async fn fence(&mut self, broker: &Broker) -> bool {
         let Some(rev) = self.revision else {
             return false;
         };
-        let Ok(store) = broker.kv(&self.bucket).await else {
-            return false;
-        };
-        match store.entry(DUTY_KEY).await {
-            Ok(Some(entry)) => {
-                entry.revision == rev
-                    && entry.operation == kv::Operation::Put
-                    && DutyRow::parse(DUTY_KEY, &entry.value)
-                        .is_ok_and(|r| r.session == self.session)
+        match self.renew(broker, rev).await {
+            Renewed::Held(new_rev) => {
+                self.revision = Some(new_rev);
+                true
             }
-            _ => false,
+            Renewed::Lost => {
+                self.revision = None;
+                tracing::warn!(event = "duty_lost", session = %self.session, "the duty lease changed hands before the purge");
+                false
+            }
+            Renewed::Unknown(e) => {
+                self.unsettled = true;
+                tracing::warn!(event = "fence_failed", error = %e, "the duty lease could not be renewed before the purge; nothing purged");
+                false
+            }
         }
     }
 
@@ -172,15 +229,10 @@ impl Duty {
         let Some(rev) = self.revision.take() else {
             return;
         };
-        match broker.kv(&self.bucket).await {
-            Ok(store) => match store.delete_expect_revision(DUTY_KEY, Some(rev)).await {
-                Ok(()) => {
-                    tracing::info!(event = "duty_released", session = %self.session, "released the trim duty")
-                }
-                Err(e) => {
-                    tracing::warn!(event = "duty_release_failed", error = %e, "could not release the duty lease; it expires by itself")
-                }
-            },
+        match broker.kv_delete_at(&self.bucket, DUTY_KEY, rev).await {
+            Ok(()) => {
+                tracing::info!(event = "duty_released", session = %self.session, "released the trim duty")
+            }
             Err(e) => {
                 tracing::warn!(event = "duty_release_failed", error = %e, "could not release the duty lease; it expires by itself")
             }

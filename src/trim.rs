@@ -205,18 +205,24 @@ impl Sidecar {
             parsed.reparse_gates(&raw.gates);
         }
         let answers = compute_all(&self.config, &policy, &parsed, &reads, now);
-        let mut domains = Vec::with_capacity(answers.len());
-        for answer in answers {
-            let mut d = DomainTick {
+        let mut domains: Vec<DomainTick> = answers
+            .into_iter()
+            .map(|answer| DomainTick {
                 answer,
                 published: None,
                 purged: None,
-            };
-            if self.duty.holds() {
-                self.publish_and_purge(&parsed, &mut d).await;
+            })
+            .collect();
+        if self.duty.holds() {
+            // Publish every answer first, then purge: a tick whose answer
+            // could not be published deletes nothing.
+            for d in &mut domains {
+                self.publish(&parsed, d).await;
             }
-            log_domain(&d, self.duty.holds());
-            domains.push(d);
+            self.purge_all(&mut domains).await;
+        }
+        for d in &domains {
+            log_domain(d, self.duty.holds());
         }
         let policy = AlarmPolicy::from_config(&self.config);
         let view = duty_view(&duty, &self.duty);
@@ -284,7 +290,9 @@ impl Sidecar {
         touched
     }
 
-    async fn publish_and_purge(&self, rows: &ParsedRows, d: &mut DomainTick) {
+    /// Publishes the answer with compare-and-set on the revision read this
+    /// tick.
+    async fn publish(&self, rows: &ParsedRows, d: &mut DomainTick) {
         let a = &d.answer;
         let revision = match rows.published(&a.stream) {
             Ok(p) => p.map(|(_, rev)| rev),
@@ -295,35 +303,76 @@ impl Sidecar {
         if a.stream_error.is_some() {
             return;
         }
-        let body = match serde_json::to_vec(a) {
-            Ok(b) => b,
-            Err(e) => {
-                d.published = Some(Err(e.to_string()));
-                return;
-            }
-        };
-        match self
-            .broker
+        d.published = Some(self.write_row(a, revision).await);
+        if let Some(Err(e)) = &d.published {
+            tracing::warn!(event = "publish_failed", domain = %a.domain, error = %e, "the answer was not published; nothing is purged this tick");
+        }
+    }
+
+    async fn write_row(&self, a: &Answer, revision: Option<u64>) -> Result<u64, String> {
+        let body = floor::FloorsRow::from(a).to_bytes()?;
+        self.broker
             .put_if(&self.config.buckets.floors, &a.stream, body, revision)
             .await
-        {
-            Ok(rev) => d.published = Some(Ok(rev)),
-            Err(e) => {
-                tracing::warn!(event = "publish_failed", domain = %a.domain, error = %e, "the answer was not published; nothing is purged this tick");
-                d.published = Some(Err(e.to_string()));
-                return;
-            }
+            .map_err(|e| e.to_string())
+    }
+
+    /// The purges the published answers license, each lowered by the pins
+    /// re-read just before it and fenced by a compare-and-set on the duty
+    /// lease.
+    async fn purge_all(&mut self, domains: &mut [DomainTick]) {
+        let licensed = |d: &DomainTick| {
+            matches!(d.published, Some(Ok(_))) && floor::purge_target(&d.answer).is_some()
+        };
+        if !domains.iter().any(licensed) {
+            return;
         }
-        let (Some(target), Some(created)) = (floor::purge_target(a), a.stream_created) else {
+        failpoint("after_publish").await;
+        // Right after publishing and right before purging: a hold or a live
+        // data node that landed after this tick's read still bounds it.
+        let pins = self.broker.read_pins(&self.config.buckets).await;
+        let now = Utc::now();
+        for d in domains.iter_mut().filter(|d| licensed(d)) {
+            self.purge_one(d, &pins, now).await;
+        }
+    }
+
+    async fn purge_one(&mut self, d: &mut DomainTick, pins: &floor::Pins, now: DateTime<Utc>) {
+        let (Some(target), Some(created), Some(Ok(revision))) = (
+            floor::purge_target(&d.answer),
+            d.answer.stream_created,
+            d.published.clone(),
+        ) else {
             return;
         };
-        failpoint("after_publish");
-        // Fencing: purge only if nobody has taken the duty since we renewed.
-        if !self.duty.still_held(&self.broker).await {
-            tracing::warn!(event = "duty_lost", domain = %a.domain, "the duty lease changed hands before the purge; nothing purged");
-            d.purged = Some(Err("duty lost before the purge".into()));
+        let (target, pinned_by) = floor::clamp_to_pins(&d.answer, target, pins, now);
+        if let Some(by) = pinned_by {
+            // The row says what bounded the purge; the answer and its `at`
+            // are the same, so a hold waiting for a later tick is not
+            // misled by this write.
+            d.answer.purge_clamped_by = Some(by);
+            match self.write_row(&d.answer, Some(revision)).await {
+                Ok(rev) => d.published = Some(Ok(rev)),
+                Err(e) => {
+                    tracing::warn!(event = "publish_failed", domain = %d.answer.domain, error = %e, "the clamped answer was not published; nothing purged");
+                    d.purged = Some(Err(e));
+                    return;
+                }
+            }
+            tracing::info!(event = "purge_clamped", domain = %d.answer.domain, by = ?by, target = ?target, "a pin re-read before the purge bounds it");
+        }
+        let Some(target) = target else {
+            return;
+        };
+        // Fencing: a compare-and-set renewal of the lease, immediately
+        // before the purge.
+        if !self.duty.fence(&self.broker).await {
+            d.purged = Some(Err(
+                "the duty lease could not be renewed before the purge".into()
+            ));
             return;
         }
+        let a = &d.answer;
         match self.broker.purge_to(&a.stream, target - 1, created).await {
             Ok(n) => d.purged = Some(Ok(n)),
             Err(e) => {
@@ -415,13 +464,28 @@ fn log_domain(d: &DomainTick, holder: bool) {
     }
 }
 
-/// Fault injection for the crash tests (docs/testing.md): with
-/// `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as a
-/// kill would leave it. The only point is `after_publish`: the answer is
-/// published and the purge it licenses is not sent.
-fn failpoint(name: &str) {
-    if std::env::var("CREWLET_FAILPOINT").is_ok_and(|v| v == name) {
-        tracing::error!(event = "failpoint", name, "CREWLET_FAILPOINT: aborting");
-        std::process::abort();
+/// Fault injection for the crash and race tests (docs/testing.md): with
+/// `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as
+/// a kill would leave it; with `CREWLET_FAILPOINT=<name>:sleep=<ms>` it
+/// pauses there, so that a test can act inside the window. The only point
+/// is `after_publish`: the answer is published and the purge it licenses
+/// is not sent yet. Inert unless set.
+async fn failpoint(name: &str) {
+    let Ok(v) = std::env::var("CREWLET_FAILPOINT") else {
+        return;
+    };
+    let (point, action) = v.split_once(':').unwrap_or((v.as_str(), ""));
+    if point != name {
+        return;
+    }
+    match action.strip_prefix("sleep=").map(str::parse::<u64>) {
+        Some(Ok(ms)) => {
+            tracing::warn!(event = "failpoint", name, ms, "CREWLET_FAILPOINT: pausing");
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        _ => {
+            tracing::error!(event = "failpoint", name, "CREWLET_FAILPOINT: aborting");
+            std::process::abort();
+        }
     }
 }

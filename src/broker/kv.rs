@@ -80,3 +80,139 @@ impl Broker {
         Ok(true)
     }
 }
+
+/// One live KV entry: its value and revision.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KvEntry {
+    pub value: Vec<u8>,
+    pub revision: u64,
+}
+
+/// Why a compare-and-set write wrote nothing.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CasError {
+    /// Create refused: the key is live.
+    #[error("the key {key} already exists")]
+    Exists { key: String },
+    /// Update or delete refused: the key is not at the revision read.
+    #[error("the key {key} changed since it was read (compare-and-set refused)")]
+    Conflict { key: String },
+    /// No answer, or another error: the write may or may not have landed.
+    #[error("writing {key}: {reason}")]
+    Failed { key: String, reason: String },
+}
+
+impl Broker {
+    /// The live entry at `key` (`None` when absent, deleted or expired).
+    pub async fn kv_entry(&self, bucket: &str, key: &str) -> Result<Option<KvEntry>, String> {
+        let store = self.kv(bucket).await?;
+        match store.entry(key).await {
+            Ok(Some(e)) if e.operation == kv::Operation::Put => Ok(Some(KvEntry {
+                value: e.value.to_vec(),
+                revision: e.revision,
+            })),
+            Ok(_) => Ok(None),
+            Err(e) => {
+                self.forget_kv(bucket);
+                Err(format!("reading {key} from {bucket}: {e}"))
+            }
+        }
+    }
+
+    /// Creates `key` only if it is not live; returns the new revision.
+    pub async fn kv_create(
+        &self,
+        bucket: &str,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<u64, CasError> {
+        let failed = |reason: String| CasError::Failed {
+            key: key.to_string(),
+            reason,
+        };
+        let store = self.kv(bucket).await.map_err(failed)?;
+        store.create(key, value.into()).await.map_err(|e| {
+            if e.kind() == kv::CreateErrorKind::AlreadyExists {
+                CasError::Exists {
+                    key: key.to_string(),
+                }
+            } else {
+                self.forget_kv(bucket);
+                failed(e.to_string())
+            }
+        })
+    }
+
+    /// Writes `key` only if it is still at `revision`; returns the new one.
+    pub async fn kv_update(
+        &self,
+        bucket: &str,
+        key: &str,
+        value: Vec<u8>,
+        revision: u64,
+    ) -> Result<u64, CasError> {
+        let failed = |reason: String| CasError::Failed {
+            key: key.to_string(),
+            reason,
+        };
+        let store = self.kv(bucket).await.map_err(failed)?;
+        store
+            .update(key, value.into(), revision)
+            .await
+            .map_err(|e| {
+                if e.kind() == kv::UpdateErrorKind::WrongLastRevision {
+                    CasError::Conflict {
+                        key: key.to_string(),
+                    }
+                } else {
+                    self.forget_kv(bucket);
+                    failed(e.to_string())
+                }
+            })
+    }
+
+    /// Deletes `key` only if it is still at `revision`.
+    pub async fn kv_delete_at(
+        &self,
+        bucket: &str,
+        key: &str,
+        revision: u64,
+    ) -> Result<(), CasError> {
+        let failed = |reason: String| CasError::Failed {
+            key: key.to_string(),
+            reason,
+        };
+        let store = self.kv(bucket).await.map_err(failed)?;
+        store
+            .delete_expect_revision(key, Some(revision))
+            .await
+            .map_err(|e| {
+                if e.kind() == kv::DeleteErrorKind::WrongLastRevision {
+                    CasError::Conflict {
+                        key: key.to_string(),
+                    }
+                } else {
+                    self.forget_kv(bucket);
+                    failed(e.to_string())
+                }
+            })
+    }
+
+    /// Writes `key` whatever it holds (for rows only their writer owns).
+    pub async fn kv_put(&self, bucket: &str, key: &str, value: Vec<u8>) -> Result<u64, String> {
+        let store = self.kv(bucket).await?;
+        store.put(key, value.into()).await.map_err(|e| {
+            self.forget_kv(bucket);
+            format!("writing {key} to {bucket}: {e}")
+        })
+    }
+
+    /// Deletes `key` whatever it holds.
+    pub async fn kv_delete(&self, bucket: &str, key: &str) -> Result<(), String> {
+        let store = self.kv(bucket).await?;
+        store.delete(key).await.map_err(|e| {
+            self.forget_kv(bucket);
+            format!("deleting {key} from {bucket}: {e}")
+        })
+    }
+}

@@ -199,6 +199,18 @@ impl Broker {
         (raw, parsed)
     }
 
+    /// The holds and presence buckets, read again just before a purge.
+    pub async fn read_pins(&self, b: &Buckets) -> crate::floor::Pins {
+        let (holds, presence) = tokio::join!(
+            self.read_bucket_parsing(&b.holds, parsed::add_hold, false),
+            self.read_bucket_parsing(&b.presence, parsed::add_presence, false),
+        );
+        crate::floor::Pins {
+            holds: holds.1,
+            presence: presence.1,
+        }
+    }
+
     /// Fresh stream info.
     pub async fn stream_state(&self, stream: &str) -> Result<StreamState, String> {
         let s = tokio::time::timeout(READ_TIMEOUT, self.js.get_stream(stream))

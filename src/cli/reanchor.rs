@@ -142,7 +142,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     let reserve = if domain.gate_reserve { cap / 16 } else { 0 };
     let row = json!({
         "domain": domain.name, "stream": domain.stream, "generation": next,
-        "stream_created": live.created, "floor": null, "trim_to": 0,
+        "stream_created": live.created, "generation_opened_at": Instant(now), "floor": null, "trim_to": 0,
         "trim_floor_state": FloorState::NoneAtGeneration, "dry_run": !config.trim.enabled,
         "would_purge": null, "terms": [], "blocked_by": [], "held_since": null,
         "soft_ceiling_bytes": cap - reserve, "max_bytes": live.max_bytes,

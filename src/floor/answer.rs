@@ -249,6 +249,11 @@ pub struct Answer {
     pub stream: String,
     pub generation: u64,
     pub stream_created: Option<Instant>,
+    /// When the current generation was opened: the stream's `created` for
+    /// generation 0, the reanchor's instant after. A backup completed (or
+    /// an acknowledgement given) before it speaks of a history this
+    /// generation does not continue, and does not count.
+    pub generation_opened_at: Option<Instant>,
     /// First sequence certainly still on the log; `None` before the first
     /// enabled tick of a generation.
     pub floor: Option<u64>,
@@ -324,6 +329,8 @@ pub struct PublishedFloor {
     pub stream: String,
     pub generation: u64,
     pub stream_created: Option<Instant>,
+    #[serde(default)]
+    pub generation_opened_at: Option<Instant>,
     pub floor: Option<u64>,
     pub trim_floor_state: FloorState,
     #[serde(default)]
@@ -393,12 +400,12 @@ pub fn compute(
     // the one the floor was published for.
     let live_created = read.stream.as_ref().ok().map(|s| s.created);
     let mut not_ready: Option<NotReady> = None;
-    let (generation, gen_created, prev_floor, prev_state, prev_held) = match &previous {
+    let (generation, gen_created, prev_floor, prev_state, prev_held, opened_at) = match &previous {
         Err(e) => {
             not_ready = Some(NotReady::FloorUnreadable { error: e.clone() });
-            (0, live_created, None, FloorState::None, None)
+            (0, live_created, None, FloorState::None, None, None)
         }
-        Ok(None) => (0, live_created, None, FloorState::None, None),
+        Ok(None) => (0, live_created, None, FloorState::None, None, None),
         Ok(Some((p, _))) => {
             let held = if p.blocked_by.is_empty() {
                 None
@@ -411,9 +418,13 @@ pub fn compute(
                 p.floor,
                 p.trim_floor_state,
                 held,
+                p.generation_opened_at,
             )
         }
     };
+    // Generation 0 opened with the stream; a row written before rows
+    // carried the instant falls back to the same.
+    let generation_opened_at = opened_at.or(gen_created);
     let recreated = match (gen_created, live_created) {
         (Some(g), Some(l)) => g != l,
         _ => false,
@@ -444,7 +455,14 @@ pub fn compute(
         not_ready = Some(NotReady::AheadOfLog);
     }
     let min_hold = terms::min_hold(stream, &rows.holds, now);
-    let (backup, backup_age) = terms::backup_floor(stream, &rows.backups, policy, gen_created, now);
+    // Backups of an earlier incarnation or generation do not count: the
+    // later of the stream's created and the generation's opening.
+    let history_from = match (gen_created, generation_opened_at) {
+        (Some(c), Some(o)) => Some(c.max(o)),
+        (c, o) => c.or(o),
+    };
+    let (backup, backup_age) =
+        terms::backup_floor(stream, &rows.backups, policy, history_from, now);
     let snapshot = terms::snapshot_floor(
         stream,
         &rows.snapshots,
@@ -536,6 +554,7 @@ pub fn compute(
         stream: stream.to_string(),
         generation,
         stream_created: gen_created,
+        generation_opened_at,
         floor,
         trim_to,
         trim_floor_state,

@@ -7,6 +7,8 @@
 mod answer;
 mod counted;
 pub mod parsed;
+mod pins;
+mod row;
 mod terms;
 
 #[cfg(test)]
@@ -23,6 +25,8 @@ pub use answer::{
     PurgeClamp, Term, TermName, TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;
+pub use pins::{clamp_to_pins, Pins};
+pub use row::FloorsRow;
 
 use crate::config::{BackupPolicy, Config};
 use crate::rows::{Incarnation, Instant};
@@ -154,7 +158,7 @@ pub fn licensed_purge(answer: &Answer) -> Option<u64> {
 /// absorbed in this incarnation (`min(trim_to, absorbed_to) + 1`), and
 /// nothing at all without a cursor it can prove. This is the only place a
 /// purge target is made; pins re-read before the purge and the age proof
-/// may only lower it ([`clamp`]).
+/// may only lower it ([`clamp_to_pins`]).
 pub fn purge_target(answer: &Answer) -> Option<u64> {
     licensed_purge(answer)?;
     let upto = match &answer.gate_view {
@@ -162,13 +166,6 @@ pub fn purge_target(answer: &Answer) -> Option<u64> {
         Some(view) => answer.trim_to.min(view.absorbed_to?),
     };
     check_purge(upto, answer.first_seq, answer.last_seq)
-}
-
-/// Lowers a purge target to keep every sequence from `keep_from` on (a pin
-/// found just before the purge). `None` when nothing may go any more.
-pub fn clamp(target: u64, keep_from: u64) -> Option<u64> {
-    let t = target.min(keep_from);
-    (t > 1).then_some(t)
 }
 
 /// The incarnation of `stream` a read belongs to: the live stream's

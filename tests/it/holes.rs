@@ -165,3 +165,135 @@ async fn hole_2_a_recreated_stream_starts_a_fresh_gates_view() {
         .expect("listed");
     assert_eq!(node4.state, crewlet::floor::NodeState::Evicted);
 }
+
+/// `crewlet retention run --once` for `op`'s configuration, paused for
+/// `pause_ms` between publishing and purging (CREWLET_FAILPOINT).
+fn paused_once(op: &Operator, pause_ms: u64) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(["retention", "run", "--once", "--config", &op.cfg])
+        .env_remove("NATS_URL")
+        .env("RUST_LOG", "warn")
+        .env(
+            "CREWLET_FAILPOINT",
+            format!("after_publish:sleep={pause_ms}"),
+        )
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start crewlet")
+}
+
+async fn wait_child(child: std::process::Child) -> String {
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Waits for the tick in flight to publish its answer.
+async fn published(f: &Fleet) {
+    assert!(
+        eventually(10, || async { f.floors_row().await.is_some() }).await,
+        "the tick publishes"
+    );
+}
+
+/// Hole 3: a hold written after the tick's read and before its purge was
+/// ignored by that purge.
+#[tokio::test]
+async fn hole_3_a_hold_placed_during_a_tick_bounds_its_purge() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let op = operator(&f);
+    let child = paused_once(&op, 1500);
+    published(&f).await;
+    assert_eq!(f.floors_row().await.expect("row")["trim_to"], 20);
+    f.hold("late", 6, 600).await;
+    let log = wait_child(child).await;
+    assert_eq!(f.first_seq().await, 6, "the hold keeps 6 on: {log}");
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(row["purge_clamped_by"], "hold", "{row}");
+}
+
+/// Hole 3: a live data node that appeared after the tick's read counts at
+/// position 0 at once: that purge deletes nothing.
+#[tokio::test]
+async fn hole_3_a_data_node_that_appears_during_a_tick_stops_its_purge() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let op = operator(&f);
+    let child = paused_once(&op, 1500);
+    published(&f).await;
+    f.presence("node-7", &["data"]).await;
+    let log = wait_child(child).await;
+    assert_eq!(f.first_seq().await, 1, "node-7 is about to replay: {log}");
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(row["purge_clamped_by"], "presence", "{row}");
+}
+
+/// Hole 6: the purge was fenced by a read of the duty key; a renewal whose
+/// answer was lost dropped the lease for a whole TTL (duty_unheld, no
+/// trim) although the write had landed.
+#[tokio::test]
+async fn hole_6_a_renewal_whose_answer_was_lost_keeps_the_lease() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let mut s = f.sidecar().await;
+    assert_eq!(s.tick().await.duty, crewlet::duty::DutyStatus::Held);
+    // The broker stops answering while the next renewal is in flight and
+    // resumes after the client gave up on it: the write lands, its answer
+    // never arrives.
+    f.server.signal(libc::SIGSTOP);
+    let pid_resume = {
+        let server = &f.server;
+        let started = std::time::Instant::now();
+        let resume = async {
+            tokio::time::sleep(Duration::from_millis(5600)).await;
+            server.signal(libc::SIGCONT);
+        };
+        let (r, ()) = tokio::join!(s.tick(), resume);
+        (r, started.elapsed())
+    };
+    let (first, _) = pid_resume;
+    let second = s.tick().await;
+    assert!(
+        first.duty == crewlet::duty::DutyStatus::Held
+            || second.duty == crewlet::duty::DutyStatus::Held,
+        "the lease is ours again at once, not after its TTL: {:?} then {:?}",
+        first.duty,
+        second.duty
+    );
+    let row = f.get("crewlet_duty", "retention").await.expect("the lease");
+    assert_eq!(row["session"], Value::from(s.duty.session()));
+}
+
+/// Hole 6: every purge is fenced by a compare-and-set renewal just before
+/// it; a lease that changed hands while the tick was in flight purges
+/// nothing.
+#[tokio::test]
+async fn hole_6_a_lease_taken_during_the_tick_purges_nothing() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let op = operator(&f);
+    let child = paused_once(&op, 1500);
+    published(&f).await;
+    // The lease expires and another sidecar claims it.
+    f.delete("crewlet_duty", "retention").await;
+    f.put(
+        "crewlet_duty",
+        "retention",
+        json!({"holder": "node-2", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
+    )
+    .await;
+    let log = wait_child(child).await;
+    assert_eq!(f.first_seq().await, 1, "nothing purged: {log}");
+    assert_eq!(
+        f.get("crewlet_duty", "retention").await.expect("lease")["holder"],
+        "node-2",
+        "the new holder's lease is untouched"
+    );
+}

@@ -239,6 +239,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "floor",
         "gate_view",
         "generation",
+        "generation_opened_at",
         "headroom_fraction",
         "held_since",
         "last_seq",

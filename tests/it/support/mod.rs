@@ -109,6 +109,16 @@ impl Server {
         panic!("nats-server did not listen on {} within 15s", self.port);
     }
 
+    /// Sends `sig` to the server process (SIGSTOP / SIGCONT: a broker that
+    /// stops answering without closing its connections).
+    pub fn signal(&self, sig: i32) {
+        let pid = i32::try_from(self.child.id()).expect("pid");
+        // SAFETY: signalling a child we spawned and have not reaped.
+        unsafe {
+            libc::kill(pid, sig);
+        }
+    }
+
     /// SIGKILL, as a crash would.
     pub fn kill(&mut self) {
         let _ = self.child.kill();
