@@ -12,6 +12,9 @@
 //! - [`human`]: ages, sizes and counts for people (pure).
 //! - [`stream_check`]: judging a stream's own limits and subjects (pure).
 //! - [`broker`]: the only module that knows async-nats: connect, read, create.
+//! - [`duty`]: the trim duty lease: claim, renew, fence each purge, release.
+//! - [`hold`]: placing a hold with its handshake (create, too_late, confirmed by a later tick).
+//! - [`trim`]: one tick (read, absorb, compute, publish, re-read pins, fence, purge) and the loop.
 //! - [`cli`]: the clap command tree and one small function per command.
 //! - [`exit`]: the exit codes of cli.md, mapped in one place.
 //!
@@ -35,6 +38,7 @@ pub mod embedded;
 pub mod exit;
 pub mod floor;
 pub mod gate;
+pub mod hold;
 pub mod human;
 pub mod report;
 pub mod rows;

@@ -546,6 +546,9 @@ impl GateSign {
     }
 }
 
+/// Prefix of the id of a readmission's `join` hold (`join-<op-id>`).
+pub const JOIN_HOLD_PREFIX: &str = "join-";
+
 /// Prefix of operation keys in the gates bucket.
 pub const OP_PREFIX: &str = "_op.";
 

@@ -220,6 +220,7 @@ impl Sidecar {
                 self.publish(&parsed, d).await;
             }
             self.purge_all(&mut domains).await;
+            self.retire_join_holds(&parsed, &domains).await;
         }
         for d in &domains {
             log_domain(d, self.duty.holds());
@@ -379,6 +380,30 @@ impl Sidecar {
                 // The floor is now ahead of the log: the safe direction.
                 tracing::warn!(event = "purge_failed", domain = %a.domain, error = %e, "the floor is ahead of the log until a later tick purges");
                 d.purged = Some(Err(e.to_string()));
+            }
+        }
+    }
+
+    /// Lifts the join holds of readmissions a published answer now counts
+    /// (floor.md, Pins that arrive during a tick).
+    async fn retire_join_holds(&self, rows: &ParsedRows, domains: &[DomainTick]) {
+        let bucket = &self.config.buckets.holds;
+        for d in domains
+            .iter()
+            .filter(|d| matches!(d.published, Some(Ok(_))))
+        {
+            for id in floor::retired_join_holds(&d.answer, rows) {
+                let key = format!("{}.{id}", d.answer.stream);
+                if let Ok(Some(e)) = self.broker.kv_entry(bucket, &key).await {
+                    match self.broker.kv_delete_at(bucket, &key, e.revision).await {
+                        Ok(()) => {
+                            tracing::info!(event = "join_hold_lifted", domain = %d.answer.domain, hold = %id, "a readmitted node is counted again; its join hold is lifted")
+                        }
+                        Err(e) => {
+                            tracing::warn!(event = "join_hold_kept", domain = %d.answer.domain, hold = %id, error = %e, "could not lift a join hold; it expires by itself")
+                        }
+                    }
+                }
             }
         }
     }

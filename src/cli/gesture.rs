@@ -14,7 +14,10 @@ use crate::config::{Config, Domain};
 use crate::exit::Exit;
 use crate::floor::{self, Entry};
 use crate::gate::{self, LogOutcome, Presence, Prior, ReadmitFacts, Refusal};
-use crate::rows::{GateRow, GateSign, Incarnation, OpId, OpRow, PositionRow, OP_PREFIX};
+use crate::hold;
+use crate::rows::{
+    GateRow, GateSign, HoldKind, HoldRow, Incarnation, Instant, OpId, OpRow, PositionRow, OP_PREFIX,
+};
 
 pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
@@ -41,15 +44,18 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
         Err(r) => return refused(cli, sign, &args.node, None, &r),
     };
     let broker = exit_on_err!(super::connect(cli, &config).await);
+    let by = super::by_name(args.by.as_deref());
     let judged = match sign {
         GateSign::Evict => judge_eviction(&broker, &config, args).await,
-        GateSign::Readmit => judge_readmission(&broker, &config, &logs, &args.node).await,
+        GateSign::Readmit => match judge_readmission(&broker, &config, &logs, &args.node).await {
+            Ok(facts) => place_join_holds(&broker, &config, &op, &args.node, &by, &facts).await,
+            Err(r) => Err(r),
+        },
     };
     if let Err(r) = judged {
         return refused(cli, sign, &args.node, Some(&op), &r);
     }
 
-    let by = super::by_name(args.by.as_deref());
     let reason = args.reason.clone().unwrap_or_default();
     let mut outcomes: Vec<(String, LogOutcome)> = Vec::new();
     // Bring every log's view up to date first, so that a retry finds a
@@ -184,13 +190,106 @@ async fn judge_readmission(
     config: &Config,
     logs: &[Domain],
     node: &str,
-) -> Result<(), Refusal> {
+) -> Result<Vec<ReadmitFacts>, Refusal> {
     let (_, rows) = broker.read_all(&config.buckets).await;
     let mut facts = Vec::new();
     for d in logs {
         facts.push(readmit_facts(broker, &rows, d, node).await);
     }
-    gate::judge_readmit(node, &facts)
+    gate::judge_readmit(node, &facts)?;
+    Ok(facts.into_iter().flatten().collect())
+}
+
+/// The readmission's `join` holds (floor.md, Pins that arrive during a
+/// tick): one per log at the node's position + 1, placed and confirmed
+/// before any record is written, so that no purge passes the node between
+/// its judgement and its record being absorbed. The duty holder lifts each
+/// once a published answer counts the node again; they expire after ten
+/// ticks in any case. A log whose records the node needs are already gone
+/// refuses the readmission (every join hold is lifted).
+async fn place_join_holds(
+    broker: &Broker,
+    config: &Config,
+    op: &OpId,
+    node: &str,
+    by: &str,
+    facts: &[ReadmitFacts],
+) -> Result<(), Refusal> {
+    let id = join_hold_id(op);
+    let ttl = config.retention.tick.0 * 10;
+    let expires = Utc::now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
+    let rows: Vec<HoldRow> = facts
+        .iter()
+        .map(|f| HoldRow {
+            seq: f.position.unwrap_or(0) + 1,
+            owner: by.to_string(),
+            kind: HoldKind::Join,
+            reason: format!("readmission of {node} (op {op})"),
+            expires_at: Instant(expires),
+        })
+        .collect();
+    let placements: Vec<hold::Placement> = facts
+        .iter()
+        .zip(&rows)
+        .map(|(f, row)| hold::Placement {
+            stream: &f.stream,
+            id: &id,
+            row,
+            // A retry of the same operation refreshes its own hold.
+            replace: true,
+        })
+        .collect();
+    let mut written = Vec::new();
+    let mut refusal = None;
+    for p in &placements {
+        match hold::write(broker, config, p).await {
+            Ok(w) => written.push((p, w)),
+            Err(placed) => {
+                refusal = Some(join_refusal(p, &placed));
+                break;
+            }
+        }
+    }
+    if refusal.is_none() {
+        for (p, w) in &written {
+            match hold::confirm(broker, config, p, w).await {
+                hold::Placed::Held { .. } | hold::Placed::Unconfirmed(_) => {}
+                placed => {
+                    refusal = Some(join_refusal(p, &placed));
+                    break;
+                }
+            }
+        }
+    }
+    match refusal {
+        None => Ok(()),
+        Some(r) => {
+            for (p, w) in &written {
+                hold::release(broker, config, p, w).await;
+            }
+            Err(r)
+        }
+    }
+}
+
+fn join_refusal(p: &hold::Placement, placed: &hold::Placed) -> Refusal {
+    match placed {
+        hold::Placed::TooLate { first_seq } => Refusal::BelowFloor(format!(
+            "records from {} on, which the node needs, are gone from {} (first_seq {first_seq}); nothing written",
+            p.row.seq, p.stream
+        )),
+        other => Refusal::ReadmissionUnjudged(format!(
+            "the join hold on {} could not be placed: {}",
+            p.stream,
+            other.words(p.stream, p.id, p.row)
+        )),
+    }
+}
+
+/// The id of a readmission's join hold: its operation names it, and the
+/// `_op` row names the node.
+pub fn join_hold_id(op: &OpId) -> String {
+    format!("{}{op}", crate::rows::JOIN_HOLD_PREFIX)
 }
 
 async fn readmit_facts(

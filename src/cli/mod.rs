@@ -270,6 +270,14 @@ pub struct HoldArgs {
     /// A hold id of your own (node id rule) [default: hold-<ULID>].
     #[arg(long, value_name = "ID")]
     pub id: Option<String>,
+    /// Update the hold of that -id if it exists (on the revision read),
+    /// instead of refusing it as hold_exists.
+    #[arg(long)]
+    pub replace: bool,
+    /// Do not wait for a published floor to confirm the hold (it is then
+    /// placed, not yet confirmed).
+    #[arg(long)]
+    pub no_wait: bool,
     /// Who places it [default: the OS user name].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, KindArg, ReleaseArgs};
+use crate::broker::kv::CasError;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
@@ -134,6 +135,18 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         None => format!("hold-{}", OpId::mint(Utc::now())),
     };
     let broker = super::connect(cli, &config).await?;
+    let state = broker
+        .stream_state(&d.stream)
+        .await
+        .map_err(|e| unreachable(format!("{e}; nothing written")))?;
+    if seq > state.last_seq + 1 {
+        return Err(bad(format!(
+            "-seq {seq} is past the log's end (last sequence {} on {}); allowed: 1 ..= {}",
+            state.last_seq,
+            d.stream,
+            state.last_seq + 1
+        )));
+    }
     let expires = Utc::now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
     let row = HoldRow {
         seq,
@@ -146,26 +159,38 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         reason: args.reason.clone().unwrap_or_default(),
         expires_at: Instant(expires),
     };
-    put(
-        &broker,
-        &config.buckets.holds,
-        &format!("{}.{id}", d.stream),
-        &row,
-    )
-    .await?;
+    let placed = crate::hold::Placement {
+        stream: &d.stream,
+        id: &id,
+        row: &row,
+        replace: args.replace,
+    };
+    let outcome = crate::hold::place(&broker, &config, &placed, !args.no_wait).await;
+    print_hold(cli, &d.stream, &id, &row, &outcome);
+    Ok(outcome.exit())
+}
+
+fn print_hold(cli: &Cli, stream: &str, id: &str, row: &HoldRow, outcome: &crate::hold::Placed) {
+    use crate::hold::Placed;
     if cli.json {
-        println!(
-            "{}",
-            serde_json::json!({"hold_id": id, "stream": d.stream, "seq": seq, "expires_at": row.expires_at})
-        );
-    } else {
-        println!("{id}");
-        eprintln!(
-            "held {} from {seq} until {} (release: crewlet retention release -stream {} {id})",
-            d.stream, row.expires_at, d.stream
-        );
+        let mut v = serde_json::json!({"hold_id": id, "stream": stream, "seq": row.seq, "expires_at": row.expires_at, "outcome": outcome.code()});
+        if let Placed::Held { floor, .. } = outcome {
+            v["floor"] = serde_json::json!(floor);
+        }
+        v["message"] = serde_json::json!(outcome.words(stream, id, row));
+        println!("{v}");
+        return;
     }
-    Ok(Exit::Ok)
+    match outcome {
+        Placed::Held { .. } | Placed::Unconfirmed { .. } => {
+            println!("{id}");
+            eprintln!(
+                "{} (release: crewlet retention release -stream {stream} {id})",
+                outcome.words(stream, id, row)
+            );
+        }
+        _ => eprintln!("{}", outcome.words(stream, id, row)),
+    }
 }
 
 pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
@@ -173,12 +198,9 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
     check_node_id(&args.hold_id).map_err(|e| bad(format!("HOLD_ID {e}")))?;
     let broker = super::connect(cli, &config).await?;
     let key = format!("{}.{}", d.stream, args.hold_id);
-    let store = broker
-        .kv(&config.buckets.holds)
-        .await
-        .map_err(unreachable)?;
-    match store.get(&key).await {
-        Ok(Some(_)) => {}
+    let bucket = &config.buckets.holds;
+    let entry = match broker.kv_entry(bucket, &key).await {
+        Ok(Some(e)) => e,
         Ok(None) => {
             eprintln!(
                 "refused: there is no hold {} on {}; nothing written",
@@ -187,13 +209,23 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
             return Ok(Exit::Attention);
         }
         Err(e) => return Err(unreachable(format!("reading hold {key}: {e}"))),
+    };
+    // Deleted on the revision read: a hold replaced meanwhile (someone
+    // else's, under the same id) is not lifted by mistake.
+    match broker.kv_delete_at(bucket, &key, entry.revision).await {
+        Ok(()) => {
+            println!("released {} on {}", args.hold_id, d.stream);
+            Ok(Exit::Ok)
+        }
+        Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => {
+            eprintln!(
+                "refused: the hold {} on {} changed while it was being released; read it again (crewlet retention status) and retry",
+                args.hold_id, d.stream
+            );
+            Ok(Exit::Attention)
+        }
+        Err(e) => Err(unreachable(format!("releasing {key}: {e}"))),
     }
-    store
-        .delete(&key)
-        .await
-        .map_err(|e| unreachable(format!("releasing {key}: {e}")))?;
-    println!("released {} on {}", args.hold_id, d.stream);
-    Ok(Exit::Ok)
 }
 
 pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {

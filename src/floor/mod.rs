@@ -185,6 +185,63 @@ pub fn incarnation(rows: &ParsedRows, stream: &str, read: &DomainRead) -> Option
     })
 }
 
+/// The readmission join holds on `answer`'s log that may be lifted: the
+/// answer counts the node again (its readmission record is the gate in
+/// force in this incarnation), or a later gate superseded the readmission.
+/// Returns the hold ids.
+pub fn retired_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
+    let (Ok(holds), Ok(gates)) = (&rows.holds, &rows.gates) else {
+        return Vec::new();
+    };
+    let Some(created) = answer.stream_created else {
+        return Vec::new();
+    };
+    if answer.not_ready.is_some() {
+        return Vec::new();
+    }
+    let incarnation = Incarnation {
+        stream_created: created,
+        generation: answer.generation,
+    };
+    let mut out = Vec::new();
+    for h in holds
+        .get(&answer.stream)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let Ok((key, hold)) = h else { continue };
+        let Some(op_id) = key.hold_id.strip_prefix(crate::rows::JOIN_HOLD_PREFIX) else {
+            continue;
+        };
+        if hold.kind != crate::rows::HoldKind::Join {
+            continue;
+        }
+        let Some(op) = gates.ops.get(op_id) else {
+            continue;
+        };
+        let Some(at) = op.logs.get(&answer.stream) else {
+            continue;
+        };
+        let in_force = gates
+            .rows
+            .get(&answer.stream)
+            .and_then(|r| r.get(&op.node))
+            .filter(|g| g.belongs_to(&incarnation));
+        let counted = answer.nodes.iter().any(|n| {
+            *n.node == *op.node && !matches!(n.state, NodeState::Evicted | NodeState::Evicting)
+        });
+        let done = match in_force {
+            Some(g) if g.op_id == op_id => counted,
+            Some(g) => g.seq > *at,
+            None => false,
+        };
+        if done {
+            out.push(key.hold_id.clone());
+        }
+    }
+    out
+}
+
 /// `Some(trim_to + 1)` exactly when `first_seq < trim_to + 1 <= last_seq + 1`.
 pub fn check_purge(trim_to: u64, first_seq: u64, last_seq: u64) -> Option<u64> {
     let target = trim_to.checked_add(1)?;

@@ -10,7 +10,7 @@ use super::answer::PublishedFloor;
 use super::{Bucket, BucketError, Rows};
 use crate::gate::{Cursor, CURSOR_PREFIX};
 use crate::rows::{
-    AckRow, BackupManifest, GateRow, HoldKey, HoldRow, PositionRow, PresenceRow, RowError,
+    AckRow, BackupManifest, GateRow, HoldKey, HoldRow, OpRow, PositionRow, PresenceRow, RowError,
     SnapshotRow, ACK_PREFIX, OP_PREFIX,
 };
 
@@ -36,6 +36,9 @@ pub struct Backups {
 pub struct Gates {
     pub rows: BTreeMap<String, BTreeMap<String, GateRow>>,
     pub cursors: BTreeMap<String, Result<Cursor, String>>,
+    /// Operation rows by op id (a readmission's join hold is named by its
+    /// operation, whose row names the node).
+    pub ops: BTreeMap<String, OpRow>,
 }
 
 /// Stream → the holds on it.
@@ -113,7 +116,11 @@ pub fn add_snapshot(m: &mut ByNode<SnapshotRow>, k: &str, v: &[u8], _: u64) {
 pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
     if let Some(stream) = k.strip_prefix(CURSOR_PREFIX) {
         g.cursors.insert(stream.to_string(), Cursor::parse(k, v));
-    } else if !k.starts_with(OP_PREFIX) {
+    } else if let Some(op) = k.strip_prefix(OP_PREFIX) {
+        if let Ok(row) = OpRow::parse(k, v) {
+            g.ops.insert(op.to_string(), row);
+        }
+    } else {
         // A gate row that does not parse evicts nobody: the safe way.
         if let Ok(row) = GateRow::parse(k, v) {
             g.rows

@@ -297,3 +297,173 @@ async fn hole_6_a_lease_taken_during_the_tick_purges_nothing() {
         "the new holder's lease is untouched"
     );
 }
+
+fn hold_args<'a>(seq: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut v = vec![
+        "retention",
+        "hold",
+        "-stream",
+        STREAM,
+        "-seq",
+        seq,
+        "-ttl",
+        "1h",
+        "-owner",
+        "backup-job",
+    ];
+    v.extend_from_slice(extra);
+    v
+}
+
+/// Hole 3: `hold` printed success for records already gone, and silently
+/// replaced another person's hold of the same id.
+#[tokio::test]
+async fn hole_3_hold_is_refused_when_too_late_or_taken_and_confirmed_otherwise() {
+    let f = Fleet::new(40).await;
+    f.healthy(&[("node-1", 20)], 40).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    s.duty.release(&s.broker).await;
+    assert_eq!(f.first_seq().await, 21);
+    let op = operator(&f);
+
+    // Records below 21 are gone: too_late, and nothing stays behind.
+    let run = op.run(&hold_args("5", &["-id", "late"]));
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("too_late: records below 21 are gone"),
+        "{run:?}"
+    );
+    assert!(f
+        .get("crewlet_holds", &format!("{STREAM}.late"))
+        .await
+        .is_none());
+
+    // Past the log's end: bad input.
+    let run = op.run(&hold_args("42", &[]));
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("past the log's end"), "{run:?}");
+
+    // No lease held: confirmed at once.
+    let run = op.run(&hold_args("25", &["-id", "mine"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(run.stdout.trim(), "mine");
+    assert!(
+        run.stderr.contains("held CREWLET_TRACKER_LOG from 25"),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.contains("no sidecar holds the trim duty"),
+        "{run:?}"
+    );
+
+    // The same id again: hold_exists, the first hold untouched.
+    let run = op.run(&hold_args("30", &["-id", "mine"]));
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("hold_exists"), "{run:?}");
+    let row = f
+        .get("crewlet_holds", &format!("{STREAM}.mine"))
+        .await
+        .expect("hold");
+    assert_eq!(row["seq"], 25);
+    // -replace updates it.
+    let run = op.run(&hold_args("30", &["-id", "mine", "-replace"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    let row = f
+        .get("crewlet_holds", &format!("{STREAM}.mine"))
+        .await
+        .expect("hold");
+    assert_eq!(row["seq"], 30);
+
+    // -no-wait: placed, not yet confirmed.
+    let run = op.run(&hold_args("31", &["-no-wait"]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stderr.contains("not yet confirmed"), "{run:?}");
+
+    // While a sidecar holds the duty, the hold waits for its next answer.
+    let l = Loop::start(&f).await;
+    assert!(
+        eventually(5, || async {
+            f.get("crewlet_duty", "retention").await.is_some()
+        })
+        .await
+    );
+    // The command runs beside the loop (this test's runtime must not block).
+    let cfg = op.cfg.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        let mut args = hold_args("32", &["-id", "waited", "--json", "--config"]);
+        args.push(&cfg);
+        crate::support::crewlet(&args)
+    })
+    .await
+    .expect("join");
+    let v: Value = serde_json::from_str(&run.stdout).unwrap_or(Value::Null);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(v["outcome"], "held", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("confirmed by an answer published after it")),
+        "{v}"
+    );
+    l.stop().await;
+}
+
+/// Hole 3: between a readmission's judgement and its record being
+/// absorbed, nothing stopped a purge from passing the node. Now a `join`
+/// hold at its position + 1 is placed first, and lifted once a published
+/// answer counts the node again.
+#[tokio::test]
+async fn hole_3_a_readmission_holds_the_log_until_the_node_counts_again() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100)], 100).await;
+    f.position("node-4", 20).await;
+    f.snapshot("node-4", 20).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let op = operator(&f);
+    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 101, "node-4 no longer pins the log");
+
+    // node-4 catches up and is readmitted; no tick is in flight.
+    f.position("node-4", 101).await;
+    s.duty.release(&s.broker).await;
+    let (run, v) = op.json(&[
+        "retention",
+        "readmit",
+        "node-4",
+        "-confirm",
+        "node-4",
+        "-by",
+        "alice",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let id = format!("join-{}", v["op_id"].as_str().expect("op id"));
+    let hold = f
+        .get("crewlet_holds", &format!("{STREAM}.{id}"))
+        .await
+        .expect("the join hold is placed before the record");
+    assert_eq!(hold["seq"], 102);
+    assert_eq!(hold["kind"], "join");
+    assert_eq!(hold["owner"], "alice");
+
+    // The next tick counts node-4 again and lifts the hold.
+    let r = s.tick().await;
+    let node4 = r.domains[0]
+        .answer
+        .nodes
+        .iter()
+        .find(|n| &*n.node == "node-4")
+        .expect("listed");
+    assert_eq!(node4.state, crewlet::floor::NodeState::Counted);
+    assert!(
+        f.get("crewlet_holds", &format!("{STREAM}.{id}"))
+            .await
+            .is_none(),
+        "lifted once a published answer counts the node"
+    );
+}

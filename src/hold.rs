@@ -1,0 +1,283 @@
+//! Placing a hold with its handshake (floor.md, Pins that arrive during a
+//! tick). A hold is written with create (an existing id is refused unless
+//! replaced on the revision read), then proved against the log: records it
+//! needs that are already gone make it `too_late` (and it is released);
+//! while a duty lease is held a tick may be in flight that read the holds
+//! before this one landed, so the hold waits for the first answer a later
+//! tick publishes and checks again. Only then is it `held`.
+//!
+//! Why a later tick's answer settles it: ticks of one holder run one after
+//! another, and each re-reads the holds after publishing and before
+//! purging. An answer published after the hold was written comes from a
+//! tick whose re-read follows the write, and any earlier tick has finished
+//! its purge by then. A row rewritten within the same tick (to record what
+//! bounded its purge) keeps its `at`, so only a new `at` counts.
+
+use std::time::{Duration, Instant as Clock};
+
+use crate::broker::kv::CasError;
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::exit::Exit;
+use crate::floor::PublishedFloor;
+use crate::rows::{HoldRow, Instant, DUTY_KEY};
+
+/// A hold to place.
+#[derive(Debug, Clone, Copy)]
+pub struct Placement<'a> {
+    pub stream: &'a str,
+    pub id: &'a str,
+    pub row: &'a HoldRow,
+    /// Update an existing hold of this id instead of refusing it.
+    pub replace: bool,
+}
+
+/// How a placement was confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Confirmed {
+    /// A tick published an answer after the hold was written.
+    Published,
+    /// No sidecar holds the duty: no tick is in flight, and any later one
+    /// reads the hold before it purges.
+    NoLease,
+}
+
+/// Why a placed hold is not confirmed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unconfirmed {
+    /// `-no-wait`.
+    NotWaited,
+    /// No answer was published within two ticks.
+    NoAnswer { waited: Duration },
+}
+
+/// What placing a hold came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Placed {
+    Held {
+        /// The floor published when it was confirmed (null before any).
+        floor: Option<u64>,
+        how: Confirmed,
+    },
+    /// On the bucket, not proved against a tick.
+    Unconfirmed(Unconfirmed),
+    /// Another hold has this id; nothing written.
+    Exists { existing: String },
+    /// Records the hold needs are gone; the hold was released.
+    TooLate { first_seq: u64 },
+    /// The broker failed; what was written (if anything) is in the text.
+    Failed(String),
+}
+
+impl Placed {
+    /// The exit code (cli.md): a refusal or an unfinished confirmation is 1,
+    /// a broker failure 3.
+    pub fn exit(&self) -> Exit {
+        match self {
+            Placed::Held { .. } | Placed::Unconfirmed(Unconfirmed::NotWaited) => Exit::Ok,
+            Placed::Unconfirmed(_) | Placed::Exists { .. } | Placed::TooLate { .. } => {
+                Exit::Attention
+            }
+            Placed::Failed(_) => Exit::Unreachable,
+        }
+    }
+
+    /// The stable outcome code.
+    pub fn code(&self) -> &'static str {
+        match self {
+            Placed::Held { .. } => "held",
+            Placed::Unconfirmed(_) => "unconfirmed",
+            Placed::Exists { .. } => "hold_exists",
+            Placed::TooLate { .. } => "too_late",
+            Placed::Failed(_) => "failed",
+        }
+    }
+
+    /// The outcome in words.
+    pub fn words(&self, stream: &str, id: &str, row: &HoldRow) -> String {
+        let (seq, until) = (row.seq, row.expires_at);
+        match self {
+            Placed::Held { floor, how } => {
+                let floor = floor.map_or("none yet".to_string(), |f| f.to_string());
+                let why = match how {
+                    Confirmed::Published => "confirmed by an answer published after it",
+                    Confirmed::NoLease => "no sidecar holds the trim duty, so any later tick reads it before it purges",
+                };
+                format!("held {stream} from {seq} until {until} as {id}; the published floor is {floor} ({why})")
+            }
+            Placed::Unconfirmed(Unconfirmed::NotWaited) => format!(
+                "placed {id} on {stream} from {seq} until {until}, not yet confirmed (-no-wait): a tick in flight may still purge below {seq}"
+            ),
+            Placed::Unconfirmed(Unconfirmed::NoAnswer { waited }) => format!(
+                "placed {id} on {stream} from {seq} until {until}, but not confirmed: no answer was published within {} (two ticks); the duty holder may be stalled, see crewlet retention status",
+                humantime::format_duration(*waited)
+            ),
+            Placed::Exists { existing } => format!(
+                "refused: hold_exists: {id} on {stream} is already held ({existing}); pass -replace to update it, or choose another -id; nothing written"
+            ),
+            Placed::TooLate { first_seq } => format!(
+                "refused: too_late: records below {first_seq} are gone from {stream}, and the hold needs {seq} on; it was released"
+            ),
+            Placed::Failed(e) => format!("error: {e}"),
+        }
+    }
+}
+
+fn describe(entry: &[u8]) -> String {
+    match serde_json::from_slice::<HoldRow>(entry) {
+        Ok(h) => format!("seq {}, owner {}, expires {}", h.seq, h.owner, h.expires_at),
+        Err(_) => "a row that does not parse".into(),
+    }
+}
+
+/// The `at` and floor of the stream's published row (`None` when there is
+/// none, or it cannot be read).
+async fn published(
+    broker: &Broker,
+    config: &Config,
+    stream: &str,
+) -> Option<(Instant, Option<u64>)> {
+    let entry = broker
+        .kv_entry(&config.buckets.floors, stream)
+        .await
+        .ok()??;
+    PublishedFloor::parse(stream, &entry.value)
+        .ok()
+        .map(|p| (p.at, p.floor))
+}
+
+/// A hold on the bucket, proved against the log, waiting for a tick.
+#[derive(Debug, Clone)]
+pub struct Written {
+    revision: u64,
+    /// The published row's `at` and floor, read after the write.
+    before: Option<(Instant, Option<u64>)>,
+    /// Whether a duty lease may be held (a tick may be in flight).
+    lease: bool,
+}
+
+/// Places `p`, proves it against the log and, when `wait`, against a tick.
+pub async fn place(broker: &Broker, config: &Config, p: &Placement<'_>, wait: bool) -> Placed {
+    match write(broker, config, p).await {
+        Err(placed) => placed,
+        Ok(_) if !wait => Placed::Unconfirmed(Unconfirmed::NotWaited),
+        Ok(w) => confirm(broker, config, p, &w).await,
+    }
+}
+
+/// Writes the hold and checks the log still holds what it needs. `Err` is
+/// the final outcome (refused, too late, failed).
+pub async fn write(broker: &Broker, config: &Config, p: &Placement<'_>) -> Result<Written, Placed> {
+    let key = format!("{}.{}", p.stream, p.id);
+    let bucket = &config.buckets.holds;
+    let body = serde_json::to_vec(p.row).map_err(|e| Placed::Failed(e.to_string()))?;
+    let written = if p.replace {
+        match broker.kv_entry(bucket, &key).await {
+            Ok(Some(e)) => broker.kv_update(bucket, &key, body, e.revision).await,
+            Ok(None) => broker.kv_create(bucket, &key, body).await,
+            Err(e) => return Err(Placed::Failed(format!("{e}; nothing written"))),
+        }
+    } else {
+        broker.kv_create(bucket, &key, body).await
+    };
+    let revision = match written {
+        Ok(r) => r,
+        Err(CasError::Exists { .. }) | Err(CasError::Conflict { .. }) => {
+            let existing = match broker.kv_entry(bucket, &key).await {
+                Ok(Some(e)) => describe(&e.value),
+                _ => "it changed while this command ran".into(),
+            };
+            return Err(Placed::Exists { existing });
+        }
+        Err(e) => {
+            return Err(Placed::Failed(format!(
+                "{e}; the hold may or may not be placed, run the same command with -replace"
+            )))
+        }
+    };
+    // After the write: what was published so far, and whether a tick may
+    // be in flight (an unreadable lease may be held).
+    let before = published(broker, config, p.stream).await;
+    let lease = !matches!(
+        broker.kv_entry(&config.buckets.duty, DUTY_KEY).await,
+        Ok(None)
+    );
+    if let Some(gone) = too_late(broker, bucket, &key, revision, p).await {
+        return Err(gone);
+    }
+    Ok(Written {
+        revision,
+        before,
+        lease,
+    })
+}
+
+/// Waits (at most two ticks) for an answer a later tick publishes, and
+/// checks the log again.
+pub async fn confirm(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Written) -> Placed {
+    if !w.lease {
+        return Placed::Held {
+            floor: w.before.and_then(|b| b.1),
+            how: Confirmed::NoLease,
+        };
+    }
+    let key = format!("{}.{}", p.stream, p.id);
+    let tick = config.retention.tick.0;
+    let budget = tick * 2 + Duration::from_secs(2);
+    let poll = (tick / 10).clamp(Duration::from_millis(50), Duration::from_millis(500));
+    let started = Clock::now();
+    while started.elapsed() < budget {
+        tokio::time::sleep(poll).await;
+        let now = published(broker, config, p.stream).await;
+        let later = match (&w.before, &now) {
+            (_, None) => false,
+            (None, Some(_)) => true,
+            (Some(b), Some(n)) => n.0 != b.0,
+        };
+        if later {
+            if let Some(gone) = too_late(broker, &config.buckets.holds, &key, w.revision, p).await {
+                return gone;
+            }
+            return Placed::Held {
+                floor: now.and_then(|n| n.1),
+                how: Confirmed::Published,
+            };
+        }
+    }
+    Placed::Unconfirmed(Unconfirmed::NoAnswer { waited: budget })
+}
+
+/// Lifts a hold this process placed (on the revision it wrote).
+pub async fn release(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Written) {
+    let key = format!("{}.{}", p.stream, p.id);
+    let _ = broker
+        .kv_delete_at(&config.buckets.holds, &key, w.revision)
+        .await;
+}
+
+/// `Some(TooLate)` (the hold released) when the log no longer holds the
+/// first record the hold needs.
+async fn too_late(
+    broker: &Broker,
+    bucket: &str,
+    key: &str,
+    revision: u64,
+    p: &Placement<'_>,
+) -> Option<Placed> {
+    let state = match broker.stream_state(p.stream).await {
+        Ok(s) => s,
+        Err(e) => {
+            return Some(Placed::Failed(format!(
+                "{e}; the hold is placed, not confirmed"
+            )))
+        }
+    };
+    if p.row.seq >= state.first_seq {
+        return None;
+    }
+    // Released on our revision: a hold replaced meanwhile stays.
+    let _ = broker.kv_delete_at(bucket, key, revision).await;
+    Some(Placed::TooLate {
+        first_seq: state.first_seq,
+    })
+}
