@@ -139,48 +139,60 @@ impl Broker {
                 })
                 .await
                 .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
-            if consumer.cached_info().num_pending == 0 {
-                return Ok((Vec::new(), last));
-            }
-            let mut messages = consumer
-                .messages()
-                .await
-                .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
-            let mut out = Vec::new();
-            let mut scanned = last;
-            while let Some(m) = messages.next().await {
-                let m = m.map_err(|e| format!("reading gate records on {stream}: {e}"))?;
-                let info = m
-                    .info()
-                    .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
-                let (seq, pending, landed_at) = (
-                    info.stream_sequence,
-                    info.pending,
-                    instant_of(info.published),
-                );
-                let headers: BTreeMap<String, String> = m
-                    .headers
-                    .as_ref()
-                    .map(|h| {
-                        h.iter()
-                            .filter_map(|(k, v)| {
-                                v.first().map(|v| (k.to_string(), v.as_str().to_string()))
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.push(LogRecord {
-                    seq,
-                    landed_at,
-                    headers,
-                    body: m.payload.to_vec(),
-                });
-                scanned = scanned.max(seq);
-                if pending == 0 {
-                    break;
+            let consumer_name = consumer.cached_info().name.clone();
+            let announced = consumer.cached_info().num_pending;
+            let scan = async {
+                if announced == 0 {
+                    return Ok((Vec::new(), last));
                 }
+                let mut messages = consumer
+                    .messages()
+                    .await
+                    .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                let mut out = Vec::new();
+                let mut scanned = last;
+                while let Some(m) = messages.next().await {
+                    let m = m.map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                    let info = m
+                        .info()
+                        .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                    let (seq, pending, landed_at) = (
+                        info.stream_sequence,
+                        info.pending,
+                        instant_of(info.published),
+                    );
+                    let headers: BTreeMap<String, String> = m
+                        .headers
+                        .as_ref()
+                        .map(|h| {
+                            h.iter()
+                                .filter_map(|(k, v)| {
+                                    v.first().map(|v| (k.to_string(), v.as_str().to_string()))
+                                })
+                                .collect()
+                        })
+                        .unwrap_or_default();
+                    out.push(LogRecord {
+                        seq,
+                        landed_at,
+                        headers,
+                        body: m.payload.to_vec(),
+                    });
+                    scanned = scanned.max(seq);
+                    if pending == 0 {
+                        return Ok((out, scanned));
+                    }
+                }
+                // Ended before the end it announced: the cursor must not
+                // move past records it has not read.
+                Err(format!(
+                    "reading gate records on {stream}: the reader stopped after {} of {announced}",
+                    out.len()
+                ))
             }
-            Ok((out, scanned))
+            .await;
+            let _ = s.delete_consumer(&consumer_name).await;
+            scan
         };
         tokio::time::timeout(READ_TIMEOUT, read)
             .await

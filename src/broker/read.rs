@@ -6,7 +6,6 @@ use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
 use async_nats::jetstream::context::GetStreamErrorKind;
-use async_nats::jetstream::stream::ConsumerErrorKind;
 use async_nats::jetstream::ErrorCode;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
@@ -50,58 +49,71 @@ impl Broker {
     /// arrives, so that parsing overlaps the wait for the rest.
     /// With `keep_raw` false the entries themselves are not kept (the
     /// bucket answers an empty list): only their parsed form.
+    ///
+    /// A read is complete or it is unreadable (floor.md, Reads that must be
+    /// complete): it must reach the end the broker announced, and deliver
+    /// at least as many keys as the bucket's stream said it held just
+    /// before. A short read is tried once more (a key may have expired in
+    /// between), then refused; it is never taken as a smaller bucket.
     pub async fn read_bucket_parsing<T: Default>(
         &self,
         name: &str,
         add: Sink<T>,
         keep_raw: bool,
     ) -> (Bucket, Result<T, BucketError>) {
-        let mut parsed = T::default();
-        let read = tokio::time::timeout(
-            READ_TIMEOUT,
-            self.read_bucket_inner(name, &mut parsed, add, keep_raw),
-        )
-        .await;
-        let bucket = match read {
-            Ok(r) => r,
-            Err(_) => Err(BucketError::Failed {
-                bucket: name.to_string(),
-                reason: format!("no answer within {}s", READ_TIMEOUT.as_secs()),
-            }),
-        };
-        match bucket {
-            Ok(entries) => (Ok(entries), Ok(parsed)),
-            Err(e) => (Err(e.clone()), Err(e)),
+        let mut last_short = String::new();
+        for _ in 0..2 {
+            let mut parsed = T::default();
+            let read = tokio::time::timeout(
+                READ_TIMEOUT,
+                self.read_bucket_inner(name, &mut parsed, add, keep_raw),
+            )
+            .await;
+            let bucket = match read {
+                Ok(Ok(Ok(entries))) => Ok(entries),
+                Ok(Ok(Err(short))) => {
+                    last_short = short;
+                    continue;
+                }
+                Ok(Err(e)) => Err(e),
+                Err(_) => Err(BucketError::Failed {
+                    bucket: name.to_string(),
+                    reason: format!("no answer within {}s", READ_TIMEOUT.as_secs()),
+                }),
+            };
+            return match bucket {
+                Ok(entries) => (Ok(entries), Ok(parsed)),
+                Err(e) => (Err(e.clone()), Err(e)),
+            };
         }
+        let e = BucketError::Failed {
+            bucket: name.to_string(),
+            reason: format!("the read was incomplete twice: {last_short}"),
+        };
+        (Err(e.clone()), Err(e))
     }
 
+    /// One read of bucket `name`: `Ok(Err(why))` when it came out short.
     async fn read_bucket_inner<T>(
         &self,
         name: &str,
         parsed: &mut T,
         add: Sink<T>,
         keep_raw: bool,
-    ) -> Bucket {
+    ) -> Result<Result<Vec<Entry>, String>, BucketError> {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
             reason,
         };
         let prefix = format!("$KV.{name}.");
-        // One request: the consumer is created on the bucket's stream by
-        // name, and a missing bucket answers "stream not found".
-        let consumer = self
+        // The bucket's stream state first: what a complete read must reach.
+        // A missing bucket answers "stream not found".
+        let stream = self
             .js
-            .create_consumer_on_stream(
-                OrderedConfig {
-                    filter_subject: format!("{prefix}>"),
-                    deliver_policy: DeliverPolicy::LastPerSubject,
-                    ..Default::default()
-                },
-                format!("KV_{name}"),
-            )
+            .get_stream(format!("KV_{name}"))
             .await
             .map_err(|e| match e.kind() {
-                ConsumerErrorKind::JetStream(je)
+                GetStreamErrorKind::JetStream(je)
                     if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
                 {
                     BucketError::Missing {
@@ -110,42 +122,82 @@ impl Broker {
                 }
                 _ => failed(e.to_string()),
             })?;
-        // An empty bucket delivers nothing and would block: ask first.
-        if consumer.cached_info().num_pending == 0 {
-            return Ok(Vec::new());
-        }
-        let mut messages = consumer
-            .messages()
+        let (messages, subjects) = {
+            let state = &stream.cached_info().state;
+            (state.messages, state.subjects_count)
+        };
+        let consumer = stream
+            .create_consumer(OrderedConfig {
+                filter_subject: format!("{prefix}>"),
+                deliver_policy: DeliverPolicy::LastPerSubject,
+                ..Default::default()
+            })
             .await
             .map_err(|e| failed(e.to_string()))?;
-        let mut out = Vec::new();
-        while let Some(msg) = messages.next().await {
-            let msg = msg.map_err(|e| failed(e.to_string()))?;
-            let info = msg.info().map_err(|e| failed(e.to_string()))?;
-            let pending = info.pending;
-            let revision = info.stream_sequence;
-            let deleted = msg.headers.as_ref().is_some_and(|h| {
-                h.get("KV-Operation")
-                    .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
-                    || h.get("Nats-Marker-Reason").is_some()
-            });
-            if !deleted {
-                if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
-                    add(parsed, key, &msg.payload, revision);
-                    if keep_raw {
-                        out.push(Entry {
-                            key: key.to_string(),
-                            value: msg.payload.to_vec(),
-                            revision,
-                        });
+        let consumer_name = consumer.cached_info().name.clone();
+        let announced = consumer.cached_info().num_pending;
+        let read = async {
+            // An empty bucket delivers nothing and would block: ask first.
+            if announced == 0 {
+                return Ok(if messages > 0 {
+                    Err(format!(
+                        "the reader was offered no key, but the bucket's stream holds {messages} messages"
+                    ))
+                } else {
+                    Ok(Vec::new())
+                });
+            }
+            let mut stream_of = consumer
+                .messages()
+                .await
+                .map_err(|e| failed(e.to_string()))?;
+            let mut out = Vec::new();
+            let mut seen: u64 = 0;
+            let mut complete = false;
+            while let Some(msg) = stream_of.next().await {
+                let msg = msg.map_err(|e| failed(e.to_string()))?;
+                let info = msg.info().map_err(|e| failed(e.to_string()))?;
+                let pending = info.pending;
+                let revision = info.stream_sequence;
+                seen += 1;
+                let deleted = msg.headers.as_ref().is_some_and(|h| {
+                    h.get("KV-Operation")
+                        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
+                        || h.get("Nats-Marker-Reason").is_some()
+                });
+                if !deleted {
+                    if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
+                        add(parsed, key, &msg.payload, revision);
+                        if keep_raw {
+                            out.push(Entry {
+                                key: key.to_string(),
+                                value: msg.payload.to_vec(),
+                                revision,
+                            });
+                        }
                     }
                 }
+                if pending == 0 {
+                    complete = true;
+                    break;
+                }
             }
-            if pending == 0 {
-                break;
+            if !complete {
+                return Ok(Err(format!(
+                    "the reader stopped after {seen} of {announced} keys"
+                )));
             }
+            if seen < subjects {
+                return Ok(Err(format!(
+                    "{seen} keys were delivered, but the bucket's stream holds {subjects} subjects"
+                )));
+            }
+            Ok(Ok(out))
         }
-        Ok(out)
+        .await;
+        // The reader is ours: delete it rather than leave it to expire.
+        let _ = stream.delete_consumer(&consumer_name).await;
+        read
     }
 
     /// Every bucket the answer reads, concurrently, once, as raw entries.

@@ -885,6 +885,18 @@ impl Config {
                     out.push(Problem::error(at("stream"), format!("{:?} is also the stream of domains[{j}]; two domains on one stream would trim it twice", d.stream)));
                 }
             }
+            // `-stream X` takes a domain name or a stream: X must name one
+            // log, or a gesture could pin the wrong one.
+            if !d.name.is_empty() {
+                if let Some(j) = self
+                    .domains
+                    .iter()
+                    .enumerate()
+                    .position(|(k, o)| k != i && o.stream == d.name)
+                {
+                    out.push(Problem::error(at("name"), format!("{:?} is the stream of domains[{j}]; a domain name may not be another domain's stream (-stream would name two logs)", d.name)));
+                }
+            }
             if let Some(s) = &d.gate_subject {
                 if let Some(j) = earlier
                     .iter()

@@ -85,19 +85,38 @@ pub fn add_presence(m: &mut ByNode<PresenceRow>, k: &str, v: &[u8], _: u64) {
     m.insert(Arc::from(k), PresenceRow::parse(k, v));
 }
 
+/// A key without the contract's `<stream>.<id>` shape is malformed, not
+/// skipped: one that names a stream (all of it) is filed under that
+/// stream, so that its term is unreadable and names the key.
+fn shapeless(k: &str) -> RowError {
+    RowError::Malformed {
+        key: k.to_string(),
+        message: "expected a key <stream>.<id>".into(),
+    }
+}
+
 pub fn add_position(m: &mut BTreeMap<String, ByNode<PositionRow>>, k: &str, v: &[u8], _: u64) {
-    if let Some((stream, node)) = split_stream(k) {
-        m.entry(stream.to_string())
-            .or_default()
-            .insert(Arc::from(node), PositionRow::parse(k, v));
+    match split_stream(k) {
+        Some((stream, node)) => {
+            m.entry(stream.to_string())
+                .or_default()
+                .insert(Arc::from(node), PositionRow::parse(k, v));
+        }
+        None => {
+            m.entry(k.to_string())
+                .or_default()
+                .insert(Arc::from(""), Err(shapeless(k)));
+        }
     }
 }
 
 pub fn add_hold(m: &mut HoldsByStream, k: &str, v: &[u8], _: u64) {
-    if let Some((stream, _)) = split_stream(k) {
-        m.entry(stream.to_string())
+    match split_stream(k) {
+        Some((stream, _)) => m
+            .entry(stream.to_string())
             .or_default()
-            .push(HoldRow::parse(k, v));
+            .push(HoldRow::parse(k, v)),
+        None => m.entry(k.to_string()).or_default().push(Err(shapeless(k))),
     }
 }
 

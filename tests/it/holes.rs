@@ -467,3 +467,105 @@ async fn hole_3_a_readmission_holds_the_log_until_the_node_counts_again() {
         "lifted once a published answer counts the node"
     );
 }
+
+/// Hole 9: a bucket read that delivered fewer keys than the bucket holds
+/// was taken as complete. Here the holds bucket is a mirror of another
+/// (its messages keep the origin's subjects, so a reader of its own
+/// subjects is offered nothing): read as empty, it lifted every pin.
+#[tokio::test]
+async fn hole_9_a_read_short_of_the_buckets_state_is_unreadable() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.hold("keep", 6, 600).await;
+    f.js.create_stream(async_nats::jetstream::stream::Config {
+        name: "KV_holds_mirror".into(),
+        mirror: Some(async_nats::jetstream::stream::Source {
+            name: "KV_crewlet_holds".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    })
+    .await
+    .expect("mirror");
+    assert!(
+        eventually(5, || async {
+            f.js.get_stream("KV_holds_mirror")
+                .await
+                .is_ok_and(|s| s.cached_info().state.messages == 1)
+        })
+        .await,
+        "the mirror holds the hold"
+    );
+    let mut config = f.config.clone();
+    config.buckets.holds = "holds_mirror".into();
+    let mut s = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let r = s.tick().await;
+    let hold = r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .find(|t| t.term == crewlet::floor::TermName::MinHold)
+        .expect("term")
+        .clone();
+    assert!(hold.state_is_unreadable(), "{hold:?}");
+    assert_eq!(f.first_seq().await, 1, "nothing purged");
+    // Every reader the tick created is gone.
+    for stream in [
+        "KV_crewlet_positions",
+        "KV_crewlet_presence",
+        "KV_crewlet_gates",
+        STREAM,
+    ] {
+        let n =
+            f.js.get_stream(stream)
+                .await
+                .expect("stream")
+                .cached_info()
+                .state
+                .consumer_count;
+        assert_eq!(n, 0, "{stream} keeps {n} consumers");
+    }
+}
+
+/// Hole 10: a positions or holds key without the contract's shape was
+/// skipped; a domain could be named like another domain's stream.
+#[tokio::test]
+async fn hole_10_keys_without_the_contracts_shape_are_unreadable() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.put(
+        "crewlet_holds",
+        STREAM,
+        json!({"seq": 3, "owner": "x", "expires_at": ts(600)}),
+    )
+    .await;
+    f.put("crewlet_positions", STREAM, json!({"seq": 2})).await;
+    let mut s = f.sidecar().await;
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    for name in [
+        crewlet::floor::TermName::Applied,
+        crewlet::floor::TermName::MinHold,
+    ] {
+        let t = a.terms.iter().find(|t| t.term == name).expect("term");
+        match &t.state {
+            crewlet::floor::TermState::Unreadable { error } => {
+                assert!(error.contains(&format!("key {STREAM}:")), "{error}")
+            }
+            other => panic!("{name:?} is {other:?}"),
+        }
+    }
+    assert_eq!(f.first_seq().await, 1);
+
+    // A domain named like another domain's stream is refused.
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - {{name: tracker, stream: {STREAM}}}\n  - {{name: {STREAM}, stream: OTHER_LOG}}\n",
+        f.server.url()
+    ));
+    let run = op.run(&["validate"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("is the stream of domains[0]"),
+        "{run:?}"
+    );
+}
