@@ -8,6 +8,7 @@
 //! - [`config`]: the YAML file: types, named defaults, pure parsing, `validate()` with lines.
 //! - [`rows`]: the contract's rows, keys, the node id rule and operation ids (pure).
 //! - [`buckets`]: which KV buckets the contract has and how `init` sets them (pure).
+//! - [`clock`]: PURE: the broker's clock as the sidecar reads it; the skew.
 //! - [`floor`]: PURE: counted set, the six terms, trim_to, blocked_by, the floor, NOT READY.
 //! - [`human`]: ages, sizes and counts for people (pure).
 //! - [`stream_check`]: judging a stream's own limits and subjects (pure).
@@ -32,6 +33,7 @@ pub mod alarms;
 pub mod broker;
 pub mod buckets;
 pub mod cli;
+pub mod clock;
 pub mod config;
 pub mod duty;
 pub mod embedded;

@@ -61,6 +61,8 @@ pub struct Sidecar {
     pub broker: Broker,
     pub duty: Duty,
     active: BTreeSet<(String, Option<String>)>,
+    /// How far the broker's clock is ahead of ours, as last read.
+    offset: Option<chrono::Duration>,
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
@@ -71,7 +73,12 @@ pub async fn read_domain(
     min_age: Duration,
     now: DateTime<Utc>,
 ) -> DomainRead {
-    let stream = broker.stream_state(&domain.stream).await;
+    let (stream, clock) = match broker.stream_state_at(&domain.stream).await {
+        Ok((s, c)) => (Ok(s), Some(c)),
+        Err(e) => (Err(e), None),
+    };
+    // The age cutoff on the broker's clock as it answered, never ours.
+    let now = clock.map_or(now, |c| c.broker);
     // The consumer after stream info (the feed rule needs last_seq read
     // first); the age lookup beside it.
     let feed = async {
@@ -98,6 +105,7 @@ pub async fn read_domain(
         feed,
         young_seq,
         absorbed: None,
+        clock,
     }
 }
 
@@ -108,6 +116,8 @@ pub struct Fresh {
     pub raw: Raw,
     pub parsed: ParsedRows,
     pub answers: Vec<Answer>,
+    /// How far the broker's clock is ahead of ours (none read: `None`).
+    pub offset: Option<chrono::Duration>,
 }
 
 /// Every domain's answer from one fresh read (the buckets once, then each
@@ -122,6 +132,7 @@ pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateT
         raw,
         parsed,
         answers,
+        offset: clock_offset(&reads),
     }
 }
 
@@ -153,8 +164,18 @@ pub fn compute_all(
         .domains
         .iter()
         .zip(reads)
-        .map(|(d, read)| floor::compute(d, policy, parsed, read, now))
+        .map(|(d, read)| {
+            // Each answer at the broker's instant in its own stream info.
+            let at = read.clock.map_or(now, |c| c.broker);
+            floor::compute(d, policy, parsed, read, at)
+        })
         .collect()
+}
+
+/// How far the broker's clock is ahead of ours, from this tick's reads.
+pub fn clock_offset(reads: &[DomainRead]) -> Option<chrono::Duration> {
+    let readings: Vec<crate::clock::Reading> = reads.iter().filter_map(|r| r.clock).collect();
+    crate::clock::offset_of(&readings)
 }
 
 /// The duty as the alarms see it.
@@ -183,22 +204,28 @@ impl Sidecar {
             broker,
             duty,
             active: BTreeSet::new(),
+            offset: None,
         }
     }
 
     /// One tick. Never panics on anything the broker says; a failure is in
     /// the report and the logs.
     pub async fn tick(&mut self) -> TickReport {
-        // `now` is taken before the reads: a hold expiring mid-tick is still
-        // seen live, and the age cutoff errs toward keeping. The lease and
-        // the rows are independent, so they are read together.
-        let now = Utc::now();
+        // Every time rule runs on the broker's clock: each answer is
+        // computed at the instant of its own stream info; `now` (our clock
+        // moved by the offset last read) serves only where none was read.
+        // The lease and the rows are independent, so they are read together.
+        let now = crate::clock::broker_now(self.offset, Utc::now());
         let (duty, (mut raw, mut parsed)) = tokio::join!(
             self.duty.claim_or_renew(&self.broker),
             self.broker.read_all(&self.config.buckets)
         );
         let policy = Policy::from_config(&self.config, self.duty.session());
         let mut reads = read_domains(&self.broker, &self.config, &policy, now).await;
+        let offset = clock_offset(&reads);
+        if offset.is_some() {
+            self.offset = offset;
+        }
         // The gates view is brought up to date after stream info: it belongs
         // to the incarnation that info names.
         if self.duty.holds() && self.absorb_gates(&mut raw, &parsed, &mut reads).await {
@@ -228,7 +255,8 @@ impl Sidecar {
         let policy = AlarmPolicy::from_config(&self.config);
         let view = duty_view(&duty, &self.duty);
         let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();
-        let alarms = alarms::evaluate(&all, &view, &policy, Utc::now());
+        let now = crate::clock::broker_now(self.offset, Utc::now());
+        let alarms = alarms::evaluate(&all, &view, offset, &policy, now);
         self.log_alarm_changes(&alarms);
         TickReport {
             domains,
@@ -332,7 +360,7 @@ impl Sidecar {
         // Right after publishing and right before purging: a hold or a live
         // data node that landed after this tick's read still bounds it.
         let pins = self.broker.read_pins(&self.config.buckets).await;
-        let now = Utc::now();
+        let now = crate::clock::broker_now(self.offset, Utc::now());
         for d in domains.iter_mut().filter(|d| licensed(d)) {
             self.purge_one(d, &pins, now).await;
         }

@@ -54,6 +54,9 @@ pub struct AlarmPolicy {
     pub backup_owner: Option<String>,
     /// The gates bucket, named in the `gates_unabsorbed` remedy.
     pub gates_bucket: String,
+    pub max_clock_skew: Duration,
+    /// This sidecar's node id, named in the `clock_skew` remedy.
+    pub node: String,
 }
 
 impl AlarmPolicy {
@@ -65,6 +68,8 @@ impl AlarmPolicy {
             backup_floor: c.retention.backup_floor,
             backup_owner: c.retention.backup_owner.clone(),
             gates_bucket: c.buckets.gates.clone(),
+            max_clock_skew: c.retention.max_clock_skew.0,
+            node: c.node.id.clone(),
         }
     }
 }
@@ -76,13 +81,38 @@ fn since(now: DateTime<Utc>, then: Instant) -> Duration {
 }
 
 /// Every active alarm, fleet-level first, then per domain in order.
+/// `clock_offset` is how far the broker's clock is ahead of this sidecar's
+/// (none read: unknown, no alarm).
 pub fn evaluate(
     answers: &[Answer],
     duty: &DutyView,
+    clock_offset: Option<chrono::Duration>,
     policy: &AlarmPolicy,
     now: DateTime<Utc>,
 ) -> Vec<Alarm> {
     let mut out = Vec::new();
+    if let Some(o) = crate::clock::skew_past(clock_offset, policy.max_clock_skew) {
+        let abs = o.abs().to_std().unwrap_or_default();
+        let side = if o > chrono::Duration::zero() {
+            "behind"
+        } else {
+            "ahead of"
+        };
+        out.push(Alarm {
+            alarm: "clock_skew",
+            domain: None,
+            measurement: format!(
+                "the clock of sidecar {} is {:.1}s {side} the broker's (max_clock_skew is {}); every time rule uses the broker's clock",
+                policy.node,
+                abs.as_secs_f64(),
+                Dur(policy.max_clock_skew)
+            ),
+            remedy: format!(
+                "fix NTP (chrony or timedatectl) on the host of sidecar {}, or on the broker's host if that is the one off",
+                policy.node
+            ),
+        });
+    }
     match duty {
         DutyView::Held { .. } => {}
         DutyView::Unheld => out.push(Alarm {

@@ -16,6 +16,8 @@ fn policy() -> AlarmPolicy {
         backup_floor: BackupPolicy::Engine,
         backup_owner: Some("platform-oncall".into()),
         gates_bucket: "crewlet_gates".into(),
+        max_clock_skew: Duration::from_secs(2),
+        node: "node-1".into(),
     }
 }
 
@@ -34,7 +36,7 @@ fn fresh() -> World {
 }
 
 fn alarms(w: &World) -> Vec<Alarm> {
-    evaluate(&[w.answer()], &held(), &policy(), now())
+    evaluate(&[w.answer()], &held(), None, &policy(), now())
 }
 
 fn names(a: &[Alarm]) -> Vec<&str> {
@@ -48,7 +50,13 @@ fn a_healthy_domain_has_none() {
 
 #[test]
 fn duty_unheld_is_fleet_level() {
-    let a = evaluate(&[fresh().answer()], &DutyView::Unheld, &policy(), now());
+    let a = evaluate(
+        &[fresh().answer()],
+        &DutyView::Unheld,
+        None,
+        &policy(),
+        now(),
+    );
     assert_eq!(names(&a), ["duty_unheld"]);
     assert_eq!(a[0].line(), "ALARM duty_unheld *: no sidecar holds the trim duty; nothing is being trimmed — start a sidecar with node.duty: true (crewlet retention run)");
 }
@@ -93,7 +101,7 @@ fn backup_age_names_the_owner_and_clears() {
     w.policy.backup_floor = BackupPolicy::Operator;
     let mut p = policy();
     p.backup_floor = BackupPolicy::Operator;
-    let a = evaluate(&[w.answer()], &held(), &p, now());
+    let a = evaluate(&[w.answer()], &held(), None, &p, now());
     assert_eq!(
         a[0].measurement,
         format!("no acknowledgement has been given for {S}")
@@ -180,6 +188,6 @@ fn floor_stale() {
         "the floors row was last written 2 minutes ago (3 ticks is 30s)"
     );
     // Nobody holds duty: it is duty_unheld, not a stale floor.
-    let a = evaluate(&[w.answer()], &DutyView::Unheld, &policy(), now());
+    let a = evaluate(&[w.answer()], &DutyView::Unheld, None, &policy(), now());
     assert_eq!(names(&a), ["duty_unheld"]);
 }

@@ -12,6 +12,7 @@ use futures::StreamExt;
 use serde::Deserialize;
 
 use super::Broker;
+use crate::clock::Reading;
 use crate::config::Buckets;
 use crate::floor::parsed::{self, Sink};
 use crate::floor::{Bucket, BucketError, Entry, FeedState, ParsedRows, Rows, StreamState};
@@ -265,7 +266,17 @@ impl Broker {
 
     /// Fresh stream info.
     pub async fn stream_state(&self, stream: &str) -> Result<StreamState, String> {
-        let s = tokio::time::timeout(READ_TIMEOUT, self.js.get_stream(stream))
+        self.stream_state_at(stream).await.map(|(s, _)| s)
+    }
+
+    /// Fresh stream info, and the broker's clock in the answer (`ts`, which
+    /// the typed client does not keep: the request is made raw).
+    pub async fn stream_state_at(&self, stream: &str) -> Result<(StreamState, Reading), String> {
+        let body = serde_json::json!({});
+        let request = self
+            .js
+            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
+        let reply = tokio::time::timeout(READ_TIMEOUT, request)
             .await
             .map_err(|_| {
                 format!(
@@ -273,23 +284,38 @@ impl Broker {
                     READ_TIMEOUT.as_secs()
                 )
             })?
-            .map_err(|e| match e.kind() {
-                GetStreamErrorKind::JetStream(je)
-                    if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
-                {
-                    format!("stream {stream} does not exist")
-                }
-                _ => format!("stream {stream}: {e}"),
-            })?;
-        let info = s.cached_info();
-        Ok(StreamState {
-            first_seq: info.state.first_sequence,
-            last_seq: info.state.last_sequence,
-            bytes: info.state.bytes,
-            max_bytes: info.config.max_bytes,
-            created: instant_of(info.created),
-            facts: super::streams::facts_of(&info.config),
-        })
+            .map_err(|e| format!("stream {stream}: {e}"))?;
+        let local = Utc::now();
+        if let Some(err) = reply.get("error") {
+            let error: async_nats::jetstream::Error =
+                serde_json::from_value(err.clone()).map_err(|e| {
+                    format!("stream {stream}: an error answer that does not parse ({e})")
+                })?;
+            return Err(if error.error_code() == ErrorCode::STREAM_NOT_FOUND {
+                format!("stream {stream} does not exist")
+            } else {
+                format!("stream {stream}: {error}")
+            });
+        }
+        let broker = reply
+            .get("ts")
+            .and_then(|t| t.as_str())
+            .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+            .map(|t| t.with_timezone(&Utc))
+            .ok_or_else(|| format!("stream {stream}: the answer carries no broker time (ts)"))?;
+        let info: async_nats::jetstream::stream::Info = serde_json::from_value(reply)
+            .map_err(|e| format!("stream {stream}: stream info does not parse ({e})"))?;
+        Ok((
+            StreamState {
+                first_seq: info.state.first_sequence,
+                last_seq: info.state.last_sequence,
+                bytes: info.state.bytes,
+                max_bytes: info.config.max_bytes,
+                created: instant_of(info.created),
+                facts: super::streams::facts_of(&info.config),
+            },
+            Reading { broker, local },
+        ))
     }
 
     /// The feed consumer's floors.

@@ -357,6 +357,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
         feed: None,
         young_seq: Ok(None),
         absorbed: None,
+        clock: None,
     };
     let mut out = Vec::new();
     let _ = floor::compute(&domain, &policy, &parsed, &read, now);

@@ -217,7 +217,16 @@ async fn place_join_holds(
 ) -> Result<(), Refusal> {
     let id = join_hold_id(op);
     let ttl = config.retention.tick.0 * 10;
-    let expires = Utc::now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
+    // On the broker's clock, which decides whether the hold is live.
+    let now = match facts.first() {
+        Some(f) => broker
+            .stream_state_at(&f.stream)
+            .await
+            .map(|(_, c)| c.broker)
+            .map_err(Refusal::ReadmissionUnjudged)?,
+        None => Utc::now(),
+    };
+    let expires = now + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
     let rows: Vec<HoldRow> = facts
         .iter()
         .map(|f| HoldRow {

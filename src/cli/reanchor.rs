@@ -38,7 +38,10 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         raw: rows,
         parsed,
         answers,
+        offset,
     } = crate::trim::answers(&broker, &config, "", now).await;
+    // The generation opens at the broker's instant.
+    let now = crate::clock::broker_now(offset, now);
     let Some(answer) = answers.into_iter().find(|a| a.stream == domain.stream) else {
         return Exit::Unreachable;
     };

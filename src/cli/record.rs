@@ -73,8 +73,8 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
     let (config, d) = config_and_domain(cli, &args.stream)?;
     let position = seq_arg("position", &args.position)?;
     let broker = super::connect(cli, &config).await?;
-    let state = broker
-        .stream_state(&d.stream)
+    let (state, clock) = broker
+        .stream_state_at(&d.stream)
         .await
         .map_err(|e| unreachable(format!("{e}; nothing written")))?;
     if position > state.last_seq {
@@ -87,7 +87,8 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
         stream: d.stream.clone(),
         position,
         by: super::by_name(args.by.as_deref()),
-        at: Instant(Utc::now()),
+        // On the broker's clock: it is compared with the stream's created.
+        at: Instant(clock.broker),
     };
     put(
         &broker,
@@ -135,8 +136,8 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         None => format!("hold-{}", OpId::mint(Utc::now())),
     };
     let broker = super::connect(cli, &config).await?;
-    let state = broker
-        .stream_state(&d.stream)
+    let (state, clock) = broker
+        .stream_state_at(&d.stream)
         .await
         .map_err(|e| unreachable(format!("{e}; nothing written")))?;
     if seq > state.last_seq + 1 {
@@ -147,7 +148,10 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
             state.last_seq + 1
         )));
     }
-    let expires = Utc::now() + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
+    // The hold expires by the broker's clock, which decides whether it is
+    // live (floor.md, Clocks).
+    let expires =
+        clock.broker + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
     let row = HoldRow {
         seq,
         owner: args.owner.clone(),

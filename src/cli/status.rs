@@ -34,6 +34,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         raw: rows,
         parsed,
         answers,
+        offset,
     } = crate::trim::answers(&broker, &config, "", now).await;
     if !answers.is_empty()
         && answers.iter().all(|a| a.stream_error.is_some())
@@ -57,7 +58,13 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         DutyStatus::Free => alarms::DutyView::Unheld,
         DutyStatus::Unknown(e) => alarms::DutyView::Unreadable(e.clone()),
     };
-    let active = alarms::evaluate(&answers, &view, &AlarmPolicy::from_config(&config), now);
+    let active = alarms::evaluate(
+        &answers,
+        &view,
+        offset,
+        &AlarmPolicy::from_config(&config),
+        crate::clock::broker_now(offset, now),
+    );
 
     let domains = answers
         .into_iter()

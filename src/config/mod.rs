@@ -231,6 +231,9 @@ pub struct Retention {
     /// Lowers the floors on windows and ceilings (tests, demos); never a
     /// rule between fields.
     pub allow_unsafe_limits: bool,
+    /// How far the sidecar's clock may differ from the broker's before the
+    /// `clock_skew` alarm fires (every time rule runs on the broker's).
+    pub max_clock_skew: Dur,
 }
 
 impl Default for Retention {
@@ -248,6 +251,7 @@ impl Default for Retention {
             presence_ttl: Dur::secs(30),
             held_alarm_after: Dur::hours(24),
             allow_unsafe_limits: false,
+            max_clock_skew: Dur::secs(2),
         }
     }
 }
@@ -631,7 +635,9 @@ const DUR_BOUNDS: &[DurBound] = &[
         field: "snapshot_interval",
         get: |r| r.snapshot_interval,
         min: Dur::hours(1),
-        unsafe_min: Dur::secs(1),
+        // Low enough that a test fleet runs with min_age: 1s under the
+        // cross-field rule (snapshot_interval × (snapshots_kept + 1) < min_age).
+        unsafe_min: Dur(Duration::from_millis(100)),
         max: Dur::days(30),
     },
     DurBound {
@@ -647,6 +653,13 @@ const DUR_BOUNDS: &[DurBound] = &[
         min: Dur::secs(5),
         unsafe_min: Dur::secs(1),
         max: Dur::secs(600),
+    },
+    DurBound {
+        field: "max_clock_skew",
+        get: |r| r.max_clock_skew,
+        min: Dur(Duration::from_millis(100)),
+        unsafe_min: Dur(Duration::from_millis(100)),
+        max: Dur::secs(60),
     },
     DurBound {
         field: "held_alarm_after",

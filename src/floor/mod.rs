@@ -103,6 +103,9 @@ pub struct DomainRead {
     /// gates view up to date (the duty holder): whether that worked.
     /// `None` when it did not try.
     pub absorbed: Option<Result<(), String>>,
+    /// The broker's clock in the stream-info answer (floor.md, Clocks):
+    /// this domain's answer is computed at that instant.
+    pub clock: Option<crate::clock::Reading>,
 }
 
 /// The policy the answer is computed under, taken from the configuration.

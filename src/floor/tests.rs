@@ -217,6 +217,7 @@ impl World {
             feed: self.feed.clone(),
             young_seq: self.young.clone(),
             absorbed: self.absorbed.clone(),
+            clock: None,
         };
         compute(
             &self.domain,

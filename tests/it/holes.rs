@@ -569,3 +569,37 @@ async fn hole_10_keys_without_the_contracts_shape_are_unreadable() {
         "{run:?}"
     );
 }
+
+/// Hole 5: every time rule ran on the sidecar's clock. A sidecar whose
+/// clock is an hour fast saw a hold that still had ten minutes to live as
+/// expired, and purged what it pinned.
+#[tokio::test]
+async fn hole_5_time_rules_run_on_the_brokers_clock() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.hold("soon", 6, 600).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let op = operator(&f);
+    let run = crate::support::faketime("+1h", &["retention", "run", "--once", "--config", &op.cfg]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        f.first_seq().await,
+        6,
+        "the hold is live on the broker's clock: {run:?}"
+    );
+    assert!(
+        run.stderr
+            .lines()
+            .any(|l| l.starts_with("ALARM clock_skew *: the clock of sidecar node-1 is")),
+        "{run:?}"
+    );
+    // On the broker's clock the answer is not an hour ahead either.
+    let at = crewlet::rows::Instant::parse(
+        f.floors_row().await.expect("row")["at"]
+            .as_str()
+            .expect("at"),
+    )
+    .expect("instant");
+    let off = (at.0 - chrono::Utc::now()).num_seconds().abs();
+    assert!(off < 60, "published at {at}, {off}s from now");
+}

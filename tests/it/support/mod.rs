@@ -272,6 +272,27 @@ pub fn crewlet_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     crewlet_at(None, args, env)
 }
 
+/// Runs the binary under `faketime OFFSET` (its clock moved, the broker's
+/// not). faketime is installed by scripts/install-test-deps; a missing one
+/// fails the test.
+pub fn faketime(offset: &str, args: &[&str]) -> Run {
+    let out = Command::new("faketime")
+        .arg("-f")
+        .arg(offset)
+        .arg(env!("CARGO_BIN_EXE_crewlet"))
+        .args(args)
+        .env_remove("CREWLET_CONFIG")
+        .env_remove("NATS_URL")
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run faketime (scripts/install-test-deps installs it)");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
 /// Runs the binary in working directory `dir` (for the `./crewlet.yaml`
 /// lookup).
 pub fn crewlet_at(dir: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Run {
