@@ -19,6 +19,11 @@ use crate::config::Config;
 use crate::duty::{Duty, DutyStatus};
 use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy};
 
+/// The most records the age proof scans on one log in one tick. A larger
+/// slice is purged in steps of at most this many records, one per tick
+/// (docs/performance.md gives the cost).
+pub const AGE_PROOF_MAX_RECORDS: u64 = 100_000;
+
 /// What happened to one domain in a tick.
 #[derive(Debug, Clone)]
 pub struct DomainTick {
@@ -357,25 +362,83 @@ impl Sidecar {
             return;
         }
         failpoint("after_publish").await;
+        // The age proof first (it may scan many headers), so that the pins
+        // re-read stays the last read before each purge.
+        let mut targets: Vec<(usize, Option<u64>, Option<floor::PurgeClamp>)> = Vec::new();
+        for (i, d) in domains.iter().enumerate().filter(|(_, d)| licensed(d)) {
+            let Some(target) = floor::purge_target(&d.answer) else {
+                continue;
+            };
+            let (target, by) = self.prove_old(&d.answer, target).await;
+            targets.push((i, target, by));
+        }
         // Right after publishing and right before purging: a hold or a live
         // data node that landed after this tick's read still bounds it.
         let pins = self.broker.read_pins(&self.config.buckets).await;
         let now = crate::clock::broker_now(self.offset, Utc::now());
-        for d in domains.iter_mut().filter(|d| licensed(d)) {
-            self.purge_one(d, &pins, now).await;
+        for (i, target, by) in targets {
+            if let Some(d) = domains.get_mut(i) {
+                self.purge_one(d, target, by, &pins, now).await;
+            }
         }
     }
 
-    async fn purge_one(&mut self, d: &mut DomainTick, pins: &floor::Pins, now: DateTime<Utc>) {
-        let (Some(target), Some(created), Some(Ok(revision))) = (
-            floor::purge_target(&d.answer),
-            d.answer.stream_created,
-            d.published.clone(),
-        ) else {
+    /// The age proof (floor.md, Clocks): the slice about to be purged holds
+    /// no record younger than `now - min_age`, whatever order the log's
+    /// timestamps are in. A bounded, headers-only scan from the log's first
+    /// sequence; a slice it cannot prove is clamped below the first young
+    /// (or unscanned) record, or not purged.
+    async fn prove_old(&self, a: &Answer, target: u64) -> (Option<u64>, Option<floor::PurgeClamp>) {
+        let min_age = self.config.retention.min_age.0;
+        if min_age.is_zero() {
+            return (Some(target), None);
+        }
+        let now = crate::clock::broker_now(self.offset, Utc::now());
+        let cutoff = now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
+        match self
+            .broker
+            .first_unproven(
+                &a.stream,
+                a.first_seq,
+                target - 1,
+                cutoff,
+                AGE_PROOF_MAX_RECORDS,
+            )
+            .await
+        {
+            Ok(None) => (Some(target), None),
+            Ok(Some(keep)) if keep >= target => (Some(target), None),
+            Ok(Some(keep)) => {
+                tracing::info!(event = "purge_clamped", domain = %a.domain, by = "age", keep_from = keep, "the age proof keeps a record the age lookup did not");
+                (
+                    (keep > a.first_seq).then_some(keep),
+                    Some(floor::PurgeClamp::Age),
+                )
+            }
+            Err(e) => {
+                tracing::warn!(event = "age_proof_failed", domain = %a.domain, error = %e, "the slice could not be proved old; nothing purged");
+                (None, Some(floor::PurgeClamp::Age))
+            }
+        }
+    }
+
+    async fn purge_one(
+        &mut self,
+        d: &mut DomainTick,
+        target: Option<u64>,
+        proof_by: Option<floor::PurgeClamp>,
+        pins: &floor::Pins,
+        now: DateTime<Utc>,
+    ) {
+        let (Some(created), Some(Ok(revision))) = (d.answer.stream_created, d.published.clone())
+        else {
             return;
         };
-        let (target, pinned_by) = floor::clamp_to_pins(&d.answer, target, pins, now);
-        if let Some(by) = pinned_by {
+        let (target, pinned_by) = match target {
+            Some(t) => floor::clamp_to_pins(&d.answer, t, pins, now),
+            None => (None, None),
+        };
+        if let Some(by) = pinned_by.or(proof_by) {
             // The row says what bounded the purge; the answer and its `at`
             // are the same, so a hold waiting for a later tick is not
             // misled by this write.
@@ -388,7 +451,7 @@ impl Sidecar {
                     return;
                 }
             }
-            tracing::info!(event = "purge_clamped", domain = %d.answer.domain, by = ?by, target = ?target, "a pin re-read before the purge bounds it");
+            tracing::info!(event = "purge_clamped", domain = %d.answer.domain, by = ?by, target = ?target, "the purge is bounded below trim_to");
         }
         let Some(target) = target else {
             return;

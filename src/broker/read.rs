@@ -363,6 +363,76 @@ impl Broker {
         })
     }
 
+    /// The age proof's scan: the first sequence in `from..=to` that is not
+    /// proved older than `cutoff` (stamped at or after it), or the first one
+    /// past the budget of `max_records`; `None` when all of it is older.
+    /// Headers only, never the bodies; one ordered consumer, deleted after.
+    /// A scan that ends before `to` (and before the log's end) is an error.
+    pub async fn first_unproven(
+        &self,
+        stream: &str,
+        from: u64,
+        to: u64,
+        cutoff: DateTime<Utc>,
+        max_records: u64,
+    ) -> Result<Option<u64>, String> {
+        if to < from {
+            return Ok(None);
+        }
+        let err = |e: String| format!("age proof on {stream}: {e}");
+        let scan = async {
+            let s = self
+                .js
+                .get_stream(stream)
+                .await
+                .map_err(|e| err(e.to_string()))?;
+            let consumer = s
+                .create_consumer(OrderedConfig {
+                    deliver_policy: DeliverPolicy::ByStartSequence {
+                        start_sequence: from.max(1),
+                    },
+                    headers_only: true,
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| err(e.to_string()))?;
+            let name = consumer.cached_info().name.clone();
+            let announced = consumer.cached_info().num_pending;
+            let walk = async {
+                if announced == 0 {
+                    return Ok(None);
+                }
+                let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
+                let mut scanned: u64 = 0;
+                while let Some(m) = messages.next().await {
+                    let m = m.map_err(|e| err(e.to_string()))?;
+                    let info = m.info().map_err(|e| err(e.to_string()))?;
+                    let seq = info.stream_sequence;
+                    if seq > to {
+                        return Ok(None);
+                    }
+                    if scanned >= max_records {
+                        return Ok(Some(seq));
+                    }
+                    if crate::floor::is_young(instant_of(info.published), cutoff) {
+                        return Ok(Some(seq));
+                    }
+                    scanned += 1;
+                    if seq == to || info.pending == 0 {
+                        return Ok(None);
+                    }
+                }
+                Err(err(format!("the scan stopped after {scanned} records")))
+            }
+            .await;
+            let _ = s.delete_consumer(&name).await;
+            walk
+        };
+        tokio::time::timeout(READ_TIMEOUT * 3, scan)
+            .await
+            .map_err(|_| err(format!("no end within {}s", READ_TIMEOUT.as_secs() * 3)))?
+    }
+
     /// The first retained sequence stamped at or after `at`, or `None` when
     /// every retained record is older. One request: the broker's own
     /// lookup by start time (`MSG.GET` with `start_time`).

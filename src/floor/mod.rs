@@ -245,6 +245,12 @@ pub fn retired_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
     out
 }
 
+/// The age proof's test for one record: stamped at or after the cutoff
+/// (`now - min_age`), it is young and must stay.
+pub fn is_young(stamped: Instant, cutoff: chrono::DateTime<chrono::Utc>) -> bool {
+    stamped.0 >= cutoff
+}
+
 /// `Some(trim_to + 1)` exactly when `first_seq < trim_to + 1 <= last_seq + 1`.
 pub fn check_purge(trim_to: u64, first_seq: u64, last_seq: u64) -> Option<u64> {
     let target = trim_to.checked_add(1)?;
