@@ -82,6 +82,12 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
             a.last_seq
         );
     }
+    if let NotReady::FloorUnreadable { .. } = why {
+        return format!(
+            "NOT READY {}: {why} — a tick never overwrites it; run: crewlet retention reanchor -stream {} (it prints the -confirm that opens a new generation)",
+            a.domain, a.stream
+        );
+    }
     format!("NOT READY {}: {why}.", a.domain)
 }
 
@@ -316,6 +322,9 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
                     skipped.seq, skipped.reason
                 ));
             }
+        }
+        for w in &a.stream_warnings {
+            out.push_str(&format!("  warning: {w}\n"));
         }
         if a.evictions_unreadable {
             out.push_str("  evictions unreadable: nobody is treated as evicted\n");

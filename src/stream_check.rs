@@ -22,6 +22,25 @@ pub struct StreamFacts {
     pub max_msgs: i64,
     /// -1 when unset.
     pub max_msgs_per_subject: i64,
+    /// `discard_new_per_subject`: a full subject refuses instead of shedding.
+    pub discard_new_per_subject: bool,
+    /// `limits`, `interest` or `workqueue`.
+    pub retention: RetentionKind,
+    /// `allow_msg_ttl`: a publisher's `Nats-TTL` header deletes its record.
+    pub allow_msg_ttl: bool,
+    /// `subject_delete_marker_ttl`, in seconds (markers expire records).
+    pub subject_delete_marker_ttl_secs: Option<u64>,
+    /// `deny_delete`: clients may not delete single records.
+    pub deny_delete: bool,
+}
+
+/// A stream's retention policy.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RetentionKind {
+    #[default]
+    Limits,
+    Interest,
+    WorkQueue,
 }
 
 /// A stream limit that deletes records behind the trim's back.
@@ -33,40 +52,77 @@ pub struct Bypass {
     pub value: String,
 }
 
-/// Every limit of the stream's own that can delete a record the floor
-/// protects. `max_bytes` only does so with `discard: old`.
+/// Every setting of the stream's own that can delete a record the floor
+/// protects (floor.md, Broker-side retention that bypasses the gate).
+/// `max_bytes` and `max_msgs` only do so with `discard: old`,
+/// `max_msgs_per_subject` only without `discard_new_per_subject`.
 pub fn bypasses(f: &StreamFacts) -> Vec<Bypass> {
     let mut out = Vec::new();
+    let mut add = |limit: &'static str, value: String| out.push(Bypass { limit, value });
     if f.max_age_secs > 0 {
-        out.push(Bypass {
-            limit: "max_age",
-            value: format!("{}s", f.max_age_secs),
-        });
+        add("max_age", format!("{}s", f.max_age_secs));
     }
     if f.max_msgs > 0 && !f.discard_new {
-        out.push(Bypass {
-            limit: "max_msgs",
-            value: f.max_msgs.to_string(),
-        });
+        add("max_msgs", f.max_msgs.to_string());
     }
-    if f.max_msgs_per_subject > 0 {
-        out.push(Bypass {
-            limit: "max_msgs_per_subject",
-            value: f.max_msgs_per_subject.to_string(),
-        });
+    if f.max_msgs_per_subject > 0 && !f.discard_new_per_subject {
+        add("max_msgs_per_subject", f.max_msgs_per_subject.to_string());
     }
     if f.max_bytes > 0 && !f.discard_new {
-        out.push(Bypass {
-            limit: "max_bytes with discard: old",
-            value: f.max_bytes.to_string(),
-        });
+        add("max_bytes with discard: old", f.max_bytes.to_string());
+    }
+    match f.retention {
+        RetentionKind::Limits => {}
+        RetentionKind::Interest => add("retention", "interest".into()),
+        RetentionKind::WorkQueue => add("retention", "workqueue".into()),
+    }
+    if f.allow_msg_ttl {
+        add("allow_msg_ttl", "true".into());
+    }
+    if let Some(ttl) = f.subject_delete_marker_ttl_secs {
+        add("subject_delete_marker_ttl", format!("{ttl}s"));
     }
     out
 }
 
-/// The remedy sentence for a bypass.
-pub fn bypass_remedy(stream: &str) -> String {
-    format!("set discard: new and unset max_age, max_msgs and max_msgs_per_subject on {stream} (nats stream edit {stream} --discard new --max-age 0 --max-msgs=-1 --max-msgs-per-subject=-1)")
+/// The remedy sentence for the bypasses found on `stream`: what to unset,
+/// and what only recreating the stream changes.
+pub fn bypass_remedy(stream: &str, found: &[Bypass]) -> String {
+    let mut fixes = Vec::new();
+    let limits = found.iter().any(|b| {
+        matches!(
+            b.limit,
+            "max_age" | "max_msgs" | "max_msgs_per_subject" | "max_bytes with discard: old"
+        )
+    });
+    if limits {
+        fixes.push(format!("set discard: new and unset max_age, max_msgs and max_msgs_per_subject on {stream} (nats stream edit {stream} --discard new --max-age 0 --max-msgs=-1 --max-msgs-per-subject=-1)"));
+    }
+    let recreate: Vec<&str> = found
+        .iter()
+        .filter_map(|b| match b.limit {
+            "retention" => Some("retention: limits"),
+            "allow_msg_ttl" => Some("allow_msg_ttl off"),
+            "subject_delete_marker_ttl" => Some("no subject_delete_marker_ttl"),
+            _ => None,
+        })
+        .collect();
+    if !recreate.is_empty() {
+        fixes.push(format!(
+            "these cannot be turned off on a live stream: move the log to a new stream with {} (then reanchor the domain on it)",
+            recreate.join(", ")
+        ));
+    }
+    fixes.join("; ")
+}
+
+/// The warning for a stream that lets clients delete single records
+/// (`deny_delete: false`): not a bypass of the purge, but a way round the
+/// floor for anyone with the permission.
+pub fn delete_warning(stream: &str, f: &StreamFacts) -> Option<String> {
+    (!f.deny_delete).then(|| format!(
+        "stream {stream} has deny_delete: false: any client allowed $JS.API.STREAM.MSG.DELETE.{stream} can delete single records behind the floor; deny that subject in the account's permissions, or move the log to a stream with deny_delete: true"
+    ))
 }
 
 /// What `validate` says about one domain's stream. `index` places the
@@ -128,11 +184,14 @@ pub fn check_domain_stream(
                 format!(
                     "stream {stream}'s own limits can delete records the floor protects ({}); {}",
                     list.join(", "),
-                    bypass_remedy(stream)
+                    bypass_remedy(stream, &found)
                 ),
             )
             .with_code("broker_retention_bypass"),
         );
+    }
+    if let Some(w) = delete_warning(stream, facts) {
+        out.push(Problem::warning(at("stream"), w));
     }
     out
 }
@@ -149,6 +208,8 @@ mod tests {
             max_age_secs: 0,
             max_msgs: -1,
             max_msgs_per_subject: -1,
+            deny_delete: true,
+            ..Default::default()
         }
     }
 
@@ -192,6 +253,75 @@ mod tests {
                 assert!(got.contains(want), "{what}: want {want:?} in\n{got}");
             }
         }
+    }
+
+    #[test]
+    fn settings_that_delete_records_are_bypasses() {
+        let cases: Vec<(&str, StreamFacts, &str)> = vec![
+            (
+                "workqueue",
+                StreamFacts {
+                    retention: RetentionKind::WorkQueue,
+                    ..good()
+                },
+                "retention = workqueue",
+            ),
+            (
+                "interest",
+                StreamFacts {
+                    retention: RetentionKind::Interest,
+                    ..good()
+                },
+                "retention = interest",
+            ),
+            (
+                "msg ttl",
+                StreamFacts {
+                    allow_msg_ttl: true,
+                    ..good()
+                },
+                "allow_msg_ttl = true",
+            ),
+            (
+                "markers",
+                StreamFacts {
+                    subject_delete_marker_ttl_secs: Some(60),
+                    ..good()
+                },
+                "subject_delete_marker_ttl = 60s",
+            ),
+        ];
+        for (what, facts, want) in cases {
+            let got = check(facts, false).join("\n");
+            assert!(
+                got.contains(want) && got.contains("broker_retention_bypass"),
+                "{what}: {got}"
+            );
+            assert!(
+                got.contains("cannot be turned off on a live stream"),
+                "{what}: {got}"
+            );
+        }
+        // Per subject with discard_new_per_subject refuses instead.
+        let refused = StreamFacts {
+            max_msgs_per_subject: 5,
+            discard_new_per_subject: true,
+            ..good()
+        };
+        assert!(bypasses(&refused).is_empty());
+        // deny_delete: false is a warning naming the permission.
+        let got = check(
+            StreamFacts {
+                deny_delete: false,
+                ..good()
+            },
+            false,
+        )
+        .join("\n");
+        assert!(
+            got.starts_with("warning:") && got.contains("$JS.API.STREAM.MSG.DELETE.T"),
+            "{got}"
+        );
     }
 
     #[test]

@@ -280,7 +280,7 @@ fn domain_alarms(
                 a.stream,
                 list.join(", ")
             ),
-            remedy: bypass_remedy(&a.stream),
+            remedy: bypass_remedy(&a.stream, &a.broker_retention_bypass),
         });
     }
 
@@ -403,7 +403,11 @@ fn not_ready_remedy(a: &Answer) -> String {
                 ahead.join(", ")
             )
         }
-        Some(NotReady::FloorUnreadable { .. }) | None => "fix the floors row named above (it could not be read)".into(),
+        Some(NotReady::FloorUnreadable { .. }) => format!(
+            "a tick never overwrites an unreadable floors row; replace it with a new generation: crewlet retention reanchor -stream {} (prints the -confirm to give)",
+            a.stream
+        ),
+        None => "see the status of this domain".into(),
     }
 }
 

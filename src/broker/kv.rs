@@ -70,6 +70,7 @@ impl Broker {
                 discard: jetstream::stream::DiscardPolicy::New,
                 storage: jetstream::stream::StorageType::File,
                 allow_direct: true,
+                deny_delete: true,
                 ..Default::default()
             })
             .await

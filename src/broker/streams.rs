@@ -2,11 +2,11 @@
 //! [`crate::stream_check`].
 
 use async_nats::jetstream::context::GetStreamErrorKind;
-use async_nats::jetstream::stream::{Config, DiscardPolicy};
+use async_nats::jetstream::stream::{Config, DiscardPolicy, RetentionPolicy};
 use async_nats::jetstream::ErrorCode;
 
 use super::Broker;
-use crate::stream_check::StreamFacts;
+use crate::stream_check::{RetentionKind, StreamFacts};
 
 /// The settings the checks judge, from a stream's configuration.
 pub fn facts_of(c: &Config) -> StreamFacts {
@@ -17,6 +17,18 @@ pub fn facts_of(c: &Config) -> StreamFacts {
         max_age_secs: c.max_age.as_secs(),
         max_msgs: c.max_messages,
         max_msgs_per_subject: c.max_messages_per_subject,
+        discard_new_per_subject: c.discard_new_per_subject,
+        retention: match c.retention {
+            RetentionPolicy::Limits => RetentionKind::Limits,
+            RetentionPolicy::Interest => RetentionKind::Interest,
+            RetentionPolicy::WorkQueue => RetentionKind::WorkQueue,
+        },
+        allow_msg_ttl: c.allow_message_ttl,
+        subject_delete_marker_ttl_secs: c
+            .subject_delete_marker_ttl
+            .filter(|d| !d.is_zero())
+            .map(|d| d.as_secs().max(1)),
+        deny_delete: c.deny_delete,
     }
 }
 

@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::{Cli, ReanchorArgs};
 use crate::exit::Exit;
-use crate::floor::{FloorState, GateFault, NotReady};
+use crate::floor::{reanchor, FloorState, GateFault, NotReady};
 use crate::rows::Instant;
 
 pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
@@ -62,69 +62,53 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         last_seq: answer.last_seq,
         max_bytes: answer.max_bytes,
     };
-    let previous = match parsed.published(&domain.stream) {
-        Ok(p) => p,
-        // An unreadable row is replaced only by an explicit, confirmed reanchor.
-        Err(e) => {
-            eprintln!("warning: the current floors row cannot be read ({e}); a confirmed reanchor replaces it");
-            None
-        }
-    };
-    let revision = match &rows.floors {
-        Ok(entries) => entries
-            .iter()
-            .find(|e| e.key == domain.stream)
-            .map(|e| e.revision),
+    let raw_row = match &rows.floors {
+        Ok(entries) => entries.iter().find(|e| e.key == domain.stream),
         Err(e) => {
             eprintln!("error: {e}");
             return Exit::Unreachable;
         }
     };
-
-    let ahead = answer.not_ready == Some(NotReady::AheadOfLog);
-    // The gates view's cursor past the log's end is the other mark of a
-    // restored log: its gate rows name records the log no longer holds.
-    let cursor_past = answer.gate_view.as_ref().and_then(|v| match &v.error {
-        Some(GateFault::CursorPastLog { cursor, .. }) => Some(*cursor),
-        _ => None,
-    });
-    let (generation, floor_created) = previous.as_ref().map_or((None, None), |(p, _)| {
-        (Some(p.generation), p.stream_created)
-    });
-    let case = match floor_created {
-        None => {
-            "no floor has been published for this stream yet: the first tick adopts it".to_string()
-        }
-        Some(c) if c != live.created => format!(
-            "recreated: the floor (generation {}) belongs to {c}",
-            generation.unwrap_or(0)
-        ),
-        Some(_) if ahead => format!(
-            "restored: positions of generation {} are past the log's end ({})",
-            generation.unwrap_or(0),
-            live.last_seq
-        ),
-        Some(_) if cursor_past.is_some() => format!(
-            "restored: the gates view's cursor ({}) is past the log's end ({})",
-            cursor_past.unwrap_or_default(),
-            live.last_seq
-        ),
-        Some(_) => {
-            "current: the floor already belongs to this stream; nothing to reanchor".to_string()
-        }
+    let revision = raw_row.map(|e| e.revision);
+    let row = match parsed.published(&domain.stream) {
+        Ok(p) => Ok(p.map(|(p, _)| (p.generation, p.stream_created))),
+        // What the unreadable row still shows of its generation, if anything.
+        Err(error) => Err(reanchor::Unreadable {
+            error,
+            generation: raw_row
+                .and_then(|e| serde_json::from_slice::<serde_json::Value>(&e.value).ok())
+                .and_then(|v| v.get("generation").and_then(serde_json::Value::as_u64)),
+        }),
     };
-    let adoptable =
-        floor_created.is_some_and(|c| c != live.created) || ahead || cursor_past.is_some();
+    let highest_position_generation = parsed.positions.as_ref().ok().and_then(|p| {
+        p.get(&domain.stream)?
+            .values()
+            .filter_map(|r| r.as_ref().ok().map(|r| r.generation))
+            .max()
+    });
+    let facts = reanchor::Facts {
+        live_created: live.created,
+        last_seq: live.last_seq,
+        row,
+        ahead: answer.not_ready == Some(NotReady::AheadOfLog),
+        // The gates view's cursor past the log's end is the other mark of
+        // a restored log: its gate rows name records it no longer holds.
+        cursor_past: answer.gate_view.as_ref().and_then(|v| match &v.error {
+            Some(GateFault::CursorPastLog { cursor, .. }) => Some(*cursor),
+            _ => None,
+        }),
+        highest_position_generation,
+    };
+    let decided = reanchor::case(&facts);
+    let case = decided.words(live.last_seq);
 
     let Some(confirm) = confirm else {
         println!("stream {}: live created {}", domain.stream, live.created);
         println!("case: {case}");
-        if adoptable {
+        if let Some(next) = decided.opens() {
             println!(
-                "to open generation {} on it: crewlet retention reanchor -stream {} -confirm {}",
-                generation.unwrap_or(0) + 1,
-                domain.stream,
-                live.created
+                "to open generation {next} on it: crewlet retention reanchor -stream {} -confirm {}",
+                domain.stream, live.created
             );
         }
         return Exit::Attention;
@@ -136,11 +120,10 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         );
         return Exit::Attention;
     }
-    if !adoptable {
+    let Some(next) = decided.opens() else {
         println!("refused: {case}; nothing written");
         return Exit::Attention;
-    }
-    let next = generation.unwrap_or(0) + 1;
+    };
     let cap = u64::try_from(live.max_bytes).unwrap_or(0);
     let reserve = if domain.gate_reserve { cap / 16 } else { 0 };
     let row = json!({

@@ -294,6 +294,9 @@ pub struct Answer {
     pub live_stream_created: Option<Instant>,
     /// The stream's own limits that delete records behind the trim.
     pub broker_retention_bypass: Vec<Bypass>,
+    /// Warnings about the stream's settings that are not bypasses
+    /// (`deny_delete: false`). Shown by `status`, not published.
+    pub stream_warnings: Vec<String>,
     /// When the floors row this answer follows was written (null if none).
     pub published_at: Option<Instant>,
     /// For a domain with a `gate_subject`: how far the gates view has
@@ -578,6 +581,10 @@ pub fn compute(
         backup_stale: backup_age.is_some_and(|d| d > policy.backup_max_age),
         live_stream_created: if recreated { live_created } else { None },
         broker_retention_bypass: state.map(|s| bypasses(&s.facts)).unwrap_or_default(),
+        stream_warnings: state
+            .and_then(|s| crate::stream_check::delete_warning(stream, &s.facts))
+            .into_iter()
+            .collect(),
         published_at: previous
             .as_ref()
             .ok()

@@ -8,6 +8,7 @@ mod answer;
 mod counted;
 pub mod parsed;
 mod pins;
+pub mod reanchor;
 mod row;
 mod terms;
 

@@ -114,8 +114,8 @@ pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
 /// `backup_floor` under either policy. Also returns the age of the backup
 /// point the trim reads (for the `backup_age` alarm): `None` when there is
 /// none at all. A manifest completed (or an acknowledgement given) before
-/// the stream's incarnation was created speaks of another number space and
-/// does not count.
+/// `created` (the later of the stream's created and the generation's
+/// opening) speaks of another history and does not count.
 pub fn backup_floor(
     stream: &str,
     backups: &Result<Backups, BucketError>,
@@ -137,7 +137,7 @@ pub fn backup_floor(
                     TermName::BackupFloor,
                     0,
                     None,
-                    Some(format!("the only acknowledgement predates the stream (given {}, stream created {})", ack.at, created.map(|c| c.to_string()).unwrap_or_default())),
+                    Some(format!("the only acknowledgement predates this generation of the stream (given {}, generation opened {})", ack.at, created.map(|c| c.to_string()).unwrap_or_default())),
                 ),
                 None,
             ),
@@ -148,12 +148,17 @@ pub fn backup_floor(
         },
         BackupPolicy::Engine => {
             let mut newest: Option<&BackupManifest> = None;
+            let mut earlier = 0;
             for m in &b.manifests {
                 let m = match m {
                     Ok(m) => m,
                     Err(err) => return (unreadable(TermName::BackupFloor, format!("backups {err}")), None),
                 };
-                if !m.counts() || !m.positions.contains_key(stream) || m.completed_at.is_some_and(before_stream) {
+                if !m.counts() || !m.positions.contains_key(stream) {
+                    continue;
+                }
+                if m.completed_at.is_some_and(before_stream) {
+                    earlier += 1;
                     continue;
                 }
                 if newest.is_none_or(|n| m.completed_at > n.completed_at) {
@@ -161,7 +166,12 @@ pub fn backup_floor(
                 }
             }
             let Some(m) = newest else {
-                return (value(TermName::BackupFloor, 0, None, Some(format!("no verified backup names {stream}"))), None);
+                let reason = if earlier > 0 {
+                    format!("no verified backup of {stream} was completed since this generation opened ({}); {earlier} older one(s) speak of a history the log no longer holds", created.map(|c| c.to_string()).unwrap_or_default())
+                } else {
+                    format!("no verified backup names {stream}")
+                };
+                return (value(TermName::BackupFloor, 0, None, Some(reason)), None);
             };
             let completed = m.completed_at.map(|c| c.0).unwrap_or(now);
             let age = now.signed_duration_since(completed).to_std().unwrap_or_default();

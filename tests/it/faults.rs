@@ -326,7 +326,7 @@ async fn a_log_restored_from_an_older_copy_is_not_ready() {
     );
 }
 
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     std::fs::create_dir_all(to).expect("mkdir");
     for e in std::fs::read_dir(from).expect("read dir") {
         let e = e.expect("entry");

@@ -687,3 +687,169 @@ async fn hole_4_young_records_before_older_stamps_are_kept() {
     let row = f.floors_row().await.expect("row");
     assert_eq!(row["purge_clamped_by"], "age", "{row}");
 }
+
+/// Hole 7: a log restored from an older copy keeps its `created`; once
+/// re-anchored, a backup of the history it lost still counted.
+#[tokio::test]
+async fn hole_7_backups_from_before_the_generation_do_not_count() {
+    let mut f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    let created = f.created().await;
+    let stream_dir = f
+        .server
+        .store()
+        .join("jetstream")
+        .join("$G")
+        .join("streams")
+        .join(STREAM);
+    let copy = f.server.dir.path().join("copy");
+    f.server.kill();
+    crate::faults::copy_dir(&stream_dir, &copy);
+    f.server.restart();
+    f.js = f.server.js().await;
+    f.publish(50).await;
+    f.healthy(&[("node-1", 100)], 100).await;
+    // The log is restored from the older copy; the backup of 1..100 stays.
+    f.server.kill();
+    std::fs::remove_dir_all(&stream_dir).expect("remove");
+    crate::faults::copy_dir(&copy, &stream_dir);
+    f.server.restart();
+    f.js = f.server.js().await;
+    assert_eq!(f.created().await, created);
+    let op = operator(&f);
+    let run = op.run(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let opened = f.floors_row().await.expect("row")["generation_opened_at"].clone();
+    assert!(opened.as_str().is_some(), "{opened}");
+    f.position_at("node-1", 50, 1, &created, "ok").await;
+    let r = f.sidecar().await.tick().await;
+    let backup = r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .find(|t| t.term == crewlet::floor::TermName::BackupFloor)
+        .expect("term")
+        .clone();
+    assert_eq!(backup.seq(), Some(0), "{backup:?}");
+    assert_eq!(
+        f.first_seq().await,
+        1,
+        "nothing purged on a backup of the lost history"
+    );
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(
+        row["generation_opened_at"], opened,
+        "the tick keeps when the generation opened"
+    );
+}
+
+/// Hole 8: bypass detection missed settings that delete records on their
+/// own (a work queue, per-message TTLs, delete markers); deny_delete: false
+/// went unmentioned.
+#[tokio::test]
+async fn hole_8_every_setting_that_deletes_records_is_a_bypass() {
+    use async_nats::jetstream::stream::RetentionPolicy;
+    let f = Fleet::new(0).await;
+    let mut wq = log_stream("WQ_LOG", &["wq.>"], GIB);
+    wq.retention = RetentionPolicy::WorkQueue;
+    let mut ttl = log_stream("TTL_LOG", &["ttl.>"], GIB);
+    ttl.allow_message_ttl = true;
+    let mut markers = log_stream("MARK_LOG", &["mark.>"], GIB);
+    markers.allow_message_ttl = true;
+    markers.subject_delete_marker_ttl = Some(Duration::from_secs(60));
+    let mut deletable = log_stream("DEL_LOG", &["del.>"], GIB);
+    deletable.deny_delete = false;
+    for c in [wq, ttl, markers, deletable] {
+        create_stream(&f.js, c).await;
+    }
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - {{name: wq, stream: WQ_LOG}}\n  - {{name: ttl, stream: TTL_LOG}}\n  - {{name: mark, stream: MARK_LOG}}\n  - {{name: del, stream: DEL_LOG}}\n",
+        f.server.url()
+    ));
+    let run = op.run(&["validate"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    for want in [
+        "domains[0].stream: broker_retention_bypass: stream WQ_LOG's own limits can delete records the floor protects (retention = workqueue)",
+        "(allow_msg_ttl = true)",
+        "subject_delete_marker_ttl = 60s",
+        "warning:",
+        "$JS.API.STREAM.MSG.DELETE.DEL_LOG",
+    ] {
+        assert!(run.stdout.contains(want), "{want}: {run:?}");
+    }
+    let run = op.status();
+    let bypass: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.starts_with("ALARM broker_retention_bypass"))
+        .collect();
+    assert_eq!(bypass.len(), 3, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("warning: stream DEL_LOG has deny_delete: false"),
+        "{run:?}"
+    );
+}
+
+/// Hole 11: `floor_unreadable` named a remedy (a confirmed reanchor) that
+/// refused. Now the printed command opens a new generation.
+#[tokio::test]
+async fn hole_11_an_unreadable_floors_row_has_a_working_way_out() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.put(
+        "crewlet_floors",
+        STREAM,
+        json!({"stream": STREAM, "generation": 2, "floor": "broken"}),
+    )
+    .await;
+    let op = operator(&f);
+    let run = op.status();
+    assert!(has_alarm(&run, "not_ready"), "{run:?}");
+    let remedy = format!("crewlet retention reanchor -stream {STREAM}");
+    assert!(run.stderr.contains(&remedy), "{run:?}");
+    // The remedy prints the command that finishes it ...
+    let run = op.run(&["retention", "reanchor", "-stream", STREAM]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let line = run
+        .stdout
+        .lines()
+        .find_map(|l| {
+            l.split_once("to open generation 3 on it: ")
+                .map(|(_, c)| c.to_string())
+        })
+        .unwrap_or_else(|| panic!("no command printed: {run:?}"));
+    // ... and that command works.
+    let args: Vec<&str> = line.split_whitespace().skip(1).collect();
+    let run = op.run(&args);
+    assert_eq!(run.code, 0, "{line}: {run:?}");
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(row["generation"], 3);
+    assert_eq!(row["trim_floor_state"], "none_at_generation");
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(r.domains[0].answer.not_ready, None);
+}
+
+/// Hole 12: with allow_unsafe_limits a test fleet could not run with
+/// min_age: 1s (snapshot_interval's floor of 1s broke the cross-field
+/// rule for every min_age under 2s).
+#[test]
+fn hole_12_a_test_fleet_runs_with_min_age_one_second() {
+    let op = Operator::with_yaml(
+        "node: {id: node-1}\nnats: {url: embedded}\nretention: {tick: 100ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}\ndomains: [{name: tracker, stream: CREWLET_TRACKER_LOG}]\n",
+    );
+    let run = op.run(&["validate"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("warning:"),
+        "the unsafe limits are named: {run:?}"
+    );
+    assert!(!run.stdout.contains("error:"), "{run:?}");
+}

@@ -256,6 +256,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "stream",
         "stream_created",
         "stream_error",
+        "stream_warnings",
         "terms",
         "trim_floor_state",
         "trim_to",

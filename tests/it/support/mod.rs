@@ -184,6 +184,7 @@ pub fn log_stream(name: &str, subjects: &[&str], max_bytes: i64) -> stream::Conf
         discard: stream::DiscardPolicy::New,
         storage: stream::StorageType::File,
         allow_direct: true,
+        deny_delete: true,
         ..Default::default()
     }
 }
