@@ -13,6 +13,21 @@ use crate::human;
 use crate::rows::Instant;
 use crate::stream_check::bypass_remedy;
 
+/// Every alarm there is (cli.md, Alarms); each has a runbook entry
+/// (docs/runbook.md), which a test checks.
+pub const NAMES: &[&str] = &[
+    "backup_age",
+    "broker_retention_bypass",
+    "clock_skew",
+    "duty_unheld",
+    "floor_stale",
+    "gates_unabsorbed",
+    "log_headroom",
+    "not_ready",
+    "term_unreadable",
+    "trim_held",
+];
+
 /// One active alarm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Alarm {

@@ -11,11 +11,12 @@ use crate::config::{redact_url, NatsConfig};
 /// Where `nats://` goes when nothing else says.
 pub const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
 
-/// A connected client and its JetStream context.
+/// A connected client and its JetStream context. Both are private to this
+/// module tree: everything outside `src/broker/` speaks plain data to the
+/// methods here (a test keeps it that way).
 #[derive(Clone)]
 pub struct Broker {
-    pub client: async_nats::Client,
-    pub js: async_nats::jetstream::Context,
+    pub(crate) js: async_nats::jetstream::Context,
     /// The URL dialled, redacted, for messages.
     pub url: String,
     /// KV handles by bucket. A handle holds no rows, only the bucket's
@@ -123,9 +124,8 @@ pub async fn connect(
             url: shown.clone(),
             reason: e.to_string(),
         })?;
-    let js = async_nats::jetstream::new(client.clone());
+    let js = async_nats::jetstream::new(client);
     Ok(Broker {
-        client,
         js,
         url: shown,
         stores: Default::default(),

@@ -3,6 +3,7 @@
 //! plain data (or a typed error naming what failed) for the pure core.
 
 mod connect;
+pub mod fixture;
 pub mod gates;
 pub mod kv;
 pub mod read;

@@ -38,7 +38,7 @@ pub enum PurgeError {
 
 impl Broker {
     /// The KV handle of `bucket`.
-    pub async fn kv(&self, bucket: &str) -> Result<kv::Store, String> {
+    pub(crate) async fn kv(&self, bucket: &str) -> Result<kv::Store, String> {
         if let Some(s) = self.stores.lock().ok().and_then(|m| m.get(bucket).cloned()) {
             return Ok(s);
         }

@@ -7,10 +7,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
-use async_nats::jetstream::{self, kv};
 use chrono::Utc;
-use futures::StreamExt;
 use serde_json::json;
 
 use super::{BenchArgs, Cli};
@@ -103,42 +100,16 @@ fn bench_config(url: &str, suffix: &str, domains: usize) -> Result<Config, Strin
         .ok_or_else(|| "the bench configuration is invalid".to_string())
 }
 
-/// Writes `rows` into `bucket` with pipelined publishes.
-async fn fill(
-    js: &jetstream::Context,
-    bucket: &str,
-    rows: Vec<(String, String)>,
-) -> Result<(), String> {
-    for chunk in rows.chunks(2000) {
-        let mut acks = Vec::with_capacity(chunk.len());
-        for (k, v) in chunk {
-            acks.push(
-                js.publish(format!("$KV.{bucket}.{k}"), v.clone().into())
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        for a in acks {
-            a.await.map_err(|e| e.to_string())?;
-        }
-    }
-    Ok(())
-}
-
 /// The state of the tick scenario: `positions` position rows over
 /// `domains` streams, 1,000 holds (half expired), 100 presence leases,
 /// 100 snapshot rows, 50 backup manifests, a feed consumer per stream.
-async fn build(js: &jetstream::Context, config: &Config, positions: usize) -> Result<(), String> {
+async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(), String> {
     let b = &config.buckets;
     for spec in crate::buckets::contract_buckets(config) {
-        js.create_key_value(kv::Config {
-            bucket: spec.name.clone(),
-            history: 1,
-            max_age: spec.max_age,
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| format!("bucket {}: {e}", spec.name))?;
+        broker
+            .ensure_bucket(&spec)
+            .await
+            .map_err(|e| format!("bucket {}: {e}", spec.name))?;
     }
     let now = Utc::now();
     let ts = |secs: i64| At(now + chrono::Duration::seconds(secs)).to_rfc3339();
@@ -146,34 +117,12 @@ async fn build(js: &jetstream::Context, config: &Config, positions: usize) -> Re
     let mut pos = Vec::new();
     let mut holds = Vec::new();
     for d in &config.domains {
-        let s = js
-            .create_stream(jetstream::stream::Config {
-                name: d.stream.clone(),
-                subjects: vec![format!("{}.>", d.stream)],
-                max_bytes: 1 << 30,
-                discard: jetstream::stream::DiscardPolicy::New,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| e.to_string())?;
-        let mut acks = Vec::new();
-        for i in 0..200 {
-            acks.push(
-                js.publish(format!("{}.r", d.stream), format!("record {i}").into())
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        for a in acks {
-            a.await.map_err(|e| e.to_string())?;
-        }
-        s.create_consumer(jetstream::consumer::pull::Config {
-            durable_name: Some("feed".into()),
-            ..Default::default()
-        })
-        .await
-        .map_err(|e| e.to_string())?;
-        let created = crate::broker::read::instant_of(s.cached_info().created).to_rfc3339();
+        let created = broker
+            .create_plain_stream(&d.stream, Some(1 << 30))
+            .await?
+            .to_rfc3339();
+        broker.publish_many(&format!("{}.r", d.stream), 200).await?;
+        broker.create_durable(&d.stream, "feed").await?;
         for i in 0..per_domain {
             // node-0 stays at 0 so that the tick licenses no purge: the purge is measured on its own.
             let seq = if i == 0 { 0 } else { 150 };
@@ -191,23 +140,23 @@ async fn build(js: &jetstream::Context, config: &Config, positions: usize) -> Re
             ));
         }
     }
-    fill(js, &b.positions, pos).await?;
-    fill(js, &b.holds, holds).await?;
+    broker.fill(&b.positions, pos).await?;
+    broker.fill(&b.holds, holds).await?;
     let nodes: Vec<String> = (0..100).map(|i| format!("node-{i}")).collect();
-    fill(
-        js,
-        &b.presence,
-        nodes
-            .iter()
-            .map(|n| {
-                (
-                    n.clone(),
-                    json!({"node": n, "roles": ["data"], "started_at": ts(-60)}).to_string(),
-                )
-            })
-            .collect(),
-    )
-    .await?;
+    broker
+        .fill(
+            &b.presence,
+            nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        json!({"node": n, "roles": ["data"], "started_at": ts(-60)}).to_string(),
+                    )
+                })
+                .collect(),
+        )
+        .await?;
     let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
     let artefacts: serde_json::Map<String, serde_json::Value> = streams
         .iter()
@@ -218,13 +167,12 @@ async fn build(js: &jetstream::Context, config: &Config, positions: usize) -> Re
             )
         })
         .collect();
-    fill(js, &b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
+    broker.fill(&b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
     let positions_map: serde_json::Map<String, serde_json::Value> = streams
         .iter()
         .map(|s| (s.to_string(), json!(150)))
         .collect();
-    fill(
-        js,
+    broker.fill(
         &b.backups,
         (0..50)
             .map(|i| (format!("node-{i}.b{i}"), json!({"id": format!("b{i}"), "node": format!("node-{i}"), "taken_at": ts(-120), "completed_at": ts(-60 + i), "verified": true, "positions": positions_map}).to_string()))
@@ -234,46 +182,8 @@ async fn build(js: &jetstream::Context, config: &Config, positions: usize) -> Re
     Ok(())
 }
 
-/// The baseline: the fastest bare read of the same buckets, one ordered
-/// consumer each delivering the last message per subject, concurrently.
-async fn bare_read(js: &jetstream::Context, config: &Config) -> Result<usize, String> {
-    let reads = config.buckets.all().map(|(_, b)| {
-        let js = js.clone();
-        let b = b.to_string();
-        async move {
-            let c = js
-                .create_consumer_on_stream(
-                    OrderedConfig {
-                        filter_subject: format!("$KV.{b}.>"),
-                        deliver_policy: DeliverPolicy::LastPerSubject,
-                        ..Default::default()
-                    },
-                    format!("KV_{b}"),
-                )
-                .await
-                .map_err(|e| e.to_string())?;
-            if c.cached_info().num_pending == 0 {
-                return Ok(0);
-            }
-            let mut m = c.messages().await.map_err(|e| e.to_string())?;
-            let mut n = 0;
-            while let Some(msg) = m.next().await {
-                let msg = msg.map_err(|e| e.to_string())?;
-                n += 1;
-                if msg.info().map_err(|e| e.to_string())?.pending == 0 {
-                    break;
-                }
-            }
-            Ok::<usize, String>(n)
-        }
-    });
-    let counts = futures::future::join_all(reads).await;
-    counts.into_iter().try_fold(0, |acc, c| c.map(|c| acc + c))
-}
-
 /// Median of the tick and of its baseline, interleaved so that noise hits both.
 async fn tick_vs_bare(
-    js: &jetstream::Context,
     broker: &Broker,
     config: &Config,
     samples: usize,
@@ -282,13 +192,13 @@ async fn tick_vs_bare(
     let mut ticks = Vec::new();
     let mut bares = Vec::new();
     sidecar.tick().await;
-    bare_read(js, config).await?;
+    broker.bare_read(config).await?;
     for _ in 0..samples {
         let t = Instant::now();
         sidecar.tick().await;
         ticks.push(ms(t.elapsed()));
         let t = Instant::now();
-        bare_read(js, config).await?;
+        broker.bare_read(config).await?;
         bares.push(ms(t.elapsed()));
     }
     sidecar.duty.release(&sidecar.broker).await;
@@ -425,26 +335,6 @@ fn peak_rss(bin: &Path, cfg: &Path, ticks: u32) -> Result<(u64, Duration), Strin
     Ok((peak, t.elapsed()))
 }
 
-/// Messages per second of a pipelined publisher.
-async fn publish_rate(js: &jetstream::Context, subject: &str, n: usize) -> Result<f64, String> {
-    let payload = bytes::Bytes::from(vec![b'x'; 200]);
-    let t = Instant::now();
-    for chunk in 0..n / 1000 {
-        let mut acks = Vec::with_capacity(1000);
-        for _ in 0..1000 {
-            acks.push(
-                js.publish(subject.to_string(), payload.clone())
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
-        }
-        for a in acks {
-            a.await.map_err(|e| format!("chunk {chunk}: {e}"))?;
-        }
-    }
-    Ok(n as f64 / t.elapsed().as_secs_f64())
-}
-
 pub async fn run(_cli: &Cli, args: &BenchArgs) -> Exit {
     match bench(args).await {
         Ok(true) => Exit::Ok,
@@ -491,8 +381,10 @@ async fn bench(args: &BenchArgs) -> Result<bool, String> {
 }
 
 async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>, String> {
-    let client = async_nats::connect(url).await.map_err(|e| e.to_string())?;
-    let js = jetstream::new(client);
+    // The fixtures' own connection, apart from the one the sidecar uses.
+    let js = crate::broker::connect(url, &Default::default(), "bench-fixtures")
+        .await
+        .map_err(|e| e.to_string())?;
     let mut lines = Vec::new();
     let samples = args.samples.max(3);
     let want = |name: &str| args.only.is_empty() || args.only.iter().any(|o| o == name);
@@ -520,7 +412,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         .await
         .map_err(|e| e.to_string())?;
     if want("tick") {
-        let (tick, bare) = tick_vs_bare(&js, &broker, &config, samples).await?;
+        let (tick, bare) = tick_vs_bare(&broker, &config, samples).await?;
         lines.push(line(
             "tick (10,000 rows)",
             &tick,
@@ -576,26 +468,8 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         let mut purge_ms = Vec::new();
         for i in 0..samples {
             let name = format!("PURGE_{i}");
-            let s = js
-                .create_stream(jetstream::stream::Config {
-                    name: name.clone(),
-                    subjects: vec![format!("{name}.>")],
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| e.to_string())?;
-            let mut acks = Vec::new();
-            for _ in 0..200 {
-                acks.push(
-                    js.publish(format!("{name}.r"), "x".into())
-                        .await
-                        .map_err(|e| e.to_string())?,
-                );
-            }
-            for a in acks {
-                a.await.map_err(|e| e.to_string())?;
-            }
-            let created = crate::broker::read::instant_of(s.cached_info().created);
+            let created = js.create_plain_stream(&name, None).await?;
+            js.publish_many(&format!("{name}.r"), 200).await?;
             let t = Instant::now();
             broker
                 .purge_to(&name, 100, created)
@@ -620,7 +494,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             eprintln!("building {size} position rows …");
             let c = bench_config(url, suffix, 1)?;
             build(&js, &c, size).await?;
-            let (t, b) = tick_vs_bare(&js, &broker, &c, samples.min(7)).await?;
+            let (t, b) = tick_vs_bare(&broker, &c, samples.min(7)).await?;
             lines.push(line(
                 &format!("tick ({size} rows)"),
                 &t,
@@ -630,7 +504,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             ));
             per_size.push((size as f64, t.median));
             for (_, bucket) in c.buckets.all() {
-                let _ = js.delete_key_value(bucket).await;
+                let _ = js.delete_bucket(bucket).await;
             }
         }
         // Least squares over the three sizes: time per row, and how straight.
@@ -744,18 +618,18 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
 pub async fn probe(cli: &Cli) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let c = loaded.config;
-    let Ok(client) = async_nats::connect(c.nats.url.clone().unwrap_or_default()).await else {
+    let url = c.nats.url.clone().unwrap_or_default();
+    let Ok(broker) = crate::broker::connect(&url, &c.nats, "bench-probe").await else {
         return Exit::Unreachable;
     };
-    let js = jetstream::new(client);
-    if bare_read(&js, &c).await.is_err() {
+    if broker.bare_read(&c).await.is_err() {
         return Exit::Unreachable;
     }
     for d in &c.domains {
-        let Ok(s) = js.get_stream(&d.stream).await else {
+        if broker.stream_state(&d.stream).await.is_err() {
             return Exit::Unreachable;
-        };
-        if s.consumer_info("feed").await.is_err() {
+        }
+        if !matches!(broker.consumer_exists(&d.stream, "feed").await, Ok(true)) {
             return Exit::Unreachable;
         }
     }
@@ -772,7 +646,7 @@ const WINDOW: usize = 150_000;
 /// A/A run that shows the measurement's own noise.
 #[allow(clippy::too_many_arguments)]
 async fn publisher(
-    js: &jetstream::Context,
+    js: &Broker,
     bin: &Path,
     dir: &Path,
     config: &Config,
@@ -813,13 +687,13 @@ async fn publisher(
         }
     };
     tokio::time::sleep(Duration::from_millis(1500)).await;
-    publish_rate(js, &subject, 10_000).await?;
+    js.publish_rate(&subject, 10_000).await?;
     for pair in 0..samples.max(9) {
         let measure = |running: bool| {
             pause(same || !running);
             let js = js.clone();
             let subject = subject.clone();
-            async move { publish_rate(&js, &subject, WINDOW).await }
+            async move { js.publish_rate(&subject, WINDOW).await }
         };
         let (w, wo) = if pair % 2 == 0 {
             let w = measure(true).await?;
@@ -832,9 +706,7 @@ async fn publisher(
         without.push(wo);
         ratios.push(w / wo);
         // Keep the log well below its ceiling: drop what this pair wrote.
-        if let Ok(s) = js.get_stream(pub_stream).await {
-            let _ = s.purge().filter(&subject).await;
-        }
+        let _ = js.purge_subject(pub_stream, &subject).await;
     }
     pause(false);
     let _ = side.kill();

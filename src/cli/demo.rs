@@ -79,13 +79,8 @@ struct Fleet {
 
 impl Fleet {
     async fn put<T: Serialize>(&self, bucket: &str, key: &str, row: &T) -> Result<(), String> {
-        let store = self.broker.kv(bucket).await?;
         let body = serde_json::to_vec(row).map_err(|e| e.to_string())?;
-        store
-            .put(key, body.into())
-            .await
-            .map(|_| ())
-            .map_err(|e| e.to_string())
+        self.broker.kv_put(bucket, key, body).await.map(|_| ())
     }
 
     /// One step of the world: new records, then every running node applies
@@ -93,19 +88,9 @@ impl Fleet {
     async fn step(&mut self) -> Result<u64, String> {
         let d = &self.config.domains[0];
         let subject = format!("{}.records", d.stream);
-        let mut acks = Vec::new();
-        for i in 0..RECORDS_PER_TICK {
-            let ack = self
-                .broker
-                .js
-                .publish(subject.clone(), format!("record {i}").into())
-                .await
-                .map_err(|e| e.to_string())?;
-            acks.push(ack);
-        }
-        for ack in acks {
-            ack.await.map_err(|e| e.to_string())?;
-        }
+        self.broker
+            .publish_many(&subject, RECORDS_PER_TICK as usize)
+            .await?;
         let state = self.broker.stream_state(&d.stream).await?;
         let now = Instant(Utc::now());
         let b = self.config.buckets.clone();
@@ -173,8 +158,9 @@ impl Fleet {
     /// out the TTL) and its position stays where it was.
     async fn stop(&mut self, node: usize) -> Result<(), String> {
         self.running[node] = false;
-        let store = self.broker.kv(&self.config.buckets.presence).await?;
-        store.delete(NODES[node]).await.map_err(|e| e.to_string())
+        self.broker
+            .kv_delete(&self.config.buckets.presence, NODES[node])
+            .await
     }
 }
 

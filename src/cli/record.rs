@@ -60,13 +60,12 @@ async fn put<T: serde::Serialize>(
     key: &str,
     row: &T,
 ) -> Result<(), Exit> {
-    let store = broker.kv(bucket).await.map_err(unreachable)?;
     let body = serde_json::to_vec(row).map_err(unreachable)?;
-    store
-        .put(key, body.into())
+    broker
+        .kv_put(bucket, key, body)
         .await
         .map(|_| ())
-        .map_err(|e| unreachable(format!("writing {key} to {bucket}: {e}")))
+        .map_err(unreachable)
 }
 
 pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {

@@ -15,5 +15,6 @@ mod run;
 mod samples;
 mod security;
 mod status;
+mod tidy;
 mod trim;
 mod validate;

@@ -1,0 +1,192 @@
+//! What `crewlet bench` (and the demo) need of the broker beyond the
+//! sidecar's own reads and writes: state built with pipelined raw
+//! publishes, plain streams and consumers, the bare bucket read a tick is
+//! measured against, and a pipelined publisher's rate. Here because only
+//! this module speaks async-nats.
+
+use std::time::Instant;
+
+use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use async_nats::jetstream::{self};
+use futures::StreamExt;
+
+use super::read::instant_of;
+use super::Broker;
+use crate::config::Config;
+use crate::rows::Instant as At;
+
+impl Broker {
+    /// Writes `rows` (key, JSON) into `bucket` with pipelined publishes.
+    pub async fn fill(&self, bucket: &str, rows: Vec<(String, String)>) -> Result<(), String> {
+        for chunk in rows.chunks(2000) {
+            let mut acks = Vec::with_capacity(chunk.len());
+            for (k, v) in chunk {
+                acks.push(
+                    self.js
+                        .publish(format!("$KV.{bucket}.{k}"), v.clone().into())
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            for a in acks {
+                a.await.map_err(|e| e.to_string())?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Publishes `n` records on `subject` (pipelined); returns the last
+    /// sequence.
+    pub async fn publish_many(&self, subject: &str, n: usize) -> Result<u64, String> {
+        let mut last = 0;
+        for chunk in 0..n.div_ceil(1000) {
+            let mut acks = Vec::with_capacity(1000);
+            for i in chunk * 1000..n.min((chunk + 1) * 1000) {
+                acks.push(
+                    self.js
+                        .publish(subject.to_string(), format!("record {i}").into())
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            for a in acks {
+                last = a.await.map_err(|e| e.to_string())?.sequence;
+            }
+        }
+        Ok(last)
+    }
+
+    /// Creates a plain stream on `<name>.>` (`discard: new` and the ceiling
+    /// when `max_bytes` is given); returns its `created`.
+    pub async fn create_plain_stream(
+        &self,
+        name: &str,
+        max_bytes: Option<i64>,
+    ) -> Result<At, String> {
+        let mut config = jetstream::stream::Config {
+            name: name.to_string(),
+            subjects: vec![format!("{name}.>")],
+            deny_delete: true,
+            ..Default::default()
+        };
+        if let Some(m) = max_bytes {
+            config.max_bytes = m;
+            config.discard = jetstream::stream::DiscardPolicy::New;
+        }
+        let s = self
+            .js
+            .create_stream(config)
+            .await
+            .map_err(|e| format!("creating stream {name}: {e}"))?;
+        Ok(instant_of(s.cached_info().created))
+    }
+
+    /// A durable pull consumer with explicit acks on `stream`.
+    pub async fn create_durable(&self, stream: &str, name: &str) -> Result<(), String> {
+        let s = self
+            .js
+            .get_stream(stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        s.create_consumer(jetstream::consumer::pull::Config {
+            durable_name: Some(name.to_string()),
+            ..Default::default()
+        })
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+    }
+
+    pub async fn delete_stream(&self, name: &str) -> Result<(), String> {
+        self.js
+            .delete_stream(name)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    pub async fn delete_bucket(&self, name: &str) -> Result<(), String> {
+        self.forget_kv(name);
+        self.js
+            .delete_key_value(name)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// Purges every record on `subject` of `stream` (the bench's own
+    /// publisher stream, between windows; never a domain's log).
+    pub async fn purge_subject(&self, stream: &str, subject: &str) -> Result<(), String> {
+        let s = self
+            .js
+            .get_stream(stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        s.purge()
+            .filter(subject)
+            .await
+            .map(|_| ())
+            .map_err(|e| e.to_string())
+    }
+
+    /// The baseline of a tick: the fastest bare read of the same buckets,
+    /// one ordered consumer each delivering the last message per subject,
+    /// concurrently, with no checks, no parsing and no clean-up. Returns
+    /// how many messages came.
+    pub async fn bare_read(&self, config: &Config) -> Result<usize, String> {
+        let reads = config.buckets.all().map(|(_, b)| {
+            let js = self.js.clone();
+            let b = b.to_string();
+            async move {
+                let c = js
+                    .create_consumer_on_stream(
+                        OrderedConfig {
+                            filter_subject: format!("$KV.{b}.>"),
+                            deliver_policy: DeliverPolicy::LastPerSubject,
+                            ..Default::default()
+                        },
+                        format!("KV_{b}"),
+                    )
+                    .await
+                    .map_err(|e| e.to_string())?;
+                if c.cached_info().num_pending == 0 {
+                    return Ok(0);
+                }
+                let mut m = c.messages().await.map_err(|e| e.to_string())?;
+                let mut n = 0;
+                while let Some(msg) = m.next().await {
+                    let msg = msg.map_err(|e| e.to_string())?;
+                    n += 1;
+                    if msg.info().map_err(|e| e.to_string())?.pending == 0 {
+                        break;
+                    }
+                }
+                Ok::<usize, String>(n)
+            }
+        });
+        let counts = futures::future::join_all(reads).await;
+        counts.into_iter().try_fold(0, |acc, c| c.map(|c| acc + c))
+    }
+
+    /// Messages per second of a pipelined publisher of `n` 200-byte
+    /// records on `subject`.
+    pub async fn publish_rate(&self, subject: &str, n: usize) -> Result<f64, String> {
+        let payload = bytes::Bytes::from(vec![b'x'; 200]);
+        let t = Instant::now();
+        for chunk in 0..n / 1000 {
+            let mut acks = Vec::with_capacity(1000);
+            for _ in 0..1000 {
+                acks.push(
+                    self.js
+                        .publish(subject.to_string(), payload.clone())
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            for a in acks {
+                a.await.map_err(|e| format!("chunk {chunk}: {e}"))?;
+            }
+        }
+        Ok(n as f64 / t.elapsed().as_secs_f64())
+    }
+}

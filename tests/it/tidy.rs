@@ -1,0 +1,65 @@
+//! Architecture invariants that are checks on the source tree, not on a
+//! running broker (docs/architecture.md names each): a claim without a
+//! test is a defect.
+
+use std::path::{Path, PathBuf};
+
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for e in std::fs::read_dir(dir).expect("read dir") {
+        let p = e.expect("entry").path();
+        if p.is_dir() {
+            sources(&p, out);
+        } else if p.extension().is_some_and(|x| x == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Only `src/broker/` knows async-nats: the pure core and the commands
+/// speak plain data to it.
+#[test]
+fn async_nats_is_used_only_in_src_broker() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let broker = root().join("src").join("broker");
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|f| !f.starts_with(&broker))
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .expect("read")
+                .contains("async_nats")
+        })
+        .map(|f| f.strip_prefix(root()).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "async_nats used outside src/broker/: {offenders:?}"
+    );
+}
+
+/// Every alarm the code can raise has a runbook entry, and the list of
+/// alarms is the one the code raises.
+#[test]
+fn every_alarm_has_a_runbook_entry() {
+    let code = std::fs::read_to_string(root().join("src/alarms/mod.rs")).expect("alarms");
+    let raised: std::collections::BTreeSet<&str> = code
+        .match_indices("alarm: \"")
+        .filter_map(|(i, m)| {
+            let rest = &code[i + m.len()..];
+            rest.split('"').next()
+        })
+        .collect();
+    let listed: std::collections::BTreeSet<&str> = crewlet::alarms::NAMES.iter().copied().collect();
+    assert_eq!(raised, listed, "alarms::NAMES is not what the code raises");
+    let runbook = std::fs::read_to_string(root().join("docs/runbook.md")).expect("runbook");
+    let missing: Vec<&&str> = listed
+        .iter()
+        .filter(|a| !runbook.contains(&format!("\n### {a}\n")))
+        .collect();
+    assert!(missing.is_empty(), "no runbook entry for {missing:?}");
+}
