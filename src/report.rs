@@ -97,7 +97,7 @@ pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String 
         return term.as_str().to_string();
     };
     match &t.state {
-        TermState::Unreadable { error } => format!("{} is unreadable: {error}", term.as_str()),
+        TermState::Unreadable { error, .. } => format!("{} is unreadable: {error}", term.as_str()),
         TermState::Value { seq, reason } => {
             if term == TermName::Applied {
                 if let Some(node) = t
@@ -211,7 +211,7 @@ fn term_row(t: &crate::floor::Term) -> (String, String, String) {
         }
         TermState::Unbounded => ("unbounded".into(), String::new(), String::new()),
         TermState::NotApplicable => ("n/a".into(), String::new(), String::new()),
-        TermState::Unreadable { error } => ("unreadable".into(), String::new(), error.clone()),
+        TermState::Unreadable { error, .. } => ("unreadable".into(), String::new(), error.clone()),
     }
 }
 

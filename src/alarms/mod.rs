@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{BackupPolicy, Config, Dur};
-use crate::floor::{Answer, GateFault, NodeState, NotReady, TermName, TermState};
+use crate::floor::{Answer, Cause, GateFault, NodeState, NotReady, TermName, TermState};
 use crate::human;
 use crate::rows::Instant;
 use crate::stream_check::bypass_remedy;
@@ -179,7 +179,7 @@ fn domain_alarms(
                 human::bytes(a.bytes),
                 human::bytes(a.soft_ceiling_bytes)
             ),
-            remedy: format!("{held}; clear that first, then raise the ceiling with crewlet retention set-capacity {} BYTES", a.stream),
+            remedy: format!("{held}; clear that first, then raise the ceiling (nats stream edit {} --max-bytes BYTES, keeping discard: new)", a.stream),
         });
     }
 
@@ -226,12 +226,12 @@ fn domain_alarms(
     }
 
     for t in &a.terms {
-        if let TermState::Unreadable { error } = &t.state {
+        if let TermState::Unreadable { error, cause } = &t.state {
             out.push(Alarm {
                 alarm: "term_unreadable",
                 domain: d(),
                 measurement: format!("{} is unreadable: {error}", t.term.as_str()),
-                remedy: unreadable_remedy(t.term, error),
+                remedy: unreadable_remedy(t.term, *cause),
             });
         }
     }
@@ -331,22 +331,17 @@ fn domain_alarms(
     }
 }
 
-fn unreadable_remedy(term: TermName, error: &str) -> String {
-    if error.contains("crewlet retention init") {
-        return "create the missing bucket: crewlet retention init".into();
-    }
-    match term {
-        TermName::Applied | TermName::SnapshotFloor => {
-            if error.contains("ahead_of_log") {
-                "see the not_ready alarm: a node reports a position past the log's end".into()
-            } else {
-                "fix or remove the row named above (nats kv get/put), or evict its node; check the presence and positions buckets".into()
-            }
+fn unreadable_remedy(term: TermName, cause: Cause) -> String {
+    match (cause, term) {
+        (Cause::MissingBucket, _) => "create the missing bucket: crewlet retention init".into(),
+        (Cause::AheadOfLog, _) => {
+            "see the not_ready alarm: a node reports a position past the log's end".into()
         }
-        TermName::MinHold => "fix or release the hold named above (crewlet retention release)".into(),
-        TermName::BackupFloor => "fix or delete the backup row named above".into(),
-        TermName::FeedAckFloor => "check that the feed consumer exists on the stream (nats consumer ls <stream>) and the broker answers".into(),
-        TermName::AgeFloor => "check that the stream exists and the broker answers (nats stream info <stream>)".into(),
+        (_, TermName::Applied | TermName::SnapshotFloor) => "fix or remove the row named above (nats kv get/put), or evict its node; check the presence and positions buckets".into(),
+        (_, TermName::MinHold) => "fix or release the hold named above (crewlet retention release)".into(),
+        (_, TermName::BackupFloor) => "fix or delete the backup row named above".into(),
+        (_, TermName::FeedAckFloor) => "check that the feed consumer exists on the stream (nats consumer ls <stream>) and the broker answers".into(),
+        (_, TermName::AgeFloor) => "check that the stream exists and the broker answers (nats stream info <stream>)".into(),
     }
 }
 

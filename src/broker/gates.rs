@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::ErrorCode;
 use futures::StreamExt;
 
 use super::read::{instant_of, READ_TIMEOUT};
@@ -86,12 +87,18 @@ impl Broker {
             Ok(a) => Ok(a.sequence),
             Err(e) => {
                 let text = e.to_string();
+                // The broker's error answer, when there is one: its code
+                // decides, never the message text.
+                let code = std::error::Error::source(&e)
+                    .and_then(|s| s.downcast_ref::<async_nats::jetstream::Error>())
+                    .map(|je| je.error_code());
                 match e.kind() {
                     PublishErrorKind::TimedOut | PublishErrorKind::BrokenPipe => {
                         Err(PublishFailure::NoAnswer(text))
                     }
-                    // 10077: maximum bytes exceeded (discard: new at max_bytes).
-                    _ if text.contains("10077") || text.contains("maximum bytes exceeded") => {
+                    // 10077: maximum bytes (or messages) exceeded under
+                    // discard: new.
+                    _ if code == Some(ErrorCode::STREAM_STORE_FAILED) => {
                         Err(PublishFailure::LogFull(text))
                     }
                     PublishErrorKind::StreamNotFound => Err(PublishFailure::Refused(format!(

@@ -13,7 +13,7 @@ use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
 use crate::floor::{self, Entry};
-use crate::gate::{self, LogOutcome, Presence, Prior, ReadmitFacts, Refusal};
+use crate::gate::{self, LogOutcome, NotWritten, Presence, Prior, ReadmitFacts, Refusal};
 use crate::hold;
 use crate::rows::{
     GateRow, GateSign, HoldKind, HoldRow, Incarnation, Instant, OpId, OpRow, PositionRow, OP_PREFIX,
@@ -109,7 +109,7 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
                 outcomes.push((
                     d.stream.clone(),
                     LogOutcome::NotWritten {
-                        reason: "op_reused".into(),
+                        reason: NotWritten::OpReused,
                         detail: format!(
                             "{op} names {} {node}; start a new gesture without -op-id",
                             other.as_str()
@@ -126,7 +126,7 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
             for d in &logs {
                 let outcome = match landed.get(&d.stream) {
                     Some(&seq) => LogOutcome::Applied { seq },
-                    None => LogOutcome::NotWritten { reason: "superseded".into(), detail: format!("a later gate ({by_op}) on {} undid it on {stream}; start a new gesture", args.node) },
+                    None => LogOutcome::NotWritten { reason: NotWritten::Superseded, detail: format!("a later gate ({by_op}) on {} undid it on {stream}; start a new gesture", args.node) },
                 };
                 outcomes.push((d.stream.clone(), outcome));
             }
@@ -429,11 +429,11 @@ async fn write_one(
         Ok(seq) => seq,
         Err(PublishFailure::LogFull(e)) => {
             return LogOutcome::NotWritten {
-                reason: "log_full".into(),
-                detail: format!("past even the gate reserve ({e}); raise the ceiling with crewlet retention set-capacity {} BYTES, then finish with the same -op-id", d.stream),
+                reason: NotWritten::LogFull,
+                detail: format!("past even the gate reserve ({e}); raise the stream's ceiling (nats stream edit {} --max-bytes BYTES, keeping discard: new), then finish with the same -op-id", d.stream),
             }
         }
-        Err(PublishFailure::Refused(e)) => return LogOutcome::NotWritten { reason: "refused".into(), detail: e },
+        Err(PublishFailure::Refused(e)) => return LogOutcome::NotWritten { reason: NotWritten::Refused, detail: e },
         Err(PublishFailure::NoAnswer(e)) => return LogOutcome::Unknown { error: e },
     };
     // Absorb at once, so the answer can say `applied`; a later tick does it
@@ -499,9 +499,7 @@ fn report(
     let finish_cmd = |o: &LogOutcome| -> Option<String> {
         match o {
             LogOutcome::Applied { .. } | LogOutcome::Pending { .. } => None,
-            LogOutcome::NotWritten { reason, .. }
-                if reason == "op_reused" || reason == "superseded" =>
-            {
+            LogOutcome::NotWritten { reason, .. } if reason.needs_new_gesture() => {
                 Some(command(sign, args, None))
             }
             _ => Some(command(sign, args, Some(op))),

@@ -47,7 +47,21 @@ pub enum TermState {
     /// The domain does not have this term.
     NotApplicable,
     /// Could not be read: blocks the tick.
-    Unreadable { error: String },
+    Unreadable { error: String, cause: Cause },
+}
+
+/// Why a term is unreadable: what the remedy branches on (the error text
+/// is for people).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cause {
+    /// A bucket nodes write does not exist (`crewlet retention init`).
+    MissingBucket,
+    /// A row (or key) that does not have the contract's shape.
+    Row,
+    /// A counted node's position is past the log's end.
+    AheadOfLog,
+    /// The broker did not answer, or answered an error.
+    Read,
 }
 
 /// One term of the answer.
@@ -87,7 +101,7 @@ impl Serialize for Term {
             }
             TermState::Unbounded => m.serialize_entry("state", "unbounded")?,
             TermState::NotApplicable => m.serialize_entry("state", "n/a")?,
-            TermState::Unreadable { error } => {
+            TermState::Unreadable { error, .. } => {
                 m.serialize_entry("state", "unreadable")?;
                 m.serialize_entry("error", error)?;
             }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::answer::{NodeRow, NodeState};
+use super::answer::{Cause, NodeRow, NodeState};
 use super::parsed::{ByNode, ParsedRows};
 use super::StreamState;
 use crate::rows::{
@@ -57,7 +57,7 @@ pub struct CountedSet<'a> {
     pub counted: Vec<Counted<'a>>,
     pub nodes: Vec<NodeRow>,
     /// Presence or positions could not be read, or a row was malformed.
-    pub unreadable: Option<String>,
+    pub unreadable: Option<(String, Cause)>,
     /// Nodes whose current-generation position is past the log's end.
     pub ahead: Vec<(String, u64)>,
     /// The gates bucket could not be read: nobody is treated as evicted.
@@ -72,6 +72,14 @@ pub struct Generation {
 }
 
 static NO_PRESENCE: ByNode<PresenceRow> = BTreeMap::new();
+
+fn bucket_cause(e: &super::BucketError) -> (String, Cause) {
+    let cause = match e {
+        super::BucketError::Missing { .. } => Cause::MissingBucket,
+        super::BucketError::Failed { .. } => Cause::Read,
+    };
+    (e.to_string(), cause)
+}
 static NO_POSITIONS: ByNode<PositionRow> = BTreeMap::new();
 
 pub fn counted_set<'a>(
@@ -112,14 +120,14 @@ pub fn counted_set<'a>(
     let presence = match &rows.presence {
         Ok(p) => p,
         Err(e) => {
-            out.unreadable = Some(e.to_string());
+            out.unreadable = Some(bucket_cause(e));
             &NO_PRESENCE
         }
     };
     for (node, row) in presence {
         if let Err(err) = row {
             if out.unreadable.is_none() && gate_state(node) != Some(NodeState::Evicted) {
-                out.unreadable = Some(format!("presence {err}"));
+                out.unreadable = Some((format!("presence {err}"), Cause::Row));
             }
         }
     }
@@ -127,7 +135,7 @@ pub fn counted_set<'a>(
         Ok(p) => p.get(stream).unwrap_or(&NO_POSITIONS),
         Err(e) => {
             if out.unreadable.is_none() {
-                out.unreadable = Some(e.to_string());
+                out.unreadable = Some(bucket_cause(e));
             }
             &NO_POSITIONS
         }
@@ -189,7 +197,7 @@ pub fn counted_set<'a>(
         match seen {
             None => {}
             Some(Err(err)) if !evicted && out.unreadable.is_none() => {
-                out.unreadable = Some(format!("positions {err}"));
+                out.unreadable = Some((format!("positions {err}"), Cause::Row));
             }
             Some(Err(_)) => {}
             Some(Ok(p)) => {

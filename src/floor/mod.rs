@@ -22,7 +22,7 @@ use std::time::Duration;
 /// The retention answer for one domain.
 pub use answer::compute;
 pub use answer::{
-    Answer, FloorState, GateFault, GateView, NodeRow, NodeState, NotReady, PublishedFloor,
+    Answer, Cause, FloorState, GateFault, GateView, NodeRow, NodeState, NotReady, PublishedFloor,
     PurgeClamp, Term, TermName, TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use chrono::{DateTime, Utc};
 
-use super::answer::{Term, TermName, TermState};
+use super::answer::{Cause, Term, TermName, TermState};
 use super::counted::CountedSet;
 use super::parsed::{Backups, ByNode, HoldsByStream};
 use super::{BucketError, FeedState, Policy, StreamState};
@@ -23,15 +23,25 @@ fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String
     }
 }
 
-fn unreadable(name: TermName, error: impl Into<String>) -> Term {
+fn unreadable(name: TermName, cause: Cause, error: impl Into<String>) -> Term {
     Term {
         term: name,
         state: TermState::Unreadable {
             error: error.into(),
+            cause,
         },
         detail: None,
         binding: false,
     }
+}
+
+/// A bucket that could not be read, as a term.
+fn bucket(name: TermName, e: &BucketError) -> Term {
+    let cause = match e {
+        BucketError::Missing { .. } => Cause::MissingBucket,
+        BucketError::Failed { .. } => Cause::Read,
+    };
+    unreadable(name, cause, e.to_string())
 }
 
 fn plain(name: TermName, state: TermState) -> Term {
@@ -45,12 +55,13 @@ fn plain(name: TermName, state: TermState) -> Term {
 
 /// `applied`: the lowest position over the counted set.
 pub fn applied(stream: &str, set: &CountedSet) -> Term {
-    if let Some(e) = &set.unreadable {
-        return unreadable(TermName::Applied, e.clone());
+    if let Some((e, cause)) = &set.unreadable {
+        return unreadable(TermName::Applied, *cause, e.clone());
     }
     if let Some((node, seq)) = set.ahead.first() {
         return unreadable(
             TermName::Applied,
+            Cause::AheadOfLog,
             format!("{node} reports position {seq}, past the log's last sequence (ahead_of_log)"),
         );
     }
@@ -79,13 +90,13 @@ pub type Holds = Result<HoldsByStream, BucketError>;
 pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
     let all = match holds {
         Ok(h) => h,
-        Err(e) => return unreadable(TermName::MinHold, e.to_string()),
+        Err(e) => return bucket(TermName::MinHold, e),
     };
     let mut lowest: Option<&(HoldKey, HoldRow)> = None;
     for h in all.get(stream).map(Vec::as_slice).unwrap_or_default() {
         let h = match h {
             Ok(h) => h,
-            Err(err) => return unreadable(TermName::MinHold, format!("holds {err}")),
+            Err(err) => return unreadable(TermName::MinHold, Cause::Row, format!("holds {err}")),
         };
         if h.1.expires_at.0 <= now {
             continue;
@@ -126,12 +137,12 @@ pub fn backup_floor(
     let before_stream = |t: Instant| created.is_some_and(|c| t < c);
     let b = match backups {
         Ok(b) => b,
-        Err(e) => return (unreadable(TermName::BackupFloor, e.to_string()), None),
+        Err(e) => return (bucket(TermName::BackupFloor, e), None),
     };
     match policy.backup_floor {
         BackupPolicy::Operator => match b.acks.get(stream) {
             None => (value(TermName::BackupFloor, 0, None, Some("no acknowledgement has been given".into())), None),
-            Some(Err(err)) => (unreadable(TermName::BackupFloor, format!("backups {err}")), None),
+            Some(Err(err)) => (unreadable(TermName::BackupFloor, Cause::Row, format!("backups {err}")), None),
             Some(Ok(ack)) if before_stream(ack.at) => (
                 value(
                     TermName::BackupFloor,
@@ -152,7 +163,7 @@ pub fn backup_floor(
             for m in &b.manifests {
                 let m = match m {
                     Ok(m) => m,
-                    Err(err) => return (unreadable(TermName::BackupFloor, format!("backups {err}")), None),
+                    Err(err) => return (unreadable(TermName::BackupFloor, Cause::Row, format!("backups {err}")), None),
                 };
                 if !m.counts() || !m.positions.contains_key(stream) {
                     continue;
@@ -194,9 +205,10 @@ pub fn snapshot_floor(
     generation: u64,
     k: u32,
 ) -> Term {
-    if set.unreadable.is_some() {
+    if let Some((_, cause)) = &set.unreadable {
         return unreadable(
             TermName::SnapshotFloor,
+            *cause,
             "the counted set is unknown (see applied)",
         );
     }
@@ -206,7 +218,7 @@ pub fn snapshot_floor(
     }
     let rows = match snapshots {
         Ok(r) => r,
-        Err(e) => return unreadable(TermName::SnapshotFloor, e.to_string()),
+        Err(e) => return bucket(TermName::SnapshotFloor, e),
     };
     let mut held: Vec<(u64, &str)> = Vec::new();
     // Both are in node order: a merge, not a lookup per node.
@@ -220,7 +232,13 @@ pub fn snapshot_floor(
             _ => continue,
         };
         let row = match row {
-            Err(err) => return unreadable(TermName::SnapshotFloor, format!("snapshots {err}")),
+            Err(err) => {
+                return unreadable(
+                    TermName::SnapshotFloor,
+                    Cause::Row,
+                    format!("snapshots {err}"),
+                )
+            }
             Ok(r) => r,
         };
         if c.diverged {
@@ -262,7 +280,7 @@ pub fn feed_ack_floor(
         return plain(TermName::FeedAckFloor, TermState::NotApplicable);
     };
     match feed {
-        Err(e) => unreadable(TermName::FeedAckFloor, e.clone()),
+        Err(e) => unreadable(TermName::FeedAckFloor, Cause::Read, e.clone()),
         Ok(f) => {
             let seq = if f.num_ack_pending == 0 {
                 if f.num_pending == 0 {
@@ -290,11 +308,11 @@ pub fn age_floor(
 ) -> Term {
     let s = match state {
         Ok(s) => s,
-        Err(e) => return unreadable(TermName::AgeFloor, format!("stream info: {e}")),
+        Err(e) => return unreadable(TermName::AgeFloor, Cause::Read, format!("stream info: {e}")),
     };
     let young = match young_seq {
         Ok(y) => *y,
-        Err(e) => return unreadable(TermName::AgeFloor, format!("age lookup: {e}")),
+        Err(e) => return unreadable(TermName::AgeFloor, Cause::Read, format!("age lookup: {e}")),
     };
     match young {
         // A lookup can land below first_seq only if the log moved between

@@ -254,7 +254,7 @@ fn check(a: &Answer, name: TermName, want: &str) {
 fn reason(a: &Answer, name: TermName) -> String {
     match &term(a, name).state {
         TermState::Value { reason, .. } => reason.clone().unwrap_or_default(),
-        TermState::Unreadable { error } => error.clone(),
+        TermState::Unreadable { error, .. } => error.clone(),
         _ => String::new(),
     }
 }

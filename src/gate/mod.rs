@@ -433,8 +433,39 @@ pub enum LogOutcome {
     Pending { seq: u64 },
     /// No answer (timeout, dropped connection): finish with the same id.
     Unknown { error: String },
-    /// Not written, and why: `log_full`, `op_reused`, `superseded`, or an error.
-    NotWritten { reason: String, detail: String },
+    /// Not written, and why.
+    NotWritten { reason: NotWritten, detail: String },
+}
+
+/// Why a log's record was not written (floor.md, Evictions and
+/// readmissions): what the finishing command depends on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum NotWritten {
+    /// Past even the gate reserve: raise the ceiling, then the same op id.
+    LogFull,
+    /// The op id names another gesture: start a new one.
+    OpReused,
+    /// A later gate on the node undid it: start a new one.
+    Superseded,
+    /// The broker refused it (not on the log): the same op id retries.
+    Refused,
+}
+
+impl NotWritten {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            NotWritten::LogFull => "log_full",
+            NotWritten::OpReused => "op_reused",
+            NotWritten::Superseded => "superseded",
+            NotWritten::Refused => "refused",
+        }
+    }
+
+    /// Whether finishing takes a new gesture rather than the same op id.
+    pub fn needs_new_gesture(self) -> bool {
+        matches!(self, NotWritten::OpReused | NotWritten::Superseded)
+    }
 }
 
 impl LogOutcome {
@@ -454,7 +485,7 @@ impl LogOutcome {
             }
             LogOutcome::Unknown { error } => format!("unknown ({error})"),
             LogOutcome::NotWritten { reason, detail } => {
-                format!("not written: {reason} ({detail})")
+                format!("not written: {} ({detail})", reason.as_str())
             }
         }
     }

@@ -366,7 +366,7 @@ fn outcomes() {
     }
     .finished());
     let full = LogOutcome::NotWritten {
-        reason: "log_full".into(),
+        reason: NotWritten::LogFull,
         detail: "x".into(),
     };
     assert_eq!(full.text(), "not written: log_full (x)");

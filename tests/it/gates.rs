@@ -518,7 +518,7 @@ async fn the_gate_reserve_takes_evictions_until_max_bytes() {
     assert!(
         v["logs"][0]["detail"]
             .as_str()
-            .is_some_and(|d| d.contains("set-capacity")),
+            .is_some_and(|d| d.contains("--max-bytes BYTES, keeping discard: new")),
         "{v}"
     );
 }

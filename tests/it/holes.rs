@@ -549,7 +549,7 @@ async fn hole_10_keys_without_the_contracts_shape_are_unreadable() {
     ] {
         let t = a.terms.iter().find(|t| t.term == name).expect("term");
         match &t.state {
-            crewlet::floor::TermState::Unreadable { error } => {
+            crewlet::floor::TermState::Unreadable { error, .. } => {
                 assert!(error.contains(&format!("key {STREAM}:")), "{error}")
             }
             other => panic!("{name:?} is {other:?}"),

@@ -18,7 +18,7 @@ fn term_state(r: &TickReport, name: TermName) -> String {
         TermState::Value { seq, .. } => format!("value {seq}"),
         TermState::Unbounded => "unbounded".into(),
         TermState::NotApplicable => "n/a".into(),
-        TermState::Unreadable { error } => format!("unreadable: {error}"),
+        TermState::Unreadable { error, .. } => format!("unreadable: {error}"),
     }
 }
 
