@@ -77,7 +77,9 @@ fn log_headroom() {
     assert!(
         a[0].remedy
             .contains("the trim is held by backup_floor, applied")
-            && a[0].remedy.contains("nats stream edit CREWLET_TRACKER_LOG --max-bytes BYTES"),
+            && a[0]
+                .remedy
+                .contains("nats stream edit CREWLET_TRACKER_LOG --max-bytes BYTES"),
         "{}",
         a[0].remedy
     );

@@ -1,9 +1,11 @@
 //! Property tests against a deliberately naive reference model: record `r`
 //! may go iff every counted node has applied it, no live hold needs it, the
 //! counted backup covers it, k snapshots cover it, the feed acked it, and it
-//! is older than `min_age`. The model asks that of every record one at a
-//! time; the real code takes a minimum of terms. They must agree on the
-//! purge point, and the purge must never take a record the model keeps.
+//! is older than `min_age`; and, on a log that takes gate records, the gates
+//! view of this incarnation has absorbed it. The model asks that of every
+//! record one at a time; the real code takes a minimum of terms and clamps
+//! the purge to the view's cursor. They must agree on the purge point, and
+//! the purge must never take a record the model keeps.
 
 use proptest::prelude::*;
 use serde_json::json;
@@ -17,7 +19,8 @@ struct NodeCase {
     current_gen: bool,
     diverged: bool,
     live_data: bool,
-    /// 0: no gate, 1: evicting (inside the window), 2: evicted.
+    /// 0: no gate, 1: evicting (inside the window), 2: evicted, 3: an
+    /// eviction of another incarnation of the log, 4: readmitted.
     gate: u8,
     snapshot: Option<(u64, bool, bool)>,
 }
@@ -35,6 +38,32 @@ struct Case {
     young: Option<u64>,
     k: u32,
     missing: [bool; 5],
+    /// The log takes gate records; its view's cursor.
+    gates: Option<CursorCase>,
+    /// The floors row belongs to another `created`: NOT READY.
+    recreated: bool,
+}
+
+/// The gates view's cursor for the log.
+#[derive(Debug, Clone, Copy)]
+enum CursorCase {
+    /// Not read yet: nothing is purged.
+    None,
+    /// Absorbed up to this sequence, in this incarnation.
+    At(u64),
+    /// Of another incarnation: proves nothing.
+    OtherIncarnation(u64),
+    /// Does not parse: nothing is purged.
+    Malformed,
+}
+
+fn cursor_case(last: u64) -> impl Strategy<Value = CursorCase> {
+    prop_oneof![
+        1 => Just(CursorCase::None),
+        6 => (0..=last + 2).prop_map(CursorCase::At),
+        1 => (0..=last + 2).prop_map(CursorCase::OtherIncarnation),
+        1 => Just(CursorCase::Malformed),
+    ]
 }
 
 fn node_case(last: u64) -> impl Strategy<Value = NodeCase> {
@@ -43,7 +72,7 @@ fn node_case(last: u64) -> impl Strategy<Value = NodeCase> {
         prop::bool::weighted(0.85),
         prop::bool::weighted(0.1),
         any::<bool>(),
-        prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8)],
+        prop_oneof![6 => Just(0u8), 1 => Just(1u8), 1 => Just(2u8), 1 => Just(3u8), 1 => Just(4u8)],
         prop::option::of((
             0..=last,
             prop::bool::weighted(0.8),
@@ -85,18 +114,24 @@ fn case() -> impl Strategy<Value = Case> {
             prop::option::of(1..=last),
             1u32..4,
             prop::array::uniform5(prop::bool::weighted(0.05)),
+            prop::option::weighted(0.5, cursor_case(last)),
+            prop::bool::weighted(0.05),
         )
             .prop_map(
-                |(first, last, nodes, holds, backup, feed, young, k, missing)| Case {
-                    first,
-                    last,
-                    nodes,
-                    holds,
-                    backup,
-                    feed,
-                    young,
-                    k,
-                    missing,
+                |(first, last, nodes, holds, backup, feed, young, k, missing, gates, recreated)| {
+                    Case {
+                        first,
+                        last,
+                        nodes,
+                        holds,
+                        backup,
+                        feed,
+                        young,
+                        k,
+                        missing,
+                        gates,
+                        recreated,
+                    }
                 },
             )
     })
@@ -141,6 +176,15 @@ fn world(c: &Case) -> World {
             2 => {
                 w.gate(&name, "evicted", 600);
             }
+            3 => {
+                w.gate(&name, "evicted", 600);
+                if let Some((_, v)) = w.gates.as_mut().and_then(|g| g.last_mut()) {
+                    *v = v.replace(CREATED, "2026-10-01T00:00:00Z");
+                }
+            }
+            4 => {
+                w.gate(&name, "admitted", 600);
+            }
             _ => {}
         }
         if let Some((pos, verified, current)) = n.snapshot {
@@ -173,6 +217,25 @@ fn world(c: &Case) -> World {
         );
     }
     w.young = Ok(c.young);
+    if let Some(cursor) = c.gates {
+        let row = |seq: u64, created: &str| {
+            Some(
+                json!({"stream": S, "seq": seq, "skipped": [], "stream_created": created, "generation": 0}),
+            )
+        };
+        w.gated(match cursor {
+            CursorCase::None => None,
+            CursorCase::At(seq) => row(seq, CREATED),
+            CursorCase::OtherIncarnation(seq) => row(seq, "2026-10-01T00:00:00Z"),
+            CursorCase::Malformed => Some(json!({"seq": "x"})),
+        });
+    }
+    if c.recreated {
+        w.floor_row(
+            json!({"stream": S, "generation": 0, "stream_created": "2026-10-01T00:00:00Z",
+            "floor": null, "trim_floor_state": "none", "at": ts(-10)}),
+        );
+    }
     let buckets = [
         &mut w.presence,
         &mut w.positions,
@@ -188,10 +251,24 @@ fn world(c: &Case) -> World {
     w
 }
 
+/// Has the gates view absorbed record `r`? (A log without gate records
+/// has nothing to absorb.)
+fn absorbed(c: &Case, r: u64) -> bool {
+    match c.gates {
+        None => true,
+        Some(CursorCase::At(seq)) => seq <= c.last && r <= seq,
+        Some(_) => false,
+    }
+}
+
 /// The reference model, written from the English rules and nothing else.
 fn may_go(c: &Case, r: u64) -> bool {
     let [presence_gone, positions_gone, holds_gone, backups_gone, snapshots_gone] = c.missing;
     if presence_gone || positions_gone || holds_gone || backups_gone || r > c.last || r == 0 {
+        return false;
+    }
+    // A recreated stream is not the log the floor belongs to.
+    if c.recreated {
         return false;
     }
     let counted: Vec<&NodeCase> = c
@@ -266,10 +343,18 @@ proptest! {
             expect += 1;
         }
         prop_assert_eq!(a.trim_to, expect, "case {:?}\nanswer terms {:?}", c, a.terms);
+        // The purge: exactly the records that may go and are absorbed, from
+        // first_seq on.
+        let mut upto = c.first - 1;
+        while upto < c.last && may_go(&c, upto + 1) && absorbed(&c, upto + 1) {
+            upto += 1;
+        }
+        let want = (upto >= c.first).then_some(upto + 1);
+        prop_assert_eq!(purge_target(&a), want, "case {:?}\nanswer terms {:?}", c, a.terms);
         if let Some(target) = purge_target(&a) {
             prop_assert!(target > c.first && target <= c.last + 1);
             for r in c.first..target {
-                prop_assert!(may_go(&c, r), "purge to {} takes {} which the model keeps", target, r);
+                prop_assert!(may_go(&c, r) && absorbed(&c, r), "purge to {} takes {} which the model keeps", target, r);
             }
         }
         // The published floor is never below a previous one and covers trim_to.

@@ -5,7 +5,13 @@
 //!
 //!   record r may go iff every counted node has applied r, no live hold
 //!   needs r, the counted backup covers r, k snapshots cover r, and the feed
-//!   acknowledged r (and nothing that decides it was unreadable).
+//!   acknowledged r (and nothing that decides it was unreadable); on a log
+//!   that takes gate records, the view of this incarnation has absorbed r;
+//!   and nothing goes on a log whose floor belongs to another incarnation.
+//!
+//! Gate records are real records on the log (evictions, readmissions),
+//! absorbed by the tick itself; beside them, gate rows and cursors written
+//! as an earlier tick (or another incarnation) would have left them.
 //!
 //! `CREWLET_MODEL_N` sets the number of scenarios (default 200);
 //! `CREWLET_MODEL_SEED` replays a run. A failure prints the seed and the
@@ -57,12 +63,48 @@ enum Presence {
     Malformed,
 }
 
+/// How a node's gate stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Gate {
+    None,
+    /// A gate row of this incarnation, landed 10 s ago.
+    RowRecent,
+    /// A gate row of this incarnation, landed 10 minutes ago.
+    RowOld,
+    /// A gate row of another incarnation (10 minutes ago): never applies.
+    RowOtherIncarnation,
+    /// An eviction record on the log (gated logs only).
+    Evicted,
+    /// An eviction, then a readmission record (gated logs only).
+    Readmitted,
+}
+
+/// The gates view's cursor before the tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Cursor {
+    None,
+    /// Of another incarnation, far past the log: proves nothing.
+    OtherIncarnation,
+    /// Does not parse: absorption fails, nothing is purged.
+    Malformed,
+}
+
+/// The floors row before the tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Floors {
+    None,
+    /// Names another `created`: NOT READY.
+    Recreated,
+    /// Generation 1 on this stream, opened 30 s ago (positions and
+    /// snapshots of generation 1 are current).
+    Reanchored,
+}
+
 #[derive(Debug, Clone)]
 struct Node {
     row: Row,
     presence: Presence,
-    /// 0 none, 1 evicting (inside the fence window), 2 evicted.
-    gate: u8,
+    gate: Gate,
     /// (position, verified, current generation), or a malformed row.
     snapshot: Option<Result<(u64, bool, bool), ()>>,
 }
@@ -84,6 +126,15 @@ struct Scenario {
     /// Some(Some((delivered, acked))): fetched and acknowledged in order.
     feed: Option<Option<(u64, u64)>>,
     k: u32,
+    /// The log takes gate records (and its view is absorbed by the tick).
+    gated: bool,
+    /// The fence window is 0 s (every eviction has passed it) rather than
+    /// 60 s.
+    fence_zero: bool,
+    cursor: Cursor,
+    floors: Floors,
+    /// The gate records, in log order, at the log's end: (node, evict).
+    records: Vec<(usize, bool)>,
 }
 
 fn scenario(seed: u64) -> Scenario {
@@ -115,9 +166,12 @@ fn scenario(seed: u64) -> Scenario {
             _ => Presence::Malformed,
         };
         let gate = match r.range(0, 19) {
-            0 => 1,
-            1..=2 => 2,
-            _ => 0,
+            0 => Gate::RowRecent,
+            1 => Gate::RowOld,
+            2 => Gate::RowOtherIncarnation,
+            3..=4 => Gate::Evicted,
+            5 => Gate::Readmitted,
+            _ => Gate::None,
         };
         let snapshot = match r.range(0, 99) {
             0..=9 => None,
@@ -166,7 +220,19 @@ fn scenario(seed: u64) -> Scenario {
     } else {
         r.range(2, 3) as u32
     };
-    Scenario {
+    let gated = r.chance(60);
+    let fence_zero = r.chance(50);
+    let cursor = match r.range(0, 19) {
+        0..=1 => Cursor::Malformed,
+        2..=4 => Cursor::OtherIncarnation,
+        _ => Cursor::None,
+    };
+    let floors = match r.range(0, 19) {
+        0 => Floors::Recreated,
+        1..=2 => Floors::Reanchored,
+        _ => Floors::None,
+    };
+    let mut s = Scenario {
         seed,
         last,
         pre,
@@ -175,6 +241,36 @@ fn scenario(seed: u64) -> Scenario {
         backups,
         feed,
         k,
+        gated,
+        fence_zero,
+        cursor,
+        floors,
+        records: Vec::new(),
+    };
+    // Record gates only on a gated log; elsewhere they are rows or nothing.
+    for (i, n) in s.nodes.iter_mut().enumerate() {
+        match n.gate {
+            Gate::Evicted | Gate::Readmitted if !s.gated => n.gate = Gate::None,
+            Gate::Evicted => s.records.push((i, true)),
+            Gate::Readmitted => {
+                s.records.push((i, true));
+                s.records.push((i, false));
+            }
+            _ => {}
+        }
+    }
+    // The gate records take the log's last sequences; positions and the
+    // feed were drawn over the whole log.
+    s.last += s.records.len() as u64;
+    s
+}
+
+/// Is node `n` out of the counted set (evicted past the fence window)?
+fn evicted(s: &Scenario, n: &Node) -> bool {
+    match n.gate {
+        Gate::RowOld => true,
+        Gate::RowRecent | Gate::Evicted => s.fence_zero,
+        Gate::None | Gate::RowOtherIncarnation | Gate::Readmitted => false,
     }
 }
 
@@ -184,11 +280,16 @@ fn may_go(s: &Scenario, r: u64) -> bool {
     if r < first || r > s.last {
         return false;
     }
+    // Nothing goes on a log the floor does not belong to, nor past a gate
+    // record the view cannot absorb.
+    if s.floors == Floors::Recreated || (s.gated && s.cursor == Cursor::Malformed) {
+        return false;
+    }
     let counted: Vec<&Node> = s
         .nodes
         .iter()
         .filter(|n| {
-            n.gate != 2
+            !evicted(s, n)
                 && (n.row != Row::None
                     || matches!(n.presence, Presence::Data | Presence::Malformed))
         })
@@ -197,7 +298,7 @@ fn may_go(s: &Scenario, r: u64) -> bool {
     // malformed presence row (liveness is then unknown).
     if s.nodes
         .iter()
-        .any(|n| n.gate != 2 && n.presence == Presence::Malformed)
+        .any(|n| !evicted(s, n) && n.presence == Presence::Malformed)
     {
         return false;
     }
@@ -287,14 +388,15 @@ async fn build(
         gates: format!("m{n}_gates"),
     };
     config.retention.snapshot_quorum = s.k;
-    config.retention.fence_window = crewlet::config::Dur::secs(60);
+    config.retention.fence_window = crewlet::config::Dur::secs(if s.fence_zero { 0 } else { 60 });
     config.domains[0].stream = stream.clone();
-    config.domains[0].gate_subject = None;
+    config.domains[0].gate_subject = s.gated.then(|| format!("{stream}.gate"));
     config.domains[0].feed_consumer = s.feed.map(|_| "feed".to_string());
     let cfg = log_stream(&stream, &[&format!("{stream}.>")], 1 << 30);
     let st = create_stream(js, cfg).await;
+    let plain = s.last - s.records.len() as u64;
     let mut acks = Vec::new();
-    for i in 0..s.last {
+    for i in 0..plain {
         acks.push(
             js.publish(format!("{stream}.r"), format!("{i}").into())
                 .await
@@ -307,7 +409,36 @@ async fn build(
     if s.pre > 0 {
         st.purge().sequence(s.pre + 1).await.expect("pre-purge");
     }
+    // The gate records, as the gestures publish them.
+    for (i, evict) in &s.records {
+        let op = crewlet::rows::OpId::mint(chrono::Utc::now());
+        let node = format!("node-{i}");
+        let g = crewlet::gate::Gesture {
+            op: &op,
+            sign: if *evict {
+                crewlet::rows::GateSign::Evict
+            } else {
+                crewlet::rows::GateSign::Readmit
+            },
+            node: &node,
+            by: "model",
+            force: false,
+            reason: "",
+        };
+        let (headers, body) = crewlet::gate::record(&g, &stream, chrono::Utc::now());
+        let mut h = async_nats::HeaderMap::new();
+        for (k, v) in headers {
+            h.insert(k, v.as_str());
+        }
+        js.publish_with_headers(format!("{stream}.gate"), h, body.into())
+            .await
+            .expect("gate record")
+            .await
+            .expect("gate ack");
+    }
     let created = crewlet::broker::read::instant_of(st.cached_info().created).to_rfc3339();
+    // The generation positions and snapshots of this incarnation carry.
+    let gen = if s.floors == Floors::Reanchored { 1 } else { 0 };
     let b = &config.buckets;
     let kv = |name: String| async move {
         js.create_key_value(async_nats::jetstream::kv::Config {
@@ -369,23 +500,33 @@ async fn build(
         let key = format!("{stream}.{name}");
         match node.row {
             Row::None => {}
-            Row::At(seq) => put(&positions, key, row(seq, 0, &created, "ok")).await,
+            Row::At(seq) => put(&positions, key, row(seq, gen, &created, "ok")).await,
             Row::OldGeneration(seq) => {
-                put(&positions, key, row(seq, 0, "2020-01-01T00:00:00Z", "ok")).await
+                put(&positions, key, row(seq, gen, "2020-01-01T00:00:00Z", "ok")).await
             }
-            Row::Diverged(seq) => put(&positions, key, row(seq, 0, &created, "log_diverged")).await,
+            Row::Diverged(seq) => {
+                put(&positions, key, row(seq, gen, &created, "log_diverged")).await
+            }
             Row::Malformed => put(&positions, key, "{\"seq\": -1}".into()).await,
         }
-        if node.gate > 0 {
-            let landed = if node.gate == 1 { ts(-10) } else { ts(-600) };
+        let row_of = |landed: String, created: &str| {
             let op = crewlet::rows::OpId::mint(chrono::Utc::now());
-            put(&gates, format!("{stream}.{name}"), json!({"node": name, "stream": stream, "state": "evicted", "op_id": op.as_str(), "seq": 1, "landed_at": landed, "by": "t", "stream_created": &created, "generation": 0}).to_string()).await;
+            json!({"node": name, "stream": stream, "state": "evicted", "op_id": op.as_str(), "seq": 1, "landed_at": landed, "by": "t", "stream_created": created, "generation": gen}).to_string()
+        };
+        let gate_key = format!("{stream}.{name}");
+        match node.gate {
+            Gate::RowRecent => put(&gates, gate_key, row_of(ts(-10), &created)).await,
+            Gate::RowOld => put(&gates, gate_key, row_of(ts(-600), &created)).await,
+            Gate::RowOtherIncarnation => {
+                put(&gates, gate_key, row_of(ts(-600), "2020-01-01T00:00:00Z")).await
+            }
+            Gate::None | Gate::Evicted | Gate::Readmitted => {}
         }
         match node.snapshot {
             None => {}
             Some(Err(())) => put(&snapshots, name.clone(), "[]".into()).await,
             Some(Ok((pos, verified, current))) => {
-                let gen = if current { 0 } else { 1 };
+                let gen = if current { gen } else { gen + 1 };
                 put(&snapshots, name.clone(), json!({"node": name, "updated_at": ts(0), "skip_reason": "", "artefacts": {&stream: {"position": pos, "generation": gen, "taken_at": ts(0), "verified": verified}}}).to_string()).await;
             }
         }
@@ -410,6 +551,27 @@ async fn build(
             }
         };
         put(&backups, format!("node-0.b{i}"), v).await;
+    }
+    let cursor_key = format!("_absorbed.{stream}");
+    match s.cursor {
+        Cursor::None => {}
+        Cursor::Malformed => put(&gates, cursor_key, "{\"seq\": \"x\"}".into()).await,
+        Cursor::OtherIncarnation => {
+            let c = json!({"stream": stream, "seq": s.last + 50, "skipped": [], "stream_created": "2020-01-01T00:00:00Z", "generation": 0});
+            put(&gates, cursor_key, c.to_string()).await
+        }
+    }
+    let floors_store = js.get_key_value(&b.floors).await.expect("floors");
+    match s.floors {
+        Floors::None => {}
+        Floors::Recreated => {
+            let row = json!({"stream": stream, "generation": 0, "stream_created": "2020-01-01T00:00:00Z", "floor": null, "trim_floor_state": "none", "at": ts(-5)});
+            put(&floors_store, stream.clone(), row.to_string()).await
+        }
+        Floors::Reanchored => {
+            let row = json!({"stream": stream, "generation": 1, "stream_created": &created, "generation_opened_at": ts(-30), "floor": null, "trim_floor_state": "none_at_generation", "at": ts(-5)});
+            put(&floors_store, stream.clone(), row.to_string()).await
+        }
     }
     if let Some(Some((delivered, acked))) = s.feed {
         let c = st
