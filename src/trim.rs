@@ -251,7 +251,7 @@ impl Sidecar {
             for d in &mut domains {
                 self.publish(&parsed, d).await;
             }
-            self.purge_all(&mut domains).await;
+            self.purge_all(&parsed, &mut domains).await;
             self.retire_join_holds(&parsed, &domains).await;
         }
         for d in &domains {
@@ -354,7 +354,7 @@ impl Sidecar {
     /// The purges the published answers license, each lowered by the pins
     /// re-read just before it and fenced by a compare-and-set on the duty
     /// lease.
-    async fn purge_all(&mut self, domains: &mut [DomainTick]) {
+    async fn purge_all(&mut self, parsed: &ParsedRows, domains: &mut [DomainTick]) {
         let licensed = |d: &DomainTick| {
             matches!(d.published, Some(Ok(_))) && floor::purge_target(&d.answer).is_some()
         };
@@ -378,7 +378,8 @@ impl Sidecar {
         let now = crate::clock::broker_now(self.offset, Utc::now());
         for (i, target, by) in targets {
             if let Some(d) = domains.get_mut(i) {
-                self.purge_one(d, target, by, &pins, now).await;
+                self.purge_one(d, target, by, &pins, &parsed.presence, now)
+                    .await;
             }
         }
     }
@@ -428,6 +429,7 @@ impl Sidecar {
         target: Option<u64>,
         proof_by: Option<floor::PurgeClamp>,
         pins: &floor::Pins,
+        before: &floor::ReadPresence,
         now: DateTime<Utc>,
     ) {
         let (Some(created), Some(Ok(revision))) = (d.answer.stream_created, d.published.clone())
@@ -435,7 +437,7 @@ impl Sidecar {
             return;
         };
         let (target, pinned_by) = match target {
-            Some(t) => floor::clamp_to_pins(&d.answer, t, pins, now),
+            Some(t) => floor::clamp_to_pins(&d.answer, t, pins, before, now),
             None => (None, None),
         };
         if let Some(by) = pinned_by.or(proof_by) {

@@ -26,7 +26,7 @@ pub use answer::{
     PurgeClamp, Term, TermName, TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;
-pub use pins::{clamp_to_pins, Pins};
+pub use pins::{clamp_to_pins, Pins, ReadPresence};
 pub use row::FloorsRow;
 
 use crate::config::{BackupPolicy, Config};

@@ -290,27 +290,11 @@ async fn a_log_restored_from_an_older_copy_is_not_ready() {
     let mut f = Fleet::new(50).await;
     f.healthy(&[("node-1", 50)], 40).await;
     let created = f.created().await;
-    // Copy the stream's files while the broker is down.
-    f.server.kill();
-    let stream_dir = f
-        .server
-        .store()
-        .join("jetstream")
-        .join("$G")
-        .join("streams")
-        .join(STREAM);
-    let copy = f.server.dir.path().join("copy");
-    copy_dir(&stream_dir, &copy);
-    f.server.restart();
-    f.js = f.server.js().await;
+    let copy = f.copy_log().await;
     f.publish(50).await;
     f.healthy(&[("node-1", 100)], 40).await;
     // Restore the old copy of the log; the nodes' rows stay at 100.
-    f.server.kill();
-    std::fs::remove_dir_all(&stream_dir).expect("remove");
-    copy_dir(&copy, &stream_dir);
-    f.server.restart();
-    f.js = f.server.js().await;
+    f.restore_log(&copy).await;
     let (first, last, now_created) = f.state().await;
     assert_eq!((first, last), (1, 50), "the restored log");
     assert_eq!(now_created, created, "a restore keeps the stream's created");
@@ -324,17 +308,4 @@ async fn a_log_restored_from_an_older_copy_is_not_ready() {
         1,
         "nothing purged on the strength of positions it does not hold"
     );
-}
-
-pub(crate) fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
-    std::fs::create_dir_all(to).expect("mkdir");
-    for e in std::fs::read_dir(from).expect("read dir") {
-        let e = e.expect("entry");
-        let target = to.join(e.file_name());
-        if e.file_type().expect("type").is_dir() {
-            copy_dir(&e.path(), &target);
-        } else {
-            std::fs::copy(e.path(), &target).expect("copy");
-        }
-    }
 }

@@ -208,8 +208,51 @@ impl Fleet {
         self.backup("node-1", "b1", backup, 0, true, true).await;
     }
 
+    /// The log's files in the server's store.
+    fn log_dir(&self) -> std::path::PathBuf {
+        self.server
+            .store()
+            .join("jetstream")
+            .join("$G")
+            .join("streams")
+            .join(STREAM)
+    }
+
+    /// Copies the log's files aside while the broker is down (a backup of
+    /// the log as it is now); the broker is up again on return.
+    pub async fn copy_log(&mut self) -> std::path::PathBuf {
+        let copy = self.server.dir.path().join("copy");
+        self.server.kill();
+        copy_dir(&self.log_dir(), &copy);
+        self.server.restart();
+        self.js = self.server.js().await;
+        copy
+    }
+
+    /// Restores the log from `copy` (same `created`, an older history).
+    pub async fn restore_log(&mut self, copy: &std::path::Path) {
+        self.server.kill();
+        std::fs::remove_dir_all(self.log_dir()).expect("remove");
+        copy_dir(copy, &self.log_dir());
+        self.server.restart();
+        self.js = self.server.js().await;
+    }
+
     pub async fn floors_row(&self) -> Option<Value> {
         self.get("crewlet_floors", STREAM).await
+    }
+}
+
+fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for e in std::fs::read_dir(from).expect("read dir") {
+        let e = e.expect("entry");
+        let target = to.join(e.file_name());
+        if e.file_type().expect("type").is_dir() {
+            copy_dir(&e.path(), &target);
+        } else {
+            std::fs::copy(e.path(), &target).expect("copy");
+        }
     }
 }
 
