@@ -128,13 +128,24 @@ pub fn evaluate(
             ),
         });
     }
+    // A `run --once` from cron releases the lease between runs: a fleet
+    // whose floors rows are fresh is being trimmed, lease or not.
+    let stale_after = policy.tick * 3;
+    let fresh_row = answers
+        .iter()
+        .filter_map(|a| a.published_at)
+        .any(|at| since(now, at) <= stale_after);
     match duty {
         DutyView::Held { .. } => {}
+        DutyView::Unheld if fresh_row => {}
         DutyView::Unheld => out.push(Alarm {
             alarm: "duty_unheld",
             domain: None,
-            measurement: "no sidecar holds the trim duty; nothing is being trimmed".into(),
-            remedy: "start a sidecar with node.duty: true (crewlet retention run)".into(),
+            measurement: format!(
+                "no sidecar holds the trim duty and no floors row was published within 3 ticks ({}); nothing is being trimmed",
+                Dur(stale_after)
+            ),
+            remedy: "start a sidecar with node.duty: true (crewlet retention run), or check the cron job that runs crewlet retention run --once".into(),
         }),
         DutyView::Unreadable(e) => out.push(Alarm {
             alarm: "duty_unheld",
@@ -299,35 +310,37 @@ fn domain_alarms(
         });
     }
 
-    if let DutyView::Held { holder, claimed_at } = duty {
-        let stale_after = p.tick * 3;
-        let (stale, measurement) = match a.published_at {
-            Some(at) => (
-                since(now, at) > stale_after,
-                format!(
-                    "the floors row was last written {} ago (3 ticks is {})",
-                    human::age(since(now, at)),
-                    Dur(stale_after)
-                ),
-            ),
-            None => (
-                since(now, *claimed_at) > stale_after,
+    // floor_stale: the newest floors row is older than 3 ticks. Without a
+    // lease and without a row it is duty_unheld's to say.
+    let stale_after = p.tick * 3;
+    let stale = match (a.published_at, duty) {
+        (Some(at), _) => (since(now, at) > stale_after).then(|| {
+            format!(
+                "the floors row was last written {} ago (3 ticks is {})",
+                human::age(since(now, at)),
+                Dur(stale_after)
+            )
+        }),
+        (None, DutyView::Held { holder, claimed_at }) => (since(now, *claimed_at) > stale_after)
+            .then(|| {
                 format!(
                     "no floors row has been published since {holder} claimed the duty {} ago",
                     human::age(since(now, *claimed_at))
-                ),
-            ),
+                )
+            }),
+        (None, _) => None,
+    };
+    if let (Some(measurement), None) = (stale, &a.stream_error) {
+        let who = match duty {
+            DutyView::Held { holder, .. } => format!("read the duty holder's logs ({holder}): its ticks are failing to publish"),
+            _ => "no sidecar holds the duty now: if crewlet retention run --once runs from cron, set retention.tick to the cron interval (the row is stale after 3 ticks); otherwise read the last holder's logs".to_string(),
         };
-        if stale && a.stream_error.is_none() {
-            out.push(Alarm {
-                alarm: "floor_stale",
-                domain: d(),
-                measurement,
-                remedy: format!(
-                    "read the duty holder's logs ({holder}): its ticks are failing to publish"
-                ),
-            });
-        }
+        out.push(Alarm {
+            alarm: "floor_stale",
+            domain: d(),
+            measurement,
+            remedy: who,
+        });
     }
 }
 

@@ -49,16 +49,25 @@ fn a_healthy_domain_has_none() {
 }
 
 #[test]
-fn duty_unheld_is_fleet_level() {
-    let a = evaluate(
-        &[fresh().answer()],
-        &DutyView::Unheld,
-        None,
-        &policy(),
-        now(),
-    );
+fn duty_unheld_is_fleet_level_and_quiet_between_cron_runs() {
+    let unheld = |w: &World| evaluate(&[w.answer()], &DutyView::Unheld, None, &policy(), now());
+    // `run --once` from cron: no lease between runs, a fresh row. Calm.
+    assert_eq!(names(&unheld(&fresh())), Vec::<&str>::new());
+    // Nothing ever published, and no lease: nobody trims.
+    let a = unheld(&World::new());
     assert_eq!(names(&a), ["duty_unheld"]);
-    assert_eq!(a[0].line(), "ALARM duty_unheld *: no sidecar holds the trim duty; nothing is being trimmed — start a sidecar with node.duty: true (crewlet retention run)");
+    assert_eq!(a[0].line(), "ALARM duty_unheld *: no sidecar holds the trim duty and no floors row was published within 3 ticks (30s); nothing is being trimmed — start a sidecar with node.duty: true (crewlet retention run), or check the cron job that runs crewlet retention run --once");
+    // The cron runs stopped (or run less often than every 3 ticks).
+    let mut stopped = World::new();
+    stopped.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-60)}));
+    let a = unheld(&stopped);
+    assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
+    assert!(
+        a[1].remedy
+            .contains("set retention.tick to the cron interval"),
+        "{}",
+        a[1].remedy
+    );
 }
 
 #[test]
@@ -189,7 +198,8 @@ fn floor_stale() {
         a[0].measurement,
         "the floors row was last written 2 minutes ago (3 ticks is 30s)"
     );
-    // Nobody holds duty: it is duty_unheld, not a stale floor.
+    // Nobody holds the duty and the row is stale: nobody trims, and if it
+    // is cron that runs the ticks, they are further apart than 3 ticks.
     let a = evaluate(&[w.answer()], &DutyView::Unheld, None, &policy(), now());
-    assert_eq!(names(&a), ["duty_unheld"]);
+    assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
 }

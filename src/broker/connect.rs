@@ -27,7 +27,9 @@ pub struct Broker {
     >,
 }
 
-/// Why the broker could not be reached (exit 3).
+/// Why no connection was made. Only `Unreachable` is the network (exit
+/// 3); a refused credential, an unreadable creds/nkey/TLS file or a URL
+/// that does not parse is configuration (exit 2, cli.md).
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("cannot reach the broker at {url}: {reason}")]
@@ -38,14 +40,35 @@ pub enum ConnectError {
         path: String,
         reason: String,
     },
+    #[error("the broker at {url} refused the connection: {reason}; check the credentials and TLS settings")]
+    Refused { url: String, reason: String },
+    #[error("the server URL {url} is not usable: {reason}")]
+    BadUrl { url: String, reason: String },
 }
 
-/// The URL to dial: `--nats-url`, else `nats.url`, else `$NATS_URL`, else
-/// the local default.
+impl ConnectError {
+    /// Configuration (not the network): exit 2 rather than 3.
+    pub fn is_configuration(&self) -> bool {
+        !matches!(self, ConnectError::Unreachable { .. })
+    }
+}
+
+/// The servers of a comma-separated list (`nats://a:4222,nats://b:4222`),
+/// as the `nats` CLI takes them.
+pub fn server_list(url: &str) -> Vec<String> {
+    url.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The URL to dial, in the `nats` CLI's precedence (cli.md): the flag,
+/// else `$NATS_URL`, else `nats.url`, else the local default.
 pub fn effective_url(flag: Option<&str>, nats: &NatsConfig, env: Option<&str>) -> String {
     flag.map(str::to_string)
-        .or_else(|| nats.url.clone())
         .or_else(|| env.filter(|e| !e.trim().is_empty()).map(str::to_string))
+        .or_else(|| nats.url.clone())
         .unwrap_or_else(|| DEFAULT_URL.to_string())
 }
 
@@ -118,11 +141,34 @@ pub async fn connect(
         }
         opts = opts.require_tls(true);
     }
-    let client = async_nats::connect_with_options(url, opts)
+    let servers = server_list(url);
+    for server in &servers {
+        if let Err(reason) = crate::config::check_url(server) {
+            return Err(ConnectError::BadUrl {
+                url: redact_url(server),
+                reason,
+            });
+        }
+    }
+    let client = async_nats::connect_with_options(servers, opts)
         .await
-        .map_err(|e| ConnectError::Unreachable {
-            url: shown.clone(),
-            reason: e.to_string(),
+        .map_err(|e| {
+            use async_nats::ConnectErrorKind as K;
+            let reason = e.to_string();
+            let url = shown.clone();
+            match e.kind() {
+                K::ServerParse => ConnectError::BadUrl { url, reason },
+                K::Authentication | K::AuthorizationViolation | K::Tls => {
+                    ConnectError::Refused { url, reason }
+                }
+                // A certificate the configured CA does not trust surfaces as
+                // an IO error of kind InvalidData (the TLS handshake), not a
+                // network failure.
+                K::Io if invalid_data(&e) => ConnectError::Refused { url, reason },
+                K::Dns | K::TimedOut | K::Io | K::MaxReconnects => {
+                    ConnectError::Unreachable { url, reason }
+                }
+            }
         })?;
     let js = async_nats::jetstream::new(client);
     Ok(Broker {
@@ -132,9 +178,31 @@ pub async fn connect(
     })
 }
 
+/// Whether an IO error of kind `InvalidData` is in `e`'s source chain.
+fn invalid_data(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = next {
+        if let Some(io) = err.downcast_ref::<std::io::Error>() {
+            if io.kind() == std::io::ErrorKind::InvalidData {
+                return true;
+            }
+        }
+        next = err.source();
+    }
+    false
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn server_lists() {
+        assert_eq!(
+            server_list("nats://a:4222, nats://b:4223,,"),
+            ["nats://a:4222", "nats://b:4223"]
+        );
+    }
 
     #[test]
     fn url_precedence() {
@@ -145,9 +213,11 @@ mod tests {
             "nats://env:1"
         );
         n.url = Some("nats://cfg:2".into());
+        assert_eq!(effective_url(None, &n, None), "nats://cfg:2");
         assert_eq!(
             effective_url(None, &n, Some("nats://env:1")),
-            "nats://cfg:2"
+            "nats://env:1",
+            "the environment before the file, as the nats CLI"
         );
         assert_eq!(
             effective_url(Some("nats://flag:3"), &n, Some("nats://env:1")),

@@ -45,8 +45,15 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "PATH")]
     pub config: Option<PathBuf>,
 
-    /// Broker URL; overrides nats.url (and $NATS_URL).
-    #[arg(long, global = true, value_name = "URL")]
+    /// Broker URL, or a comma-separated list of them, as the nats CLI's
+    /// -s/--server; before $NATS_URL, which is before nats.url.
+    #[arg(
+        long,
+        short = 's',
+        visible_alias = "server",
+        global = true,
+        value_name = "URL[,URL…]"
+    )]
     pub nats_url: Option<String>,
 
     /// Print the report as one JSON object instead of text.
@@ -486,7 +493,11 @@ pub async fn connect_or_embed(
         Err(e) => {
             eprintln!("error: {e}");
             server.stop().await;
-            Err(Exit::Unreachable)
+            Err(if e.is_configuration() {
+                Exit::Usage
+            } else {
+                Exit::Unreachable
+            })
         }
     }
 }
@@ -502,7 +513,13 @@ pub async fn connect(cli: &Cli, config: &Config) -> Result<Broker, Exit> {
         Ok(b) => Ok(b),
         Err(e) => {
             eprintln!("error: {e}");
-            Err(Exit::Unreachable)
+            // A refused credential, an unreadable creds/nkey/TLS file or a
+            // bad URL is configuration (2), not the network (3).
+            Err(if e.is_configuration() {
+                Exit::Usage
+            } else {
+                Exit::Unreachable
+            })
         }
     }
 }

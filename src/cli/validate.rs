@@ -96,6 +96,14 @@ async fn broker_problems(
     .await
     {
         Ok(b) => b,
+        // Refused credentials, unreadable key material or a bad URL are the
+        // file's problem (exit 2), not the network's (exit 3).
+        Err(e) if e.is_configuration() => {
+            let mut p = Problem::error("nats", e.to_string());
+            p.line = source.line_of("nats");
+            problems.push(p);
+            return (BrokerChecks::Skipped(e.to_string()), false);
+        }
         Err(e) => return (BrokerChecks::Skipped(e.to_string()), true),
     };
     let unsafe_ok = config.retention.allow_unsafe_limits;

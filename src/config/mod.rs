@@ -929,7 +929,8 @@ impl Config {
     }
 }
 
-fn check_url(url: &str) -> Result<(), String> {
+/// Checks one server URL of a list: `nats`, `tls`, `ws` or `wss`.
+pub fn check_url(url: &str) -> Result<(), String> {
     let allowed = "nats://host:port, tls://host:port, ws(s)://host:port, or `embedded`";
     let (scheme, rest) = url
         .split_once("://")

@@ -47,16 +47,19 @@ async fn tls_with_a_private_ca() {
         "{run:?}"
     );
 
-    // Without the CA the server's certificate is not trusted: unreachable.
+    // Without the CA the server's certificate is not trusted: that is the
+    // configuration's TLS settings (exit 2), not the network.
     let without = s.write(
         "notls.yaml",
         &with_ca.replace(&format!(", tls: {{ca: \"{}\"}}", ca.display()), ""),
     );
     let run = crewlet(&["validate", "--config", without.to_str().expect("utf-8")]);
-    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.code, 2, "{run:?}");
     assert!(
-        run.stdout
-            .contains(&format!("cannot reach the broker at {}", server.url())),
+        run.stdout.contains(&format!(
+            "the broker at {} refused the connection",
+            server.url()
+        )),
         "{run:?}"
     );
 }
@@ -111,10 +114,12 @@ async fn nkey_user_and_bad_credentials() {
         "--config",
         bad.to_str().expect("utf-8"),
     ]);
-    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.code, 2, "a refused seed is configuration: {run:?}");
     assert!(
-        run.stderr
-            .contains(&format!("cannot reach the broker at {}", server.url())),
+        run.stderr.contains(&format!(
+            "the broker at {} refused the connection",
+            server.url()
+        )),
         "{run:?}"
     );
     assert!(!run.stderr.contains(&stranger), "the seed is never printed");
@@ -132,7 +137,7 @@ async fn nkey_user_and_bad_credentials() {
         "--config",
         missing.to_str().expect("utf-8"),
     ]);
-    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr
             .contains("cannot read nats.nkey seed file /nonexistent/user.nk"),
@@ -155,7 +160,7 @@ async fn user_password_in_the_url_is_never_printed() {
         "--config",
         path.to_str().expect("utf-8"),
     ]);
-    assert_eq!(run.code, 3, "{run:?}");
+    assert_eq!(run.code, 2, "a refused password is configuration: {run:?}");
     assert!(
         run.stderr
             .contains(&format!("nats://***@127.0.0.1:{}", server.port)),

@@ -11,6 +11,7 @@ mod gates;
 mod holes;
 mod init;
 mod model;
+mod operator;
 mod run;
 mod samples;
 mod security;
