@@ -107,34 +107,35 @@ impl Broker {
             reason,
         };
         let prefix = format!("$KV.{name}.");
-        // The bucket's stream state first: what a complete read must reach.
-        // A missing bucket answers "stream not found".
-        let stream = self
-            .js
-            .get_stream(format!("KV_{name}"))
-            .await
-            .map_err(|e| match e.kind() {
-                GetStreamErrorKind::JetStream(je)
-                    if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
-                {
-                    BucketError::Missing {
-                        bucket: name.to_string(),
-                    }
-                }
-                _ => failed(e.to_string()),
-            })?;
+        // The bucket's stream state (what a complete read must reach) and
+        // the reader, concurrently: a key added in between is delivered
+        // too (the reader runs until nothing is pending), and one that
+        // expired in between costs a second read. A missing bucket answers
+        // "stream not found".
+        let stream_name = format!("KV_{name}");
+        let config = OrderedConfig {
+            filter_subject: format!("{prefix}>"),
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            ..Default::default()
+        };
+        let (stream, consumer) = tokio::join!(
+            self.js.get_stream(&stream_name),
+            self.js.create_consumer_on_stream(config, &stream_name)
+        );
+        let missing = || BucketError::Missing {
+            bucket: name.to_string(),
+        };
+        let stream = stream.map_err(|e| match e.kind() {
+            GetStreamErrorKind::JetStream(je) if je.error_code() == ErrorCode::STREAM_NOT_FOUND => {
+                missing()
+            }
+            _ => failed(e.to_string()),
+        })?;
         let (messages, subjects) = {
             let state = &stream.cached_info().state;
             (state.messages, state.subjects_count)
         };
-        let consumer = stream
-            .create_consumer(OrderedConfig {
-                filter_subject: format!("{prefix}>"),
-                deliver_policy: DeliverPolicy::LastPerSubject,
-                ..Default::default()
-            })
-            .await
-            .map_err(|e| failed(e.to_string()))?;
+        let consumer = consumer.map_err(|e| failed(e.to_string()))?;
         let consumer_name = consumer.cached_info().name.clone();
         let announced = consumer.cached_info().num_pending;
         let read = async {
@@ -196,8 +197,13 @@ impl Broker {
             Ok(Ok(out))
         }
         .await;
-        // The reader is ours: delete it rather than leave it to expire.
-        let _ = stream.delete_consumer(&consumer_name).await;
+        // The reader is ours: delete it rather than leave it to expire, off
+        // the read's own path (the broker answers the delete while the tick
+        // goes on; an ordered reader the broker still holds goes by itself
+        // after 30 s idle).
+        tokio::spawn(async move {
+            let _ = stream.delete_consumer(&consumer_name).await;
+        });
         read
     }
 

@@ -16,7 +16,8 @@ use crate::floor::{self, Entry};
 use crate::gate::{self, LogOutcome, NotWritten, Presence, Prior, ReadmitFacts, Refusal};
 use crate::hold;
 use crate::rows::{
-    GateRow, GateSign, HoldKind, HoldRow, Incarnation, Instant, OpId, OpRow, PositionRow, OP_PREFIX,
+    GateRow, GateSign, GateState, HoldKind, HoldRow, Incarnation, Instant, OpId, OpRow,
+    PositionRow, OP_PREFIX,
 };
 
 pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
@@ -45,24 +46,13 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
     };
     let broker = exit_on_err!(super::connect(cli, &config).await);
     let by = super::by_name(args.by.as_deref());
-    let judged = match sign {
-        GateSign::Evict => judge_eviction(&broker, &config, args).await,
-        GateSign::Readmit => match judge_readmission(&broker, &config, &logs, &args.node).await {
-            Ok(facts) => place_join_holds(&broker, &config, &op, &args.node, &by, &facts).await,
-            Err(r) => Err(r),
-        },
-    };
-    if let Err(r) = judged {
-        return refused(cli, sign, &args.node, Some(&op), &r);
-    }
-
     let reason = args.reason.clone().unwrap_or_default();
     let mut outcomes: Vec<(String, LogOutcome)> = Vec::new();
     // Bring every log's view up to date first, so that a retry finds a
-    // record an earlier attempt landed, even past the duplicate window. The
-    // gates bucket is read once; absorption keeps these entries current.
-    // Each log's view belongs to its incarnation (the live stream at the
-    // domain's generation), read here.
+    // record an earlier attempt landed, even past the duplicate window, and
+    // the judgement sees the gates in force. The gates bucket is read once;
+    // absorption keeps these entries current. Each log's view belongs to its
+    // incarnation (the live stream at the domain's generation), read here.
     let (raw, parsed) = broker.read_all(&config.buckets).await;
     let mut incarnations: BTreeMap<String, Result<GatedAt, String>> = BTreeMap::new();
     for d in &logs {
@@ -103,6 +93,33 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
             return report(cli, sign, args, &op, &outcomes, &logs);
         }
     };
+    // A retry of this very operation is judged already.
+    let retry = op_row.is_some();
+    let judged = match sign {
+        GateSign::Evict if retry => Ok(()),
+        GateSign::Evict => {
+            let seen = seen_anywhere(&parsed, &config, &args.node);
+            match gate::judge_known(&args.node, seen, args.force) {
+                Ok(()) => judge_eviction(&broker, &config, args).await,
+                Err(r) => Err(r),
+            }
+        }
+        GateSign::Readmit => {
+            let evicted = gate_rows.values().any(|g| g.state == GateState::Evicted);
+            match gate::judge_evicted(&args.node, evicted || retry) {
+                Err(r) => Err(r),
+                Ok(()) => match judge_readmission(&broker, &parsed, &logs, &args.node).await {
+                    Ok(facts) => {
+                        place_join_holds(&broker, &config, &op, &args.node, &by, &facts).await
+                    }
+                    Err(r) => Err(r),
+                },
+            }
+        }
+    };
+    if let Err(r) = judged {
+        return refused(cli, sign, &args.node, Some(&op), &r);
+    }
     match gate::prior(&op, sign, &args.node, op_row.as_ref(), &gate_rows) {
         Prior::Reused { sign: other, node } => {
             for d in &logs {
@@ -136,6 +153,15 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
             for d in &logs {
                 if let Some(&seq) = landed.get(&d.stream) {
                     outcomes.push((d.stream.clone(), LogOutcome::Applied { seq }));
+                    continue;
+                }
+                // Evicting a node already evicted on this log: the record in
+                // force answers, and no second one hides its reason.
+                if let Some(g) = gate_rows
+                    .get(&d.stream)
+                    .filter(|g| sign == GateSign::Evict && g.state == GateState::Evicted)
+                {
+                    outcomes.push((d.stream.clone(), LogOutcome::Applied { seq: g.seq }));
                     continue;
                 }
                 if let Some(e) = view_errors.get(&d.stream) {
@@ -185,16 +211,36 @@ async fn judge_eviction(
     Ok(())
 }
 
+/// Whether the fleet has ever seen `node`: a positions row on a configured
+/// log, a presence lease, or a gate row of any incarnation.
+fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> bool {
+    let positions = rows.positions.as_ref().map_or(true, |p| {
+        config
+            .domains
+            .iter()
+            .any(|d| p.get(&d.stream).is_some_and(|m| m.contains_key(node)))
+    });
+    let presence = rows
+        .presence
+        .as_ref()
+        .map_or(true, |p| p.contains_key(node));
+    let gates = rows
+        .gates
+        .as_ref()
+        .map_or(true, |g| g.rows.values().any(|m| m.contains_key(node)));
+    // An unreadable bucket may hold it: not "never seen".
+    positions || presence || gates
+}
+
 async fn judge_readmission(
     broker: &Broker,
-    config: &Config,
+    rows: &floor::ParsedRows,
     logs: &[Domain],
     node: &str,
 ) -> Result<Vec<ReadmitFacts>, Refusal> {
-    let (_, rows) = broker.read_all(&config.buckets).await;
     let mut facts = Vec::new();
     for d in logs {
-        facts.push(readmit_facts(broker, &rows, d, node).await);
+        facts.push(readmit_facts(broker, rows, d, node).await);
     }
     gate::judge_readmit(node, &facts)?;
     Ok(facts.into_iter().flatten().collect())

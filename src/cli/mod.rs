@@ -179,6 +179,9 @@ pub enum Retention {
     Hold(HoldArgs),
     /// Lift a hold.
     Release(ReleaseArgs),
+    /// List every hold, live or expired: stream, id, seq, owner, kind,
+    /// expiry (on the broker's clock), reason.
+    Holds(HoldsArgs),
     /// Backup manifests, for backup jobs written in shell.
     #[command(subcommand)]
     Backup(Backup),
@@ -290,6 +293,14 @@ pub struct HoldArgs {
     pub by: Option<String>,
 }
 
+/// `holds` options.
+#[derive(Debug, clap::Args)]
+pub struct HoldsArgs {
+    /// Only the holds on this stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: Option<String>,
+}
+
 /// `release` options.
 #[derive(Debug, clap::Args)]
 pub struct ReleaseArgs {
@@ -363,6 +374,9 @@ pub async fn run(cli: Cli) -> Exit {
         }
         Command::Retention(Retention::Release(args)) => {
             record::release(&cli, args).await.unwrap_or_else(|e| e)
+        }
+        Command::Retention(Retention::Holds(args)) => {
+            record::holds(&cli, args).await.unwrap_or_else(|e| e)
         }
         Command::Retention(Retention::Backup(Backup::Announce(args))) => {
             record::announce(&cli, args).await.unwrap_or_else(|e| e)

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use chrono::Utc;
 
-use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, KindArg, ReleaseArgs};
+use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, HoldsArgs, KindArg, ReleaseArgs};
 use crate::broker::kv::CasError;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
@@ -71,6 +71,12 @@ async fn put<T: serde::Serialize>(
 pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
     let (config, d) = config_and_domain(cli, &args.stream)?;
     let position = seq_arg("position", &args.position)?;
+    // Under engine the trim never reads an acknowledgement: saying
+    // "acknowledged" would be a lie.
+    if config.retention.backup_floor == crate::config::BackupPolicy::Engine {
+        eprintln!("refused: policy_engine: retention.backup_floor is engine, so the trim counts verified backup manifests and never reads an acknowledgement; announce the backup (crewlet retention backup announce) or set backup_floor: operator; nothing written");
+        return Ok(Exit::Attention);
+    }
     let broker = super::connect(cli, &config).await?;
     let (state, clock) = broker
         .stream_state_at(&d.stream)
@@ -196,6 +202,91 @@ fn print_hold(cli: &Cli, stream: &str, id: &str, row: &HoldRow, outcome: &crate:
     }
 }
 
+pub async fn holds(cli: &Cli, args: &HoldsArgs) -> Outcome {
+    let config = super::load_config(cli)?.config;
+    let only = match &args.stream {
+        Some(s) => Some(config.domain(s).map(|d| d.stream.clone()).ok_or_else(|| {
+            bad(format!(
+                "-stream {s:?} is not configured; configured: {}",
+                super::configured(&config)
+            ))
+        })?),
+        None => None,
+    };
+    let broker = super::connect(cli, &config).await?;
+    let entries = broker
+        .read_bucket(&config.buckets.holds)
+        .await
+        .map_err(unreachable)?;
+    // Live or expired on the broker's clock, which decides it.
+    let mut now = Utc::now();
+    if let Some(d) = config.domains.first() {
+        if let Ok((_, clock)) = broker.stream_state_at(&d.stream).await {
+            now = clock.broker;
+        }
+    }
+    let mut rows = Vec::new();
+    for e in &entries {
+        let stream = e.key.split_once('.').map_or(e.key.as_str(), |(s, _)| s);
+        if only.as_deref().is_some_and(|o| o != stream) {
+            continue;
+        }
+        let id = e.key.split_once('.').map_or("", |(_, i)| i);
+        match HoldRow::parse(&e.key, &e.value) {
+            Ok((_, h)) => rows.push(serde_json::json!({
+                "stream": stream, "id": id, "seq": h.seq, "owner": h.owner,
+                "kind": h.kind, "reason": h.reason, "expires_at": h.expires_at,
+                "state": if h.expires_at.0 > now { "live" } else { "expired" },
+            })),
+            Err(err) => rows.push(serde_json::json!({
+                "stream": stream, "id": id, "state": "malformed", "error": err.to_string(),
+            })),
+        }
+    }
+    if cli.json {
+        println!("{}", serde_json::json!({ "holds": rows }));
+        return Ok(Exit::Ok);
+    }
+    if rows.is_empty() {
+        println!("no holds");
+        return Ok(Exit::Ok);
+    }
+    let text = |v: &serde_json::Value| match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Null => "-".into(),
+        other => other.to_string(),
+    };
+    let mut table = vec![[
+        "STREAM", "ID", "SEQ", "OWNER", "KIND", "EXPIRES", "STATE", "REASON",
+    ]
+    .iter()
+    .map(|h| h.to_string())
+    .collect::<Vec<_>>()];
+    for r in &rows {
+        table.push(
+            [
+                "stream",
+                "id",
+                "seq",
+                "owner",
+                "kind",
+                "expires_at",
+                "state",
+                "reason",
+            ]
+            .iter()
+            .map(|k| match (k, r.get(*k)) {
+                (&"reason", None) => r.get("error").map(text).unwrap_or_default(),
+                (_, Some(v)) => text(v),
+                (_, None) => "-".into(),
+            })
+            .collect(),
+        );
+    }
+    print!("{}", super::columns(&table));
+    Ok(Exit::Ok)
+}
+
 pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
     let (config, d) = config_and_domain(cli, &args.stream)?;
     check_node_id(&args.hold_id).map_err(|e| bad(format!("HOLD_ID {e}")))?;
@@ -251,7 +342,15 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
                 super::configured(&config)
             ))
         })?;
-        positions.insert(d.stream.clone(), seq_arg("position", seq)?);
+        if positions
+            .insert(d.stream.clone(), seq_arg("position", seq)?)
+            .is_some()
+        {
+            return Err(bad(format!(
+                "-position names {} twice; give one STREAM=SEQ per log",
+                d.stream
+            )));
+        }
     }
     let now = Instant(Utc::now());
     let parse_time = |flag: &str, t: &Option<String>| -> Result<Instant, Exit> {
@@ -280,6 +379,33 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
         positions,
     };
     let broker = super::connect(cli, &config).await?;
+    // A backup cannot hold what the log never had (as ack refuses it).
+    for (stream, seq) in &manifest.positions {
+        let state = broker
+            .stream_state(stream)
+            .await
+            .map_err(|e| unreachable(format!("{e}; nothing written")))?;
+        if *seq > state.last_seq {
+            return Err(bad(format!(
+                "-position {stream}={seq} is past the log's last sequence {}; a backup holds only what the log had",
+                state.last_seq
+            )));
+        }
+    }
+    let known = broker
+        .read_bucket(&config.buckets.positions)
+        .await
+        .map(|rows| {
+            rows.iter()
+                .any(|e| e.key.split_once('.').is_some_and(|(_, n)| n == args.node))
+        })
+        .unwrap_or(true);
+    if !known {
+        eprintln!(
+            "warning: no log has a position from node {}; announced anyway (check the name)",
+            args.node
+        );
+    }
     put(
         &broker,
         &config.buckets.backups,

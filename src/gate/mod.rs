@@ -32,6 +32,10 @@ pub enum Refusal {
     BelowFloor(String),
     #[error("readmission_unjudged: {0}; nothing written")]
     ReadmissionUnjudged(String),
+    #[error("unknown_node: the fleet has never seen {0} (no position on any log, no presence lease, no gate row); check the name, or pass -force to evict it anyway; nothing written")]
+    UnknownNode(String),
+    #[error("not_evicted: {0} is not evicted on any log that takes gate records; nothing to readmit, nothing written")]
+    NotEvicted(String),
 }
 
 impl Refusal {
@@ -57,6 +61,8 @@ impl Refusal {
             Refusal::Unjudged(_) => "unjudged",
             Refusal::BelowFloor(_) => "below_floor",
             Refusal::ReadmissionUnjudged(_) => "readmission_unjudged",
+            Refusal::UnknownNode(_) => "unknown_node",
+            Refusal::NotEvicted(_) => "not_evicted",
         }
     }
 }
@@ -110,6 +116,25 @@ pub fn judge_evict(node: &str, presence: &Presence, force: bool) -> Result<Evict
         (Presence::Live, false) => Err(Refusal::NodeLive(node.to_string())),
         (Presence::Unreadable(_), true) => Ok(EvictJudged::ForcedUnjudged),
         (Presence::Unreadable(e), false) => Err(Refusal::Unjudged(e.clone())),
+    }
+}
+
+/// An eviction names a node the fleet has seen (a position, a lease, a
+/// gate row), unless forced: a typo must not write a record.
+pub fn judge_known(node: &str, seen: bool, force: bool) -> Result<(), Refusal> {
+    if seen || force {
+        Ok(())
+    } else {
+        Err(Refusal::UnknownNode(node.to_string()))
+    }
+}
+
+/// A readmission names a node that is evicted somewhere.
+pub fn judge_evicted(node: &str, evicted: bool) -> Result<(), Refusal> {
+    if evicted {
+        Ok(())
+    } else {
+        Err(Refusal::NotEvicted(node.to_string()))
     }
 }
 

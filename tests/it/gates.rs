@@ -212,6 +212,8 @@ async fn retries_never_write_a_second_record() {
             .clone();
     cfg.duplicate_window = Duration::from_secs(1);
     f.js.update_stream(cfg).await.expect("update");
+    f.position("node-4", 5).await;
+    f.position("node-5", 5).await;
     let op = Op::new(&f);
     let (run, v) = op.json(&["retention", "evict", "node-4", "-confirm", "node-4"]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -375,12 +377,16 @@ async fn two_operators_evicting_at_once_leave_one_eviction() {
     let (a, b) = tokio::join!(evict(), evict());
     let (a, b) = (a.expect("join"), b.expect("join"));
     assert_eq!((a.code, b.code), (0, 0), "{a:?}\n{b:?}");
-    assert_eq!(gate_records(&f).await.len(), 2, "both records land");
+    // One that saw the other's eviction in force answers at its record
+    // and writes nothing; two that judged at once both land.
+    let records = gate_records(&f).await;
+    assert!(matches!(records.len(), 1 | 2), "{} records", records.len());
+    let last = records.last().map(|r| r.0).expect("a record");
     let g = f
         .get("crewlet_gates", &format!("{STREAM}.node-4"))
         .await
         .expect("row");
-    assert_eq!(g["seq"], 12, "the later record is the gate in force");
+    assert_eq!(g["seq"], last, "the later record is the gate in force");
     let run = op.run(&["retention", "status", "--json"]);
     let v: Value = serde_json::from_str(&run.stdout).expect("json");
     let rows: Vec<&Value> = v["domains"][0]["nodes"]
@@ -495,7 +501,14 @@ async fn the_gate_reserve_takes_evictions_until_max_bytes() {
         .expect("judged");
     assert_eq!(gate, crewlet::gate::Admission::Admit);
     let op = Op::new(&f);
-    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    let run = op.run(&[
+        "retention",
+        "evict",
+        "node-4",
+        "-confirm",
+        "node-4",
+        "-force",
+    ]);
     assert_eq!(run.code, 0, "the reserve takes the eviction: {run:?}");
 
     // Fill to max_bytes: even the reserve cannot take it.
@@ -507,7 +520,14 @@ async fn the_gate_reserve_takes_evictions_until_max_bytes() {
         .await
         .is_ok()
     {}
-    let (run, v) = op.json(&["retention", "evict", "node-6", "-confirm", "node-6"]);
+    let (run, v) = op.json(&[
+        "retention",
+        "evict",
+        "node-6",
+        "-confirm",
+        "node-6",
+        "-force",
+    ]);
     assert_eq!(run.code, 1, "{run:?}");
     assert_eq!(v["logs"][0]["reason"], "log_full", "{v}");
     let finish = v["logs"][0]["finish"].as_str().expect("finish");

@@ -118,3 +118,154 @@ async fn configuration_is_exit_2_and_the_network_exit_3() {
     let run = status(&dead, &[]);
     assert_eq!(run.code, 3, "nobody listening is the network: {run:?}");
 }
+
+/// The operator's configuration for a [`Fleet`] with a gated log.
+fn gated(f: &Fleet, extra: &str) -> Operator {
+    Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall{extra}}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+        f.server.url()
+    ))
+}
+
+/// Gestures judge their input: an unknown node is not evicted, an evicted
+/// one not evicted twice, a node not evicted not readmitted.
+#[tokio::test]
+async fn gestures_refuse_what_makes_no_sense() {
+    let f = Fleet::new(10).await;
+    f.position("node-4", 5).await;
+    let op = gated(&f, "");
+    let gate_records = || async {
+        f.js.get_stream(STREAM)
+            .await
+            .expect("log")
+            .cached_info()
+            .state
+            .last_sequence
+            - 10
+    };
+
+    let run = op.run(&["retention", "evict", "node-44", "-confirm", "node-44"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("unknown_node"), "{run:?}");
+    assert_eq!(gate_records().await, 0, "nothing written");
+
+    let run = op.run(&["retention", "readmit", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("not_evicted"), "{run:?}");
+    assert_eq!(gate_records().await, 0);
+
+    let (run, first) = op.json(&[
+        "retention",
+        "evict",
+        "node-4",
+        "-confirm",
+        "node-4",
+        "-reason",
+        "disk died",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let (run, again) = op.json(&[
+        "retention",
+        "evict",
+        "node-4",
+        "-confirm",
+        "node-4",
+        "-reason",
+        "oops",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(again["logs"][0]["outcome"], "applied", "{again}");
+    assert_eq!(
+        again["logs"][0]["seq"], first["logs"][0]["seq"],
+        "the record in force answers"
+    );
+    assert_eq!(gate_records().await, 1, "no second record");
+    let g = f
+        .get("crewlet_gates", &format!("{STREAM}.node-4"))
+        .await
+        .expect("row");
+    assert_eq!(g["reason"], "disk died", "the first reason stays");
+
+    // -force takes an unknown node past the judgement.
+    let run = op.run(&[
+        "retention",
+        "evict",
+        "node-44",
+        "-confirm",
+        "node-44",
+        "-force",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+}
+
+/// Recording commands refuse what would never be read or cannot be true,
+/// and holds can be listed.
+#[tokio::test]
+async fn recording_commands_judge_their_input_and_holds_are_listed() {
+    let f = Fleet::new(10).await;
+    f.position("node-1", 5).await;
+    let engine = gated(&f, "");
+    let run = engine.run(&["retention", "ack", "-stream", STREAM, "-position", "5"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("policy_engine"), "{run:?}");
+    assert!(f
+        .get("crewlet_backups", &format!("_ack.{STREAM}"))
+        .await
+        .is_none());
+    let operator = gated(&f, ", backup_floor: operator");
+    let run = operator.run(&["retention", "ack", "-stream", STREAM, "-position", "5"]);
+    assert_eq!(run.code, 0, "{run:?}");
+
+    let announce = |extra: &[&str]| {
+        let mut args = vec![
+            "retention",
+            "backup",
+            "announce",
+            "-node",
+            "node-1",
+            "-id",
+            "b1",
+            "-verified",
+        ];
+        args.extend_from_slice(extra);
+        engine.run(&args)
+    };
+    let past = format!("{STREAM}=11");
+    let run = announce(&["-position", &past]);
+    assert_eq!(run.code, 2, "past the log's end: {run:?}");
+    let twice = format!("{STREAM}=5");
+    let run = announce(&["-position", &twice, "-position", &twice]);
+    assert_eq!(run.code, 2, "a stream given twice: {run:?}");
+    assert!(
+        f.get("crewlet_backups", "node-1.b1").await.is_none(),
+        "nothing written"
+    );
+
+    f.hold("live-one", 3, 600).await;
+    f.hold("old-one", 4, -600).await;
+    let (run, v) = engine.json(&["retention", "holds", "-stream", STREAM]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let states: Vec<(String, String)> = v["holds"]
+        .as_array()
+        .expect("holds")
+        .iter()
+        .map(|h| {
+            (
+                h["id"].as_str().unwrap_or("").to_string(),
+                h["state"].as_str().unwrap_or("").to_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        states,
+        [
+            ("live-one".to_string(), "live".to_string()),
+            ("old-one".to_string(), "expired".to_string())
+        ]
+    );
+    let run = engine.run(&["retention", "holds"]);
+    assert!(
+        run.stdout.contains("live-one") && run.stdout.contains("expired"),
+        "{run:?}"
+    );
+}

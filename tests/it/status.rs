@@ -419,6 +419,7 @@ async fn hold_release_and_ack_round_trip_through_the_trim() {
     f.publish(50).await;
     f.healthy(&[("node-1", 150)], 150).await;
     f.config.retention.backup_floor = crewlet::config::BackupPolicy::Operator;
+    let op = Op::new(&f, ", backup_floor: operator");
     let run = op.run(&[
         "retention",
         "ack",
@@ -445,7 +446,8 @@ async fn hold_release_and_ack_round_trip_through_the_trim() {
 #[tokio::test]
 async fn recording_commands_refuse_bad_input_and_write_nothing() {
     let f = Fleet::new(100).await;
-    let op = Op::new(&f, "");
+    // Under operator policy, where an acknowledgement is read at all.
+    let op = Op::new(&f, ", backup_floor: operator");
     let cases: &[(&[&str], &str)] = &[
         (
             &["retention", "ack", "-stream", "NOPE", "-position", "5"],
