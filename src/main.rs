@@ -8,11 +8,28 @@ use crewlet::cli::{self, LogFormat};
 
 fn main() -> ExitCode {
     let cli = cli::parse_args();
-    // The demo narrates on stdout; its log lines would drown that out.
-    let default_level = if matches!(cli.command, cli::Command::Demo(_) | cli::Command::Bench(_)) {
-        "warn"
-    } else {
-        "info"
+    // A closed stdout (`crewlet … | head`) ends the command quietly, as it
+    // does any Unix tool, instead of a panic on the next write. Not for the
+    // demo, which must stop the broker it started.
+    #[cfg(unix)]
+    if !matches!(cli.command, cli::Command::Demo(_)) {
+        // SAFETY: restoring the default disposition of one signal before
+        // any thread is started.
+        unsafe {
+            libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        }
+    }
+    // A one-shot command logs nothing below WARN unless asked (-v), not the
+    // client library's connection lines either; the running sidecar logs
+    // what it does. RUST_LOG overrides both.
+    let long_running = matches!(
+        &cli.command,
+        cli::Command::Retention(cli::Retention::Run(args)) if !args.once
+    );
+    let default_level = match (long_running, cli.verbose) {
+        (_, 2..) => "debug",
+        (true, _) | (false, 1) => "info",
+        (false, 0) => "warn",
     };
     init_tracing(cli.log_format, default_level);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
@@ -32,8 +49,13 @@ fn init_tracing(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    // Colour only for a person at a terminal (and never with NO_COLOR):
+    // escape codes in a file or a pipe are noise.
+    use std::io::IsTerminal;
+    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
+        .with_ansi(colour)
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),

@@ -68,6 +68,9 @@ pub struct Sidecar {
     active: BTreeSet<(String, Option<String>)>,
     /// How far the broker's clock is ahead of ours, as last read.
     offset: Option<chrono::Duration>,
+    /// Log alarms as they start and clear (a running sidecar); off for
+    /// `run --once`, which prints them itself.
+    pub log_alarms: bool,
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
@@ -210,6 +213,7 @@ impl Sidecar {
             duty,
             active: BTreeSet::new(),
             offset: None,
+            log_alarms: true,
         }
     }
 
@@ -502,6 +506,9 @@ impl Sidecar {
     }
 
     fn log_alarm_changes(&mut self, alarms: &[Alarm]) {
+        if !self.log_alarms {
+            return;
+        }
         let now: BTreeSet<(String, Option<String>)> = alarms
             .iter()
             .map(|a| (a.alarm.to_string(), a.domain.clone()))

@@ -49,6 +49,19 @@ impl Alarm {
             self.remedy
         )
     }
+
+    /// The alarm as one JSON object for `--log-format json` (cli.md):
+    /// `{"event": "alarm", "alarm", "domain", "measurement", "remedy"}`.
+    pub fn json_line(&self) -> String {
+        serde_json::json!({
+            "event": "alarm",
+            "alarm": self.alarm,
+            "domain": self.domain,
+            "measurement": self.measurement,
+            "remedy": self.remedy,
+        })
+        .to_string()
+    }
 }
 
 /// What is known about the duty lease.

@@ -60,9 +60,15 @@ pub struct Cli {
     #[arg(long, global = true)]
     pub json: bool,
 
-    /// Log line format (the level comes from RUST_LOG, default info).
+    /// Log line format on stderr; with json every stderr line is one JSON
+    /// object, alarms included.
     #[arg(long, global = true, value_enum, default_value_t = LogFormat::Text)]
     pub log_format: LogFormat,
+
+    /// More log lines on stderr: -v info, -vv debug (one-shot commands log
+    /// nothing below WARN by default; RUST_LOG overrides either).
+    #[arg(short = 'v', long = "verbose", global = true, action = clap::ArgAction::Count)]
+    pub verbose: u8,
 
     #[command(subcommand)]
     pub command: Command,
@@ -342,6 +348,14 @@ pub struct AnnounceArgs {
     /// Who announces it [default: the OS user name].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+}
+
+/// Prints an alarm on stderr in the chosen format: one line each, once.
+pub fn print_alarm(cli: &Cli, a: &crate::alarms::Alarm) {
+    match cli.log_format {
+        LogFormat::Text => eprintln!("{}", a.line()),
+        LogFormat::Json => eprintln!("{}", a.json_line()),
+    }
 }
 
 /// Parses argv (accepting single-dash long flags) into [`Cli`].

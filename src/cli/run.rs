@@ -21,7 +21,15 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
         tracing::warn!(event = "config_warning", "{}", p.render(&file));
     }
     let (broker, embedded) = exit_on_err!(super::connect_or_embed(cli, &config).await);
-    let exit = serve(broker, config, args.once, args.ticks, embedded.is_some()).await;
+    let exit = serve(
+        cli,
+        broker,
+        config,
+        args.once,
+        args.ticks,
+        embedded.is_some(),
+    )
+    .await;
     if let Some(server) = embedded {
         server.stop().await;
     }
@@ -62,6 +70,7 @@ pub async fn prepare(broker: &Broker, config: &Config, embedded: bool) -> Result
 }
 
 async fn serve(
+    cli: &Cli,
     broker: Broker,
     config: Config,
     once: bool,
@@ -84,10 +93,13 @@ async fn serve(
     }
     let mut sidecar = Sidecar::new(config, broker);
     if once {
+        // The alarms are printed below, each once; the tick's own
+        // alarm_raised log lines would say them twice.
+        sidecar.log_alarms = false;
         let report = sidecar.tick().await;
         sidecar.duty.release(&sidecar.broker).await;
         for a in &report.alarms {
-            eprintln!("{}", a.line());
+            super::print_alarm(cli, a);
         }
         return if report.broker_failed() {
             Exit::Unreachable

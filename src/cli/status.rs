@@ -107,7 +107,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         print!("{}", report::status_text(&status, now));
     }
     for a in &status.alarms {
-        eprintln!("{}", a.line());
+        super::print_alarm(cli, a);
     }
     if status.alarms.is_empty() {
         Exit::Ok

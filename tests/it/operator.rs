@@ -269,3 +269,94 @@ async fn recording_commands_judge_their_input_and_holds_are_listed() {
         "{run:?}"
     );
 }
+
+/// Runs the binary with the environment an operator has: no RUST_LOG.
+fn bare(args: &[&str]) -> crate::support::Run {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NATS_URL")
+        .env_remove("CREWLET_CONFIG")
+        .output()
+        .expect("run crewlet");
+    crate::support::Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// stderr carries alarms and logs, quietly: a one-shot command logs nothing
+/// below WARN (not the client library's connection lines), no colour into
+/// a pipe, `--log-format json` makes every line JSON (alarms included),
+/// `run --once` prints each alarm once, and a closed stdout is no panic.
+#[tokio::test]
+async fn stderr_is_quiet_and_machine_readable() {
+    let f = Fleet::new(10).await;
+    let op = gated(&f, "");
+    let cfg = op.cfg.clone();
+    let run = bare(&["retention", "status", "--config", &cfg]);
+    assert_eq!(run.code, 1, "alarms expected (no backup, no duty): {run:?}");
+    for line in run.stderr.lines() {
+        assert!(line.starts_with("ALARM "), "only alarms: {line:?}\n{run:?}");
+    }
+    assert!(
+        !run.stderr.contains('\u{1b}'),
+        "no colour into a pipe: {run:?}"
+    );
+
+    let run = bare(&[
+        "retention",
+        "status",
+        "--config",
+        &cfg,
+        "--log-format",
+        "json",
+    ]);
+    assert!(!run.stderr.is_empty());
+    for line in run.stderr.lines() {
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
+        assert_eq!(v["event"], "alarm", "{line}");
+    }
+
+    let run = bare(&["retention", "run", "--once", "--config", &cfg]);
+    let alarms: Vec<&str> = run
+        .stderr
+        .lines()
+        .filter(|l| l.contains("ALARM "))
+        .collect();
+    let mut unique = alarms.clone();
+    unique.sort_unstable();
+    unique.dedup();
+    assert_eq!(alarms.len(), unique.len(), "each alarm once: {run:?}");
+    assert!(!alarms.is_empty(), "{run:?}");
+    assert!(!run.stderr.contains("connected"), "{run:?}");
+
+    // Enough holds that the listing outruns the pipe's buffer.
+    let rows: Vec<(String, String)> = (0..3000)
+        .map(|i| {
+            (
+                format!("{STREAM}.h{i}"),
+                serde_json::json!({"seq": 3, "owner": "bulk", "reason": "fill the pipe", "expires_at": ts(600)}).to_string(),
+            )
+        })
+        .collect();
+    f.broker()
+        .await
+        .fill("crewlet_holds", rows)
+        .await
+        .expect("holds");
+    let piped = std::process::Command::new("bash")
+        .arg("-c")
+        .arg(format!(
+            "'{}' retention holds --config '{cfg}' | head -c 1 >/dev/null; echo \"${{PIPESTATUS[0]}}\"",
+            env!("CARGO_BIN_EXE_crewlet")
+        ))
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("bash");
+    let text = String::from_utf8_lossy(&piped.stdout);
+    assert!(!text.contains("panicked"), "{text}");
+    assert_ne!(text.trim(), "101", "a panic's exit code: {text}");
+}
