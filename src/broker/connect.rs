@@ -97,7 +97,23 @@ pub async fn connect(
         // reconnects are unlimited so a long-running sidecar rides out a
         // broker restart.
         .connection_timeout(nats.connect_timeout.0)
-        .max_reconnects(None);
+        .max_reconnects(None)
+        // The sidecar says itself when the broker goes and comes back (the
+        // client library's own lines are below the one-shot log level).
+        .event_callback(|event| async move {
+            match event {
+                async_nats::Event::Disconnected => {
+                    tracing::warn!(
+                        event = "broker_disconnected",
+                        "lost the connection to the broker; reconnecting"
+                    )
+                }
+                async_nats::Event::Connected => {
+                    tracing::info!(event = "broker_reconnected", "connected to the broker")
+                }
+                _ => {}
+            }
+        });
     if let Some(creds) = &nats.creds {
         opts = opts
             .credentials_file(creds)

@@ -20,7 +20,17 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
     for p in &loaded.warnings {
         tracing::warn!(event = "config_warning", "{}", p.render(&file));
     }
-    let (broker, embedded) = exit_on_err!(super::connect_or_embed(cli, &config).await);
+    // The long-running sidecar waits for its broker (beside nats-server in
+    // a pod they start in any order); a one-shot run does not.
+    let (broker, embedded) = if args.once || super::target_url(cli, &config).is_none() {
+        exit_on_err!(super::connect_or_embed(cli, &config).await)
+    } else {
+        match wait_for_broker(cli, &config).await {
+            Ok(Some(b)) => (b, None),
+            Ok(None) => return Exit::Ok,
+            Err(exit) => return exit,
+        }
+    };
     let exit = serve(
         cli,
         broker,
@@ -34,6 +44,39 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
         server.stop().await;
     }
     exit
+}
+
+/// Connects, retrying with backoff (1 s doubling to 30 s) while the broker
+/// is not there, logging `waiting_for_broker` once per attempt with the
+/// URL. Configuration errors end it at once (exit 2); SIGTERM/SIGINT end
+/// it quietly (`Ok(None)`: exit 0).
+async fn wait_for_broker(cli: &Cli, config: &Config) -> Result<Option<Broker>, Exit> {
+    let Some(url) = super::target_url(cli, config) else {
+        return Err(Exit::Usage);
+    };
+    let name = format!("crewlet/{}", config.node.id);
+    let mut wait = std::time::Duration::from_secs(1);
+    let mut attempt: u32 = 0;
+    let stop = wait_for_signal();
+    tokio::pin!(stop);
+    loop {
+        attempt = attempt.saturating_add(1);
+        match crate::broker::connect(&url, &config.nats, &name).await {
+            Ok(b) => return Ok(Some(b)),
+            Err(e) if e.is_configuration() => {
+                eprintln!("error: {e}");
+                return Err(Exit::Usage);
+            }
+            Err(e) => {
+                tracing::warn!(event = "waiting_for_broker", attempt, url = %crate::config::redact_url(&url), retry_in_secs = wait.as_secs(), error = %e, "the broker is not reachable yet; retrying");
+            }
+        }
+        tokio::select! {
+            _ = &mut stop => return Ok(None),
+            _ = tokio::time::sleep(wait) => {}
+        }
+        wait = (wait * 2).min(std::time::Duration::from_secs(30));
+    }
 }
 
 /// Ensures the buckets the sidecar may create: its own (floors, duty,

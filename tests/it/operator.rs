@@ -360,3 +360,45 @@ async fn stderr_is_quiet_and_machine_readable() {
     assert!(!text.contains("panicked"), "{text}");
     assert_ne!(text.trim(), "101", "a panic's exit code: {text}");
 }
+
+/// `run` started before its broker waits for it, saying so, and trims once
+/// it is there; SIGTERM still ends it cleanly.
+#[tokio::test]
+async fn run_waits_for_a_broker_that_is_not_up_yet() {
+    let port = free_port();
+    let op = Operator::with_yaml(&cron_yaml(&format!("nats://127.0.0.1:{port}")));
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(["retention", "run", "--config", &op.cfg])
+        .env_remove("RUST_LOG")
+        .env_remove("NATS_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start crewlet");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let server = Server::start_on(port);
+    let js = server.js().await;
+    let claimed = eventually(20, || async {
+        match js.get_key_value("crewlet_duty").await {
+            Ok(kv) => kv.get("retention").await.ok().flatten().is_some(),
+            Err(_) => false,
+        }
+    })
+    .await;
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: signalling a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        claimed,
+        "the sidecar reached the broker and claimed the duty: {stderr}"
+    );
+    assert!(stderr.contains("waiting_for_broker"), "{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+}

@@ -70,6 +70,21 @@ impl Server {
         Self::start_with_config(Some(conf), scheme)
     }
 
+    /// A plain JetStream server on `port` (one a test reserved earlier).
+    pub fn start_on(port: u16) -> Server {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let child = spawn(&dir, port, None);
+        let server = Server {
+            child,
+            port,
+            dir,
+            scheme: "nats",
+            config: None,
+        };
+        server.wait_listening();
+        server
+    }
+
     fn start_with_config(conf: Option<&str>, scheme: &'static str) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
         let config = conf.map(|text| {
