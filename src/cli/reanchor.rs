@@ -103,6 +103,20 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     let case = decided.words(live.last_seq);
 
     let Some(confirm) = confirm else {
+        if cli.json {
+            let command = decided.opens().map(|_| {
+                format!(
+                    "crewlet retention reanchor -stream {} -confirm {}",
+                    domain.stream, live.created
+                )
+            });
+            println!(
+                "{}",
+                json!({"stream": domain.stream, "live_created": live.created, "case": case,
+                       "opens_generation": decided.opens(), "confirm_command": command, "reanchored": false})
+            );
+            return Exit::Attention;
+        }
         println!("stream {}: live created {}", domain.stream, live.created);
         println!("case: {case}");
         if let Some(next) = decided.opens() {
@@ -140,7 +154,14 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         .await
     {
         Ok(_) => {
-            println!("reanchored {}: generation {next} keyed to created {}; no floor until the first tick on it", domain.stream, live.created);
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({"stream": domain.stream, "reanchored": true, "generation": next, "stream_created": live.created})
+                );
+            } else {
+                println!("reanchored {}: generation {next} keyed to created {}; no floor until the first tick on it", domain.stream, live.created);
+            }
             Exit::Ok
         }
         Err(e) => {

@@ -102,7 +102,14 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
         &row,
     )
     .await?;
-    println!("acknowledged {} up to {position} (by {})", d.stream, row.by);
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"acknowledged": true, "stream": d.stream, "position": position, "by": row.by, "at": row.at})
+        );
+    } else {
+        println!("acknowledged {} up to {position} (by {})", d.stream, row.by);
+    }
     Ok(Exit::Ok)
 }
 
@@ -308,7 +315,14 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
     // else's, under the same id) is not lifted by mistake.
     match broker.kv_delete_at(bucket, &key, entry.revision).await {
         Ok(()) => {
-            println!("released {} on {}", args.hold_id, d.stream);
+            if cli.json {
+                println!(
+                    "{}",
+                    serde_json::json!({"released": true, "stream": d.stream, "hold_id": args.hold_id})
+                );
+            } else {
+                println!("released {} on {}", args.hold_id, d.stream);
+            }
             Ok(Exit::Ok)
         }
         Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => {
@@ -418,6 +432,13 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
     } else {
         " (not verified: it does not count until a verified one is announced)"
     };
-    println!("announced backup {} of {}{note}", args.id, args.node);
+    if cli.json {
+        println!(
+            "{}",
+            serde_json::json!({"announced": true, "key": BackupManifest::key(&args.node, &args.id), "manifest": manifest})
+        );
+    } else {
+        println!("announced backup {} of {}{note}", args.id, args.node);
+    }
     Ok(Exit::Ok)
 }

@@ -402,3 +402,46 @@ async fn run_waits_for_a_broker_that_is_not_up_yet() {
     assert!(stderr.contains("waiting_for_broker"), "{stderr}");
     assert_eq!(out.status.code(), Some(0), "{stderr}");
 }
+
+/// `--json` works on the recording commands and reanchor: one object on
+/// stdout.
+#[tokio::test]
+async fn json_on_the_recording_commands() {
+    let f = Fleet::new(10).await;
+    f.position("node-1", 5).await;
+    f.hold("h1", 3, 600).await;
+    let op = gated(&f, ", backup_floor: operator");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["retention", "ack", "-stream", STREAM, "-position", "5"],
+            "acknowledged",
+        ),
+        (
+            vec!["retention", "release", "-stream", STREAM, "h1"],
+            "released",
+        ),
+        (
+            vec![
+                "retention",
+                "backup",
+                "announce",
+                "-node",
+                "node-1",
+                "-id",
+                "b1",
+                "-position",
+                "CREWLET_TRACKER_LOG=5",
+                "-verified",
+            ],
+            "announced",
+        ),
+        (
+            vec!["retention", "reanchor", "-stream", STREAM],
+            "reanchored",
+        ),
+    ];
+    for (args, key) in cases {
+        let (run, v) = op.json(&args);
+        assert!(v.get(key).is_some(), "{args:?}: {run:?}");
+    }
+}
