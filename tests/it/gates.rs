@@ -41,17 +41,6 @@ impl Op {
     }
 }
 
-/// The state of `node` in a tick's node table.
-fn node_state(r: &crewlet::trim::TickReport, node: &str) -> crewlet::floor::NodeState {
-    r.domains[0]
-        .answer
-        .nodes
-        .iter()
-        .find(|n| &*n.node == node)
-        .expect("listed")
-        .state
-}
-
 /// Every gate record on the log: (seq, headers, body).
 async fn gate_records(f: &Fleet) -> Vec<(u64, async_nats::HeaderMap, Value)> {
     let s = f.js.get_stream(STREAM).await.expect("stream");

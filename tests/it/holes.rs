@@ -51,17 +51,6 @@ fn term(r: &crewlet::trim::TickReport, name: crewlet::floor::TermName) -> crewle
         .clone()
 }
 
-/// How `node` stands in the tick's node table.
-fn node_state(r: &crewlet::trim::TickReport, node: &str) -> crewlet::floor::NodeState {
-    r.domains[0]
-        .answer
-        .nodes
-        .iter()
-        .find(|n| &*n.node == node)
-        .expect("listed")
-        .state
-}
-
 fn alarm_names(r: &crewlet::trim::TickReport) -> Vec<&'static str> {
     r.alarms.iter().map(|a| a.alarm).collect()
 }

@@ -270,22 +270,6 @@ async fn recording_commands_judge_their_input_and_holds_are_listed() {
     );
 }
 
-/// Runs the binary with the environment an operator has: no RUST_LOG.
-fn bare(args: &[&str]) -> crate::support::Run {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("NATS_URL")
-        .env_remove("CREWLET_CONFIG")
-        .output()
-        .expect("run crewlet");
-    crate::support::Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
 /// stderr carries alarms and logs, quietly: a one-shot command logs nothing
 /// below WARN (not the client library's connection lines), no colour into
 /// a pipe, `--log-format json` makes every line JSON (alarms included),
@@ -295,7 +279,7 @@ async fn stderr_is_quiet_and_machine_readable() {
     let f = Fleet::new(10).await;
     let op = gated(&f, "");
     let cfg = op.cfg.clone();
-    let run = bare(&["retention", "status", "--config", &cfg]);
+    let run = crate::support::crewlet_bare(&["retention", "status", "--config", &cfg]);
     assert_eq!(run.code, 1, "alarms expected (no backup, no duty): {run:?}");
     for line in run.stderr.lines() {
         assert!(line.starts_with("ALARM "), "only alarms: {line:?}\n{run:?}");
@@ -305,7 +289,7 @@ async fn stderr_is_quiet_and_machine_readable() {
         "no colour into a pipe: {run:?}"
     );
 
-    let run = bare(&[
+    let run = crate::support::crewlet_bare(&[
         "retention",
         "status",
         "--config",
@@ -320,7 +304,7 @@ async fn stderr_is_quiet_and_machine_readable() {
         assert_eq!(v["event"], "alarm", "{line}");
     }
 
-    let run = bare(&["retention", "run", "--once", "--config", &cfg]);
+    let run = crate::support::crewlet_bare(&["retention", "run", "--once", "--config", &cfg]);
     let alarms: Vec<&str> = run
         .stderr
         .lines()

@@ -256,6 +256,17 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
+/// How `node` stands in a tick's (first) node table.
+pub fn node_state(r: &crewlet::trim::TickReport, node: &str) -> crewlet::floor::NodeState {
+    r.domains[0]
+        .answer
+        .nodes
+        .iter()
+        .find(|n| &*n.node == node)
+        .expect("listed")
+        .state
+}
+
 /// Waits until `f` is true or `secs` pass.
 pub async fn eventually<F, Fut>(secs: u64, mut f: F) -> bool
 where

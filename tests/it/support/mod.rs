@@ -302,10 +302,29 @@ pub fn faketime(offset: &str, args: &[&str]) -> Run {
         .env("RUST_LOG", "warn")
         .output()
         .expect("run faketime (scripts/install-test-deps installs it)");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    Run::of(out)
+}
+
+/// Runs the binary with the environment an operator has: no `RUST_LOG`
+/// (the defaults of the log level and format are under test).
+pub fn crewlet_bare(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("NATS_URL")
+        .env_remove("CREWLET_CONFIG")
+        .output()
+        .expect("run crewlet");
+    Run::of(out)
+}
+
+impl Run {
+    fn of(out: Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
     }
 }
 
@@ -323,12 +342,7 @@ pub fn crewlet_at(dir: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Ru
     for (k, v) in env {
         cmd.env(k, v);
     }
-    let out: Output = cmd.output().expect("run crewlet");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
+    Run::of(cmd.output().expect("run crewlet"))
 }
 
 /// A minimal valid configuration for one domain on `stream`.
