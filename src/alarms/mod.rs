@@ -236,7 +236,7 @@ fn domain_alarms(
             };
             if let Some(measurement) = measurement {
                 let remedy = match p.backup_floor {
-                    BackupPolicy::Engine => format!("run and verify a backup, then announce it (crewlet retention backup announce){owner}"),
+                    BackupPolicy::Engine => format!("run and verify a backup, then announce it (crewlet retention backup announce -node NODE -id ID -position {}=SEQ -verified){owner}", a.stream),
                     BackupPolicy::Operator => format!("once a copy is off-site: crewlet retention ack -stream {} -position N{owner}", a.stream),
                 };
                 out.push(Alarm {

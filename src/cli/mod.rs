@@ -371,6 +371,22 @@ pub fn parse_args() -> Cli {
     }
 }
 
+/// Parses a command line as the binary would (single-dash long flags
+/// included), without exiting: what a test uses to check that every
+/// command the product prints parses.
+pub fn try_parse<I, T>(argv: I) -> Result<Cli, clap::Error>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<std::ffi::OsString>,
+{
+    use clap::{CommandFactory, FromArgMatches};
+    let cmd = Cli::command();
+    let longs = args::long_names(&cmd);
+    let argv = args::normalize(argv.into_iter().map(Into::into), &longs);
+    let matches = cmd.try_get_matches_from(argv)?;
+    Cli::from_arg_matches(&matches)
+}
+
 /// Runs the parsed command to its exit code.
 pub async fn run(cli: Cli) -> Exit {
     match &cli.command {

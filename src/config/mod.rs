@@ -851,7 +851,7 @@ impl Config {
         if r.backup_floor == BackupPolicy::Operator {
             out.push(Problem::warning(
                 "retention.backup_floor",
-                "is operator: the trim does not advance until someone runs `crewlet retention ack`, and then only as far as acknowledged",
+                "is operator: the trim does not advance until someone runs `crewlet retention ack -stream S -position N`, and then only as far as acknowledged",
             ));
         }
     }

@@ -122,7 +122,7 @@ fn single_problems() {
         (
             "operator policy warns",
             "retention:\n  backup_floor: operator\n  backup_owner: x\n",
-            &["warning: c.yaml:4: retention.backup_floor: is operator: the trim does not advance until someone runs `crewlet retention ack`, and then only as far as acknowledged"],
+            &["warning: c.yaml:4: retention.backup_floor: is operator: the trim does not advance until someone runs `crewlet retention ack -stream S -position N`, and then only as far as acknowledged"],
         ),
         (
             "a wrong type names the field and the expected type",

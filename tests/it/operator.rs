@@ -429,3 +429,83 @@ async fn json_on_the_recording_commands() {
         assert!(v.get(key).is_some(), "{args:?}: {run:?}");
     }
 }
+
+/// Every `crewlet …` command in a text, up to where the sentence goes on.
+fn printed_commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("crewlet ") {
+        let tail = &rest[i..];
+        let end = tail
+            .find([';', '(', ')', '\n', '—', ',', '`'])
+            .unwrap_or(tail.len());
+        let cmd = tail[..end].trim().trim_end_matches('.').to_string();
+        // Only invocations (a subcommand follows), not the product's name.
+        if cmd.starts_with("crewlet retention ") || cmd.starts_with("crewlet validate") {
+            out.push(cmd);
+        }
+        rest = &tail[end.min(tail.len())..];
+        if end == 0 {
+            rest = &tail[8..];
+        }
+    }
+    out
+}
+
+/// Every command that status, alarms and gestures print for a person to
+/// run parses against the real CLI (placeholders such as N or HOLD_ID
+/// stand for values).
+#[tokio::test]
+async fn every_printed_command_parses() {
+    let f = Fleet::new(20).await;
+    // A fleet that raises many alarms: an absent node, a hold, no backup,
+    // a recreated stream to come.
+    f.position("node-3", 5).await;
+    f.hold("h1", 3, 600).await;
+    let op = gated(&f, ", held_alarm_after: 0s, backup_floor: operator");
+    let mut texts = Vec::new();
+    let run = op.run(&["retention", "run", "--once"]);
+    texts.push(run.stdout + &run.stderr);
+    let run = op.status();
+    texts.push(run.stdout + &run.stderr);
+    let run = op.run(&["retention", "evict", "node-3", "-confirm", "node-4"]);
+    texts.push(run.stdout + &run.stderr);
+    let run = op.run(&[
+        "retention",
+        "hold",
+        "-stream",
+        STREAM,
+        "-seq",
+        "4",
+        "-ttl",
+        "1h",
+        "-owner",
+        "o",
+    ]);
+    texts.push(run.stdout + &run.stderr);
+    f.js.delete_stream(STREAM).await.expect("delete");
+    crate::support::create_stream(
+        &f.js,
+        crate::support::log_stream(
+            STREAM,
+            &[&format!("{STREAM}.>"), "crewlet.tracker.gate"],
+            GIB,
+        ),
+    )
+    .await;
+    let run = op.status();
+    texts.push(run.stdout + &run.stderr);
+    let run = op.run(&["retention", "reanchor", "-stream", STREAM]);
+    texts.push(run.stdout + &run.stderr);
+    let commands: Vec<String> = texts.iter().flat_map(|t| printed_commands(t)).collect();
+    assert!(
+        commands.len() >= 5,
+        "the scenario prints commands: {commands:#?}"
+    );
+    for c in &commands {
+        let argv = c.split_whitespace().map(str::to_string);
+        if let Err(e) = crewlet::cli::try_parse(argv) {
+            panic!("printed command does not parse: {c}\n{e}");
+        }
+    }
+}

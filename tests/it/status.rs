@@ -88,7 +88,7 @@ async fn each_alarm_fires_and_clears() {
     let run = op.status();
     assert_eq!(run.code, 1, "{run:?}");
     assert!(run.stderr.contains("ALARM duty_unheld *: no sidecar holds the trim duty and no floors row was published within 3 ticks (3s); nothing is being trimmed — start a sidecar with node.duty: true"), "{run:?}");
-    assert!(run.stderr.contains("ALARM backup_age tracker: no verified backup names CREWLET_TRACKER_LOG — run and verify a backup, then announce it (crewlet retention backup announce) (owner: platform-oncall)"), "{run:?}");
+    assert!(run.stderr.contains("ALARM backup_age tracker: no verified backup names CREWLET_TRACKER_LOG — run and verify a backup, then announce it (crewlet retention backup announce -node NODE -id ID -position CREWLET_TRACKER_LOG=SEQ -verified) (owner: platform-oncall)"), "{run:?}");
 
     // A sidecar runs and a verified backup is announced with the CLI: calm.
     f.healthy(&[("node-1", 100)], 100).await;
