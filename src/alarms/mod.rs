@@ -382,14 +382,13 @@ fn held_remedy(a: &Answer, binding: TermName, now: DateTime<Utc>) -> String {
                         .map(|u| format!(" and has not reported since {} ({} ago)", u, human::age(since(now, u))))
                         .unwrap_or_default();
                     format!(
-                        "{} is not live{since_txt}; it pins applied at {}: start it, or if it is not coming back evict it: crewlet retention evict {} -confirm {}",
+                        "{} is not live{since_txt}; it pins applied at {}: start it, or {}",
                         row.node,
                         row.seq.unwrap_or(0),
-                        row.node,
-                        row.node
+                        crate::report::evict_advice(a, row)
                     )
                 }
-                Some(row) if row.state == NodeState::LogDiverged => format!("{} reports log_diverged: rebuild it from a snapshot, or evict it", row.node),
+                Some(row) if row.state == NodeState::LogDiverged => format!("{} reports log_diverged: rebuild it from a snapshot, or {}", row.node, crate::report::evict_advice(a, row)),
                 Some(row) if row.seq.is_none() => format!("{} is live but has not reported a position on {}: check that it applies this log", row.node, a.stream),
                 Some(row) => format!("{} is live but its position is not advancing past {}: check its applier", row.node, row.seq.unwrap_or(0)),
                 None => "a counted node pins applied: see the node table".into(),

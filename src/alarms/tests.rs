@@ -156,7 +156,19 @@ fn trim_held_names_the_absent_node_and_the_evict_command() {
         "{}",
         a[0].remedy
     );
-    assert!(a[0].remedy.ends_with("it pins applied at 120: start it, or if it is not coming back evict it: crewlet retention evict node-4 -confirm node-4"), "{}", a[0].remedy);
+    // This domain takes no gate records: the remedy says so, and never
+    // names an eviction that could not land.
+    assert!(a[0].remedy.ends_with("it pins applied at 120: start it, or this log takes no gate records (domain tracker has no gate_subject), so node-4 cannot be evicted from it; set a gate_subject to make eviction possible"), "{}", a[0].remedy);
+    assert!(!a[0].remedy.contains("retention evict"), "{}", a[0].remedy);
+    let mut gated = w.clone();
+    gated.domain.gate_subject = Some("crewlet.tracker.gate".into());
+    let a = alarms(&gated);
+    assert!(a[0].remedy.ends_with("it pins applied at 120: start it, or if it is not coming back, evict it: crewlet retention evict node-4 -confirm node-4"), "{}", a[0].remedy);
+    // Inside the fence window its eviction is under way: no second one.
+    let mut evicting = gated.clone();
+    evicting.gate("node-4", "evicted", 10);
+    let a = alarms(&evicting);
+    assert!(a[0].remedy.ends_with("start it, or its eviction has landed: it stops being counted when the fence window passes"), "{}", a[0].remedy);
     // Not yet long enough: quiet.
     w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 121, "trim_floor_state": "published",
         "blocked_by": ["applied"], "held_since": ts(-3600), "at": ts(-5)}));

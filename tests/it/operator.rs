@@ -509,3 +509,40 @@ async fn every_printed_command_parses() {
         }
     }
 }
+
+/// Where an eviction cannot land (no gate_subject), or is under way
+/// (inside the fence window), status does not tell anyone to evict.
+#[tokio::test]
+async fn status_names_eviction_only_where_it_can_land() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    // node-3 is away and has applied nothing: the log is not trimmed.
+    f.position("node-3", 0).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let ungated = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall, held_alarm_after: 0s, snapshot_quorum: 1}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}}}]\n",
+        f.server.url()
+    ));
+    let run = ungated.status();
+    assert!(
+        !run.stdout.contains("retention evict") && !run.stderr.contains("retention evict"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("has no gate_subject"), "{run:?}");
+
+    let gated_op = gated(&f, ", held_alarm_after: 0s, snapshot_quorum: 1");
+    let run = gated_op.status();
+    assert!(
+        run.stdout
+            .contains("crewlet retention evict node-3 -confirm node-3"),
+        "{run:?}"
+    );
+    let run = gated_op.run(&["retention", "evict", "node-3", "-confirm", "node-3"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = gated_op.status();
+    assert!(
+        !run.stdout.contains("retention evict node-3"),
+        "inside the fence window: {run:?}"
+    );
+    assert!(run.stdout.contains("its eviction has landed"), "{run:?}");
+}

@@ -43,7 +43,7 @@ async fn a_pinned_fleet_reads_in_one_sentence() {
     let first = run.stdout.lines().next().unwrap_or_default();
     assert!(first.starts_with("Nothing is being trimmed on tracker: node-3 is not live and pins applied at 40, last reported"), "{first}");
     assert!(
-        first.ends_with("start it, or evict it: crewlet retention evict node-3 -confirm node-3."),
+        first.ends_with("start it, or if it is not coming back, evict it: crewlet retention evict node-3 -confirm node-3."),
         "{first}"
     );
     assert!(
