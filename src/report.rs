@@ -173,6 +173,8 @@ pub struct Status {
     /// The node id of the sidecar config that produced this view.
     pub node: String,
     pub duty_holder: Option<String>,
+    /// When the holder claimed the duty (its lease's `claimed_at`).
+    pub duty_claimed_at: Option<crate::rows::Instant>,
     pub domains: Vec<DomainStatus>,
     pub alarms: Vec<crate::alarms::Alarm>,
 }
@@ -281,8 +283,14 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
     if prose {
         out.push('\n');
     }
-    let holder = s.duty_holder.as_deref().unwrap_or("nobody");
-    out.push_str(&format!("trim duty: {holder}    at {}\n", s.at));
+    // When the holder claimed the duty, not when this status was read.
+    match (&s.duty_holder, s.duty_claimed_at) {
+        (Some(holder), Some(claimed)) => {
+            out.push_str(&format!("trim duty: {holder}    claimed at {claimed}\n"))
+        }
+        (Some(holder), None) => out.push_str(&format!("trim duty: {holder}\n")),
+        (None, _) => out.push_str("trim duty: nobody holds it now\n"),
+    }
     for d in &s.domains {
         let a = &d.answer;
         out.push('\n');

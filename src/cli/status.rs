@@ -90,14 +90,17 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
             DomainStatus { answer, published }
         })
         .collect();
-    let duty_holder = match &duty {
-        DutyStatus::Other { holder, .. } => Some(holder.clone()),
-        _ => None,
+    let (duty_holder, duty_claimed_at) = match &duty {
+        DutyStatus::Other {
+            holder, claimed_at, ..
+        } => (Some(holder.clone()), Some(*claimed_at)),
+        _ => (None, None),
     };
     let status = Status {
         at: Instant(now),
         node: config.node.id.clone(),
         duty_holder,
+        duty_claimed_at,
         domains,
         alarms: active,
     };

@@ -546,3 +546,33 @@ async fn status_names_eviction_only_where_it_can_land() {
     );
     assert!(run.stdout.contains("its eviction has landed"), "{run:?}");
 }
+
+/// Status says when the holder claimed the duty, not when status ran.
+#[tokio::test]
+async fn status_says_when_the_duty_was_claimed() {
+    let f = Fleet::new(5).await;
+    let l = Loop::start(&f).await;
+    assert!(
+        eventually(5, || async {
+            f.get("crewlet_duty", "retention").await.is_some()
+        })
+        .await
+    );
+    let claimed = f.get("crewlet_duty", "retention").await.expect("lease")["claimed_at"]
+        .as_str()
+        .expect("claimed_at")
+        .to_string();
+    let op = gated(&f, "");
+    let cfg = op.cfg.clone();
+    let run = tokio::task::spawn_blocking(move || {
+        crate::support::crewlet(&["retention", "status", "--config", &cfg])
+    })
+    .await
+    .expect("join");
+    l.stop().await;
+    assert!(
+        run.stdout
+            .contains(&format!("trim duty: node-1    claimed at {claimed}")),
+        "{run:?}"
+    );
+}
