@@ -299,8 +299,13 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
             "{} ({})    generation {}{mode}\n",
             a.domain, a.stream, a.generation
         ));
-        if a.stream_error.is_some() {
-            out.push_str("  stream unreadable: nothing below is known\n");
+        if let Some(e) = &a.stream_error {
+            // No figure of a log that could not be read: a 0.00 headroom
+            // would read as a full log.
+            out.push_str(&format!(
+                "  stream unreadable ({e}): its size, sequences and terms are unknown\n"
+            ));
+            continue;
         }
         let max = if a.max_bytes > 0 {
             human::bytes(a.max_bytes as u64)

@@ -272,7 +272,7 @@ fn domain_alarms(
                     human::age(held_for),
                     Dur(p.held_alarm_after)
                 ),
-                remedy: held_remedy(a, *first, now),
+                remedy: held_remedy(a, p, *first, now),
             });
         }
     }
@@ -371,7 +371,7 @@ fn unreadable_remedy(term: TermName, cause: Cause) -> String {
     }
 }
 
-fn held_remedy(a: &Answer, binding: TermName, now: DateTime<Utc>) -> String {
+fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc>) -> String {
     match binding {
         TermName::Applied => {
             let node = a.terms.iter().find(|t| t.term == TermName::Applied).and_then(|t| t.detail.clone());
@@ -398,7 +398,10 @@ fn held_remedy(a: &Answer, binding: TermName, now: DateTime<Utc>) -> String {
             let detail = a.terms.iter().find(|t| t.term == TermName::MinHold).and_then(|t| t.detail.clone()).unwrap_or_default();
             format!("the hold {detail} pins the log: release it when its holder is done (crewlet retention release -stream {} HOLD_ID)", a.stream)
         }
-        TermName::BackupFloor => "take and verify a backup (the backup_age alarm names its owner)".into(),
+        TermName::BackupFloor => match &p.backup_owner {
+            Some(o) => format!("the backup point holds the trim: {o} takes and verifies a backup and announces it (crewlet retention backup announce -node NODE -id ID -position {}=SEQ -verified)", a.stream),
+            None => format!("the backup point holds the trim: take and verify a backup and announce it (crewlet retention backup announce -node NODE -id ID -position {}=SEQ -verified); set retention.backup_owner to name who does", a.stream),
+        },
         TermName::SnapshotFloor => "too few counted nodes hold a verified snapshot: check the nodes' snapshot skip reasons (crewlet retention snapshots)".into(),
         TermName::FeedAckFloor => format!("the feed consumer on {} is not acknowledging: fix the feed", a.stream),
         TermName::AgeFloor => "nothing to do: min_age holds the trim".into(),

@@ -201,6 +201,30 @@ fn broker_retention_bypass() {
 }
 
 #[test]
+fn a_trim_held_by_the_backup_names_its_owner_not_another_alarm() {
+    let mut w = fresh();
+    w.backup("node-1", "b1", 100, -60, true, true);
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published",
+        "blocked_by": ["backup_floor"], "held_since": ts(-2 * 86400), "at": ts(-5)}));
+    let a = alarms(&w);
+    let held = a
+        .iter()
+        .find(|x| x.alarm == "trim_held")
+        .expect("trim_held");
+    assert!(
+        held.remedy
+            .contains("platform-oncall takes and verifies a backup"),
+        "{}",
+        held.remedy
+    );
+    assert!(
+        !held.remedy.contains("alarm"),
+        "names no other alarm: {}",
+        held.remedy
+    );
+}
+
+#[test]
 fn floor_stale() {
     let mut w = World::new();
     w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-120)}));

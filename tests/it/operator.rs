@@ -576,3 +576,15 @@ async fn status_says_when_the_duty_was_claimed() {
         "{run:?}"
     );
 }
+
+/// A log that cannot be read shows no figures (a 0.00 headroom would read
+/// as a full log).
+#[tokio::test]
+async fn status_shows_no_figures_of_a_log_it_cannot_read() {
+    let f = Fleet::new(5).await;
+    let op = gated(&f, "");
+    f.js.delete_stream(STREAM).await.expect("delete");
+    let run = op.status();
+    assert!(run.stdout.contains("stream unreadable"), "{run:?}");
+    assert!(!run.stdout.contains("headroom_fraction 0.00"), "{run:?}");
+}
