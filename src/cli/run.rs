@@ -140,7 +140,33 @@ async fn serve(
         // alarm_raised log lines would say them twice.
         sidecar.log_alarms = false;
         let report = sidecar.tick().await;
+        let held = matches!(report.duty, crate::duty::DutyStatus::Held);
         sidecar.duty.release(&sidecar.broker).await;
+        if cli.json {
+            // The status JSON of this tick (docs/status-json.md): what it
+            // computed and, where it published, the row it wrote.
+            let domains = report
+                .domains
+                .iter()
+                .map(|d| crate::report::DomainStatus {
+                    published: matches!(d.published, Some(Ok(_)))
+                        .then(|| {
+                            serde_json::to_value(crate::floor::FloorsRow::from(&d.answer)).ok()
+                        })
+                        .flatten(),
+                    answer: d.answer.clone(),
+                })
+                .collect();
+            let status = crate::report::Status {
+                at: crate::rows::Instant(chrono::Utc::now()),
+                node: sidecar.config.node.id.clone(),
+                duty_holder: held.then(|| sidecar.config.node.id.clone()),
+                duty_claimed_at: held.then(|| sidecar.duty.claimed_at()),
+                domains,
+                alarms: report.alarms.clone(),
+            };
+            println!("{}", crate::report::status_json(&status));
+        }
         for a in &report.alarms {
             super::print_alarm(cli, a);
         }

@@ -588,3 +588,21 @@ async fn status_shows_no_figures_of_a_log_it_cannot_read() {
     assert!(run.stdout.contains("stream unreadable"), "{run:?}");
     assert!(!run.stdout.contains("headroom_fraction 0.00"), "{run:?}");
 }
+
+/// `run --once --json` prints the status JSON of its tick.
+#[tokio::test]
+async fn run_once_json_prints_its_ticks_status() {
+    let f = Fleet::new(5).await;
+    f.healthy(&[("node-1", 5)], 5).await;
+    let op = gated(&f, "");
+    let (run, v) = op.json(&["retention", "run", "--once"]);
+    assert!(run.code == 0 || run.code == 1, "{run:?}");
+    assert_eq!(v["node"], "node-1", "{run:?}");
+    assert_eq!(v["duty_holder"], "node-1", "{v}");
+    assert_eq!(v["domains"][0]["stream"], STREAM, "{v}");
+    assert_eq!(
+        v["domains"][0]["published"]["stream"], STREAM,
+        "the row it wrote: {v}"
+    );
+    assert!(v["alarms"].is_array(), "{v}");
+}
