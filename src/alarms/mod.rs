@@ -236,7 +236,7 @@ fn domain_alarms(
             };
             if let Some(measurement) = measurement {
                 let remedy = match p.backup_floor {
-                    BackupPolicy::Engine => format!("run and verify a backup, then announce it (crewlet retention backup announce -node NODE -id ID -position {}=SEQ -verified){owner}", a.stream),
+                    BackupPolicy::Engine => format!("run and verify a backup, then announce it ({}){owner}", announce_command(&a.stream)),
                     BackupPolicy::Operator => format!("once a copy is off-site: crewlet retention ack -stream {} -position N{owner}", a.stream),
                 };
                 out.push(Alarm {
@@ -357,6 +357,12 @@ fn domain_alarms(
     }
 }
 
+/// The command that announces a verified backup of `stream` (placeholders
+/// for what only the backup job knows).
+pub fn announce_command(stream: &str) -> String {
+    format!("crewlet retention backup announce -node NODE -id ID -position {stream}=SEQ -verified")
+}
+
 fn unreadable_remedy(term: TermName, cause: Cause) -> String {
     match (cause, term) {
         (Cause::MissingBucket, _) => "create the missing bucket: crewlet retention init".into(),
@@ -399,8 +405,8 @@ fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc
             format!("the hold {detail} pins the log: release it when its holder is done (crewlet retention release -stream {} HOLD_ID)", a.stream)
         }
         TermName::BackupFloor => match &p.backup_owner {
-            Some(o) => format!("the backup point holds the trim: {o} takes and verifies a backup and announces it (crewlet retention backup announce -node NODE -id ID -position {}=SEQ -verified)", a.stream),
-            None => format!("the backup point holds the trim: take and verify a backup and announce it (crewlet retention backup announce -node NODE -id ID -position {}=SEQ -verified); set retention.backup_owner to name who does", a.stream),
+            Some(o) => format!("the backup point holds the trim: {o} takes and verifies a backup and announces it ({})", announce_command(&a.stream)),
+            None => format!("the backup point holds the trim: take and verify a backup and announce it ({}); set retention.backup_owner to name who does", announce_command(&a.stream)),
         },
         TermName::SnapshotFloor => "too few counted nodes hold a verified snapshot: check the nodes' snapshot skip reasons (crewlet retention snapshots)".into(),
         TermName::FeedAckFloor => format!("the feed consumer on {} is not acknowledging: fix the feed", a.stream),

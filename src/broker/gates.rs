@@ -211,22 +211,12 @@ impl Broker {
             })?
     }
 
-    /// Brings the gates view of `stream` up to date with its log. Safe to
-    /// run from several places at once: every write is compare-and-set, a
-    /// row only ever moves forward in log order, and a pass that loses a
-    /// race starts again from a fresh read.
-    pub async fn absorb_gates(
-        &self,
-        bucket: &str,
-        log: &GatedLog<'_>,
-    ) -> Result<AbsorbReport, String> {
-        let mut entries = self.read_bucket(bucket).await.map_err(|e| e.to_string())?;
-        self.absorb_into(bucket, log, &mut entries).await
-    }
-
-    /// As [`Broker::absorb_gates`], from the gates bucket `entries` already
-    /// read this tick, which are brought up to date with what was written
-    /// (so the bucket is not read twice in a tick).
+    /// Brings the gates view of one log up to date with its log, working on
+    /// the gates bucket's `entries` as already read (they are kept current
+    /// with what is written, so the bucket is not read twice). Safe to run
+    /// from several places at once: every write is compare-and-set, a row
+    /// only ever moves forward in log order, and a pass that loses a race
+    /// starts again from a fresh read.
     pub async fn absorb_into(
         &self,
         bucket: &str,

@@ -108,7 +108,7 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
             let evicted = gate_rows.values().any(|g| g.state == GateState::Evicted);
             match gate::judge_evicted(&args.node, evicted || retry) {
                 Err(r) => Err(r),
-                Ok(()) => match judge_readmission(&broker, &parsed, &logs, &args.node).await {
+                Ok(()) => match judge_readmission(&parsed, &incarnations, &logs, &args.node) {
                     Ok(facts) => {
                         place_join_holds(&broker, &config, &op, &args.node, &by, &facts).await
                     }
@@ -232,16 +232,20 @@ fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> bool 
     positions || presence || gates
 }
 
-async fn judge_readmission(
-    broker: &Broker,
+fn judge_readmission(
     rows: &floor::ParsedRows,
+    logs_at: &BTreeMap<String, Result<GatedAt, String>>,
     logs: &[Domain],
     node: &str,
 ) -> Result<Vec<ReadmitFacts>, Refusal> {
-    let mut facts = Vec::new();
-    for d in logs {
-        facts.push(readmit_facts(broker, rows, d, node).await);
-    }
+    let facts: Vec<Result<ReadmitFacts, String>> = logs
+        .iter()
+        .map(|d| match logs_at.get(&d.stream) {
+            Some(Ok(at)) => readmit_facts(rows, &at.state, d, node),
+            Some(Err(e)) => Err(e.clone()),
+            None => Err(format!("{} was not read", d.stream)),
+        })
+        .collect();
     gate::judge_readmit(node, &facts)?;
     Ok(facts.into_iter().flatten().collect())
 }
@@ -347,13 +351,12 @@ pub fn join_hold_id(op: &OpId) -> String {
     format!("{}{op}", crate::rows::JOIN_HOLD_PREFIX)
 }
 
-async fn readmit_facts(
-    broker: &Broker,
+fn readmit_facts(
     rows: &floor::ParsedRows,
+    state: &floor::StreamState,
     d: &Domain,
     node: &str,
 ) -> Result<ReadmitFacts, String> {
-    let state = broker.stream_state(&d.stream).await?;
     let published = rows.published(&d.stream)?;
     let (floor, generation, created) = match &published {
         Some((p, _)) => (
@@ -385,10 +388,11 @@ async fn readmit_facts(
     })
 }
 
-/// Where a log stands for its gates view: its incarnation, read for this
-/// gesture.
+/// Where a log stands for this gesture: its state and the incarnation its
+/// gates view belongs to.
 struct GatedAt {
     incarnation: Incarnation,
+    state: floor::StreamState,
 }
 
 impl GatedAt {
@@ -405,28 +409,16 @@ fn gates_bucket(config: &Config) -> &str {
     &config.buckets.gates
 }
 
+/// Reads the log once for the whole gesture: its state (readmission judges
+/// against `first_seq`) and the incarnation its gates view belongs to.
 async fn gated_at(
     broker: &Broker,
     rows: &floor::ParsedRows,
     d: &Domain,
 ) -> Result<GatedAt, String> {
     let state = broker.stream_state(&d.stream).await?;
-    let generation = match rows.published(&d.stream) {
-        Ok(Some((p, _))) => p.generation,
-        Ok(None) => 0,
-        Err(e) => {
-            return Err(format!(
-                "the floors row of {} cannot be read ({e})",
-                d.stream
-            ))
-        }
-    };
-    Ok(GatedAt {
-        incarnation: Incarnation {
-            stream_created: state.created,
-            generation,
-        },
-    })
+    let incarnation = floor::incarnation_at(rows, &d.stream, state.created)?;
+    Ok(GatedAt { incarnation, state })
 }
 
 /// The `_op` row of this operation and, per log, the node's gate row in

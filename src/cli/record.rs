@@ -74,7 +74,10 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
     // Under engine the trim never reads an acknowledgement: saying
     // "acknowledged" would be a lie.
     if config.retention.backup_floor == crate::config::BackupPolicy::Engine {
-        eprintln!("refused: policy_engine: retention.backup_floor is engine, so the trim counts verified backup manifests and never reads an acknowledgement; announce the backup (crewlet retention backup announce -node NODE -id ID -position STREAM=SEQ -verified) or set backup_floor: operator; nothing written");
+        eprintln!(
+            "refused: policy_engine: retention.backup_floor is engine, so the trim counts verified backup manifests and never reads an acknowledgement; announce the backup ({}) or set backup_floor: operator; nothing written",
+            crate::alarms::announce_command(&d.stream)
+        );
         return Ok(Exit::Attention);
     }
     let broker = super::connect(cli, &config).await?;

@@ -177,13 +177,23 @@ pub fn purge_target(answer: &Answer) -> Option<u64> {
 /// first row). `None` when either cannot be read. The gates view and the
 /// gate rows that apply are this incarnation's.
 pub fn incarnation(rows: &ParsedRows, stream: &str, read: &DomainRead) -> Option<Incarnation> {
-    let stream_created = read.stream.as_ref().ok()?.created;
+    let created = read.stream.as_ref().ok()?.created;
+    incarnation_at(rows, stream, created).ok()
+}
+
+/// As [`incarnation`], for a stream whose `created` is known; `Err` names
+/// the floors row that cannot be read.
+pub fn incarnation_at(
+    rows: &ParsedRows,
+    stream: &str,
+    stream_created: Instant,
+) -> Result<Incarnation, String> {
     let generation = match rows.published(stream) {
         Ok(Some((p, _))) => p.generation,
         Ok(None) => 0,
-        Err(_) => return None,
+        Err(e) => return Err(format!("the floors row of {stream} cannot be read ({e})")),
     };
-    Some(Incarnation {
+    Ok(Incarnation {
         stream_created,
         generation,
     })

@@ -134,12 +134,7 @@ async fn hole_2_a_recreated_stream_starts_a_fresh_gates_view() {
         .expect("cursor");
     assert_eq!(cursor["seq"], 30);
 
-    f.js.delete_stream(STREAM).await.expect("delete");
-    create_stream(
-        &f.js,
-        log_stream(STREAM, &[&format!("{STREAM}.>"), GATE], GIB),
-    )
-    .await;
+    f.recreate_stream().await;
     f.publish(5).await;
     let created = f.created().await;
     let op = operator(&f);

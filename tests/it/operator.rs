@@ -483,16 +483,7 @@ async fn every_printed_command_parses() {
         "o",
     ]);
     texts.push(run.stdout + &run.stderr);
-    f.js.delete_stream(STREAM).await.expect("delete");
-    crate::support::create_stream(
-        &f.js,
-        crate::support::log_stream(
-            STREAM,
-            &[&format!("{STREAM}.>"), "crewlet.tracker.gate"],
-            GIB,
-        ),
-    )
-    .await;
+    f.recreate_stream().await;
     let run = op.status();
     texts.push(run.stdout + &run.stderr);
     let run = op.run(&["retention", "reanchor", "-stream", STREAM]);

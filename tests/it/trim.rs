@@ -331,16 +331,7 @@ async fn a_recreated_stream_is_not_ready_until_reanchored() {
     let old_created = f.created().await;
 
     // Delete and recreate the stream; the nodes keep their old rows.
-    f.js.delete_stream(STREAM).await.expect("delete");
-    crate::support::create_stream(
-        &f.js,
-        crate::support::log_stream(
-            STREAM,
-            &[&format!("{STREAM}.>"), "crewlet.tracker.gate"],
-            GIB,
-        ),
-    )
-    .await;
+    f.recreate_stream().await;
     f.publish(100).await;
     let new_created = f.created().await;
     assert_ne!(old_created, new_created);

@@ -208,6 +208,16 @@ impl Fleet {
         self.backup("node-1", "b1", backup, 0, true, true).await;
     }
 
+    /// Deletes the domain's stream and creates it again, empty, with the
+    /// settings [`Fleet::new`] gives it: another incarnation (a new
+    /// `created`).
+    pub async fn recreate_stream(&self) {
+        self.js.delete_stream(STREAM).await.expect("delete");
+        let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
+        let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+        create_stream(&self.js, log_stream(STREAM, &subjects, GIB)).await;
+    }
+
     /// The log's files in the server's store.
     fn log_dir(&self) -> std::path::PathBuf {
         self.server
