@@ -1,8 +1,11 @@
-//! One tick (read → compute → publish → re-check duty → purge) and the loop
-//! that runs it every `retention.tick` until shutdown. The order is the
-//! safety argument: a tick whose answer could not be published deletes
-//! nothing, and a purge is sent only by the holder of the duty lease, to
-//! this tick's `trim_to`, re-checked against fresh stream info.
+//! One tick (read → absorb gates → compute → publish → age proof → re-read
+//! pins → fence → purge) and the loop that runs it every `retention.tick`
+//! until shutdown. The order is the safety argument: a tick whose answer
+//! could not be published deletes nothing, and a purge is sent only by the
+//! holder of the duty lease (a compare-and-set renewal just before it), to
+//! at most this tick's `trim_to`, lowered by the gates view, the pins that
+//! landed meanwhile and the age proof, re-checked against fresh stream
+//! info.
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

@@ -118,7 +118,9 @@ pub struct DemoArgs {
 #[derive(Debug, clap::Args)]
 pub struct RunArgs {
     /// Claim the duty, run one tick, release, and exit with the status exit
-    /// code (0 no alarm, 1 an alarm, 3 broker unreachable).
+    /// code (0 no alarm, 1 an alarm, 2 configuration, 3 broker unreachable);
+    /// with --json, print the tick's status JSON. Does not wait for the
+    /// broker.
     #[arg(long)]
     pub once: bool,
     /// Stop after this many ticks (for the memory benchmark).
@@ -164,8 +166,9 @@ pub enum Retention {
     /// reported as a warning. Exits 0 once every bucket exists.
     Init,
     /// The sidecar: claims the trim duty, ticks every retention.tick
-    /// (read, compute, publish, purge), evaluates alarms. SIGTERM/SIGINT
-    /// finish the running tick, release the duty and exit 0.
+    /// (read, compute, publish, purge), evaluates alarms. Started before
+    /// its broker, it waits for it. SIGTERM/SIGINT finish the running tick,
+    /// release the duty and exit 0.
     Run(RunArgs),
     /// Adopt a recreated or restored stream: opens the next generation of
     /// its floor, keyed to the live stream's `created`.
