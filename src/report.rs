@@ -175,6 +175,9 @@ pub struct Status {
     pub duty_holder: Option<String>,
     /// When the holder claimed the duty (its lease's `claimed_at`).
     pub duty_claimed_at: Option<crate::rows::Instant>,
+    /// The server read (redacted) and where its URL came from (a flag, a
+    /// variable, a nats context, the file, the default).
+    pub server: Option<(String, String)>,
     pub domains: Vec<DomainStatus>,
     pub alarms: Vec<crate::alarms::Alarm>,
 }
@@ -212,6 +215,7 @@ pub fn status_json(s: &Status) -> serde_json::Value {
         "at": s.at,
         "node": s.node,
         "duty_holder": s.duty_holder,
+        "server": s.server.as_ref().map(|(url, source)| serde_json::json!({"url": url, "source": source})),
         "domains": domains,
         "alarms": s.alarms,
     })
@@ -290,6 +294,9 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
         }
         (Some(holder), None) => out.push_str(&format!("trim duty: {holder}\n")),
         (None, _) => out.push_str("trim duty: nobody holds it now\n"),
+    }
+    if let Some((url, source)) = &s.server {
+        out.push_str(&format!("server: {url} (from {source})\n"));
     }
     for d in &s.domains {
         let a = &d.answer;

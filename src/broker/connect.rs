@@ -8,9 +8,6 @@ use async_nats::ConnectOptions;
 
 use crate::config::{redact_url, NatsConfig};
 
-/// Where `nats://` goes when nothing else says.
-pub const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
-
 /// A connected client and its JetStream context. Both are private to this
 /// module tree: everything outside `src/broker/` speaks plain data to the
 /// methods here (a test keeps it that way).
@@ -61,15 +58,6 @@ pub fn server_list(url: &str) -> Vec<String> {
         .filter(|s| !s.is_empty())
         .map(str::to_string)
         .collect()
-}
-
-/// The URL to dial, in the `nats` CLI's precedence (cli.md): the flag,
-/// else `$NATS_URL`, else `nats.url`, else the local default.
-pub fn effective_url(flag: Option<&str>, nats: &NatsConfig, env: Option<&str>) -> String {
-    flag.map(str::to_string)
-        .or_else(|| env.filter(|e| !e.trim().is_empty()).map(str::to_string))
-        .or_else(|| nats.url.clone())
-        .unwrap_or_else(|| DEFAULT_URL.to_string())
 }
 
 fn read_secret(what: &'static str, path: &Path) -> Result<String, ConnectError> {
@@ -217,27 +205,6 @@ mod tests {
         assert_eq!(
             server_list("nats://a:4222, nats://b:4223,,"),
             ["nats://a:4222", "nats://b:4223"]
-        );
-    }
-
-    #[test]
-    fn url_precedence() {
-        let mut n = NatsConfig::default();
-        assert_eq!(effective_url(None, &n, None), DEFAULT_URL);
-        assert_eq!(
-            effective_url(None, &n, Some("nats://env:1")),
-            "nats://env:1"
-        );
-        n.url = Some("nats://cfg:2".into());
-        assert_eq!(effective_url(None, &n, None), "nats://cfg:2");
-        assert_eq!(
-            effective_url(None, &n, Some("nats://env:1")),
-            "nats://env:1",
-            "the environment before the file, as the nats CLI"
-        );
-        assert_eq!(
-            effective_url(Some("nats://flag:3"), &n, Some("nats://env:1")),
-            "nats://flag:3"
         );
     }
 }

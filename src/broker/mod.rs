@@ -10,4 +10,4 @@ pub mod read;
 pub mod streams;
 pub mod write;
 
-pub use connect::{connect, effective_url, Broker, ConnectError};
+pub use connect::{connect, Broker, ConnectError};

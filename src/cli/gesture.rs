@@ -44,7 +44,7 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
         Ok(op) => op,
         Err(r) => return refused(cli, sign, &args.node, None, &r),
     };
-    let broker = exit_on_err!(super::connect(cli, &config).await);
+    let broker = exit_on_err!(super::connect(&config).await);
     let by = super::by_name(args.by.as_deref());
     let reason = args.reason.clone().unwrap_or_default();
     let mut outcomes: Vec<(String, LogOutcome)> = Vec::new();

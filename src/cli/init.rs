@@ -7,7 +7,7 @@ use crate::exit::Exit;
 
 pub async fn run(cli: &Cli) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
-    let broker = exit_on_err!(super::connect(cli, &loaded.config).await);
+    let broker = exit_on_err!(super::connect(&loaded.config).await);
     let mut failed = false;
     let mut rows = Vec::new();
     for spec in contract_buckets(&loaded.config) {

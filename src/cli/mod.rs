@@ -29,7 +29,7 @@ use std::path::{Path, PathBuf};
 use clap::{Parser, Subcommand, ValueEnum};
 
 use crate::broker::{self, Broker};
-use crate::config::{self, resolve, Config, EMBEDDED_URL};
+use crate::config::{self, connection, resolve, Config, EMBEDDED_URL};
 use crate::exit::Exit;
 
 /// crewlet: the retention coordinator for NATS JetStream.
@@ -46,7 +46,8 @@ pub struct Cli {
     pub config: Option<PathBuf>,
 
     /// Broker URL, or a comma-separated list of them, as the nats CLI's
-    /// -s/--server; before $NATS_URL, which is before nats.url.
+    /// -s/--server. Flags come before $NATS_* variables, which come before
+    /// a nats context, which comes before the configuration file.
     #[arg(
         long,
         short = 's',
@@ -55,6 +56,49 @@ pub struct Cli {
         value_name = "URL[,URL…]"
     )]
     pub nats_url: Option<String>,
+
+    /// A creds file (JWT and seed) [env: NATS_CREDS].
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Connection")]
+    pub creds: Option<PathBuf>,
+
+    /// A file holding an nkey seed [env: NATS_NKEY].
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Connection")]
+    pub nkey: Option<PathBuf>,
+
+    /// User name [env: NATS_USER].
+    #[arg(long, global = true, value_name = "USER", help_heading = "Connection")]
+    pub user: Option<String>,
+
+    /// Password, with --user [env: NATS_PASSWORD].
+    #[arg(
+        long,
+        global = true,
+        value_name = "PASSWORD",
+        help_heading = "Connection"
+    )]
+    pub password: Option<String>,
+
+    /// Token [env: NATS_TOKEN].
+    #[arg(long, global = true, value_name = "TOKEN", help_heading = "Connection")]
+    pub token: Option<String>,
+
+    /// TLS client certificate.
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Connection")]
+    pub tlscert: Option<PathBuf>,
+
+    /// TLS client certificate's key.
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Connection")]
+    pub tlskey: Option<PathBuf>,
+
+    /// CA bundle that signs the server's certificate.
+    #[arg(long, global = true, value_name = "FILE", help_heading = "Connection")]
+    pub tlsca: Option<PathBuf>,
+
+    /// A nats CLI context (~/.config/nats/context/NAME.json) [env:
+    /// NATS_CONTEXT]; without either, the nats CLI's selected context when
+    /// the configuration file has no nats: section.
+    #[arg(long, global = true, value_name = "NAME", help_heading = "Connection")]
+    pub context: Option<String>,
 
     /// Print the report as one JSON object instead of text.
     #[arg(long, global = true)]
@@ -432,6 +476,8 @@ pub struct Loaded {
     pub config: Config,
     /// The file's warnings (a loaded file has no errors).
     pub warnings: Vec<config::Problem>,
+    /// The server dialled and where it came from.
+    pub server: Server,
 }
 
 /// Finds and reads the configuration text. Errors are printed; the caller
@@ -456,16 +502,22 @@ pub fn read_config_text(cli: &Cli) -> Result<(PathBuf, String), Exit> {
 
 /// Loads the configuration for a command that acts on it: any error is
 /// printed, every one, and nothing is read from or written to the broker.
+/// The connection settings in `config.nats` are the effective ones (flags,
+/// environment, context, file).
 pub fn load_config(cli: &Cli) -> Result<Loaded, Exit> {
     let (path, text) = read_config_text(cli)?;
     let checked = config::check(&text);
     let file = path.display().to_string();
     match checked.config {
-        Some(config) => Ok(Loaded {
-            path,
-            config,
-            warnings: checked.problems,
-        }),
+        Some(mut config) => {
+            let server = apply_connection(cli, &text, &mut config)?;
+            Ok(Loaded {
+                path,
+                config,
+                warnings: checked.problems,
+                server,
+            })
+        }
         None => {
             for p in checked.problems.iter().filter(|p| p.is_error()) {
                 eprintln!("{}", p.render(&file));
@@ -474,6 +526,85 @@ pub fn load_config(cli: &Cli) -> Result<Loaded, Exit> {
             Err(Exit::Usage)
         }
     }
+}
+
+/// The server dialled and where it came from, for `validate` and `status`.
+#[derive(Debug, Clone)]
+pub struct Server {
+    /// Redacted.
+    pub url: String,
+    pub source: connection::Source,
+}
+
+impl std::fmt::Display for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{} (from {})", self.url, self.source)
+    }
+}
+
+/// The connection flags as the layering takes them.
+pub fn connection_flags(cli: &Cli) -> connection::Flags {
+    connection::Flags {
+        server: cli.nats_url.clone(),
+        creds: cli.creds.clone(),
+        nkey: cli.nkey.clone(),
+        user: cli.user.clone(),
+        password: cli.password.clone(),
+        token: cli.token.clone(),
+        tlscert: cli.tlscert.clone(),
+        tlskey: cli.tlskey.clone(),
+        tlsca: cli.tlsca.clone(),
+        context: cli.context.clone(),
+    }
+}
+
+/// Replaces `config.nats`'s connection settings with the effective ones
+/// (cli.md's precedence). A context that cannot be read is a
+/// configuration error (exit 2).
+pub fn apply_connection(cli: &Cli, text: &str, config: &mut Config) -> Result<Server, Exit> {
+    let var = |k: &str| std::env::var(k).ok();
+    let flags = connection_flags(cli);
+    let dir = connection::nats_dir(var("XDG_CONFIG_HOME").as_deref(), var("HOME").as_deref());
+    let file_has_nats = serde_yaml::from_str::<serde_yaml::Value>(text)
+        .ok()
+        .is_some_and(|v| v.get("nats").is_some());
+    let selected = dir.as_deref().and_then(connection::selected_context);
+    let chosen = connection::choose_context(
+        flags.context.as_deref(),
+        var("NATS_CONTEXT").as_deref(),
+        selected.as_deref(),
+        file_has_nats,
+    );
+    let context = match (&chosen, &dir) {
+        (Some(c), Some(d)) => match connection::load_context(d, c) {
+            Ok(ctx) => Some((c, ctx)),
+            Err(e) => {
+                eprintln!("error: {e}");
+                return Err(Exit::Usage);
+            }
+        },
+        (Some(c), None) => {
+            eprintln!(
+                "error: nats context {} (from {}): neither $XDG_CONFIG_HOME nor $HOME is set, so there is no context directory",
+                c.name, c.by
+            );
+            return Err(Exit::Usage);
+        }
+        (None, _) => None,
+    };
+    let home = var("HOME");
+    let effective = connection::effective(
+        &config.nats,
+        &flags,
+        &var,
+        context.as_ref().map(|(c, ctx)| (*c, ctx)),
+        home.as_deref(),
+    );
+    config.nats = effective.nats;
+    Ok(Server {
+        url: config::redact_url(&effective.url),
+        source: effective.url_source,
+    })
 }
 
 /// The configured streams, for "not configured" errors.
@@ -500,22 +631,24 @@ pub fn by_name(flag: Option<&str>) -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// The broker URL to dial (`--nats-url`, `nats.url`, `$NATS_URL`, the
-/// default), or `None` when it is the embedded broker.
-pub fn target_url(cli: &Cli, config: &Config) -> Option<String> {
-    let env = std::env::var("NATS_URL").ok();
-    let url = broker::effective_url(cli.nats_url.as_deref(), &config.nats, env.as_deref());
+/// The broker URL to dial (the effective `nats.url`, see
+/// [`apply_connection`]), or `None` when it is the embedded broker.
+pub fn target_url(config: &Config) -> Option<String> {
+    let url = config
+        .nats
+        .url
+        .clone()
+        .unwrap_or_else(|| config::DEFAULT_URL.to_string());
     (url.trim() != EMBEDDED_URL).then_some(url)
 }
 
 /// Connects, starting the embedded broker first when `nats.url` is
 /// `embedded` (and `--nats-url` does not override it).
 pub async fn connect_or_embed(
-    cli: &Cli,
     config: &Config,
 ) -> Result<(Broker, Option<crate::embedded::EmbeddedServer>), Exit> {
-    if target_url(cli, config).is_some() {
-        return connect(cli, config).await.map(|b| (b, None));
+    if target_url(config).is_some() {
+        return connect(config).await.map(|b| (b, None));
     }
     let server = match crate::embedded::EmbeddedServer::start(
         &config.nats.embedded_dir,
@@ -551,8 +684,8 @@ pub async fn connect_or_embed(
 
 /// Connects as configured. An unreachable broker is printed (URL redacted)
 /// and ends the command with exit 3.
-pub async fn connect(cli: &Cli, config: &Config) -> Result<Broker, Exit> {
-    let Some(url) = target_url(cli, config) else {
+pub async fn connect(config: &Config) -> Result<Broker, Exit> {
+    let Some(url) = target_url(config) else {
         eprintln!("error: nats.url is `embedded`, which only `crewlet retention run` and `crewlet demo` start; pass --nats-url to reach a running broker");
         return Err(Exit::Usage);
     };

@@ -32,7 +32,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    let broker = exit_on_err!(super::connect(cli, &config).await);
+    let broker = exit_on_err!(super::connect(&config).await);
     let now = Utc::now();
     let crate::trim::Fresh {
         raw: rows,

@@ -80,7 +80,7 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
         );
         return Ok(Exit::Attention);
     }
-    let broker = super::connect(cli, &config).await?;
+    let broker = super::connect(&config).await?;
     let (state, clock) = broker
         .stream_state_at(&d.stream)
         .await
@@ -150,7 +150,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         }
         None => format!("hold-{}", OpId::mint(Utc::now())),
     };
-    let broker = super::connect(cli, &config).await?;
+    let broker = super::connect(&config).await?;
     let (state, clock) = broker
         .stream_state_at(&d.stream)
         .await
@@ -223,7 +223,7 @@ pub async fn holds(cli: &Cli, args: &HoldsArgs) -> Outcome {
         })?),
         None => None,
     };
-    let broker = super::connect(cli, &config).await?;
+    let broker = super::connect(&config).await?;
     let entries = broker
         .read_bucket(&config.buckets.holds)
         .await
@@ -300,7 +300,7 @@ pub async fn holds(cli: &Cli, args: &HoldsArgs) -> Outcome {
 pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
     let (config, d) = config_and_domain(cli, &args.stream)?;
     check_node_id(&args.hold_id).map_err(|e| bad(format!("HOLD_ID {e}")))?;
-    let broker = super::connect(cli, &config).await?;
+    let broker = super::connect(&config).await?;
     let key = format!("{}.{}", d.stream, args.hold_id);
     let bucket = &config.buckets.holds;
     let entry = match broker.kv_entry(bucket, &key).await {
@@ -395,7 +395,7 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
         owner,
         positions,
     };
-    let broker = super::connect(cli, &config).await?;
+    let broker = super::connect(&config).await?;
     // A backup cannot hold what the log never had (as ack refuses it).
     for (stream, seq) in &manifest.positions {
         let state = broker

@@ -22,17 +22,19 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
     }
     // The long-running sidecar waits for its broker (beside nats-server in
     // a pod they start in any order); a one-shot run does not.
-    let (broker, embedded) = if args.once || super::target_url(cli, &config).is_none() {
-        exit_on_err!(super::connect_or_embed(cli, &config).await)
+    let (broker, embedded) = if args.once || super::target_url(&config).is_none() {
+        exit_on_err!(super::connect_or_embed(&config).await)
     } else {
-        match wait_for_broker(cli, &config).await {
+        match wait_for_broker(&config).await {
             Ok(Some(b)) => (b, None),
             Ok(None) => return Exit::Ok,
             Err(exit) => return exit,
         }
     };
+    let server = (loaded.server.url.clone(), loaded.server.source.to_string());
     let exit = serve(
         cli,
+        server,
         broker,
         config,
         args.once,
@@ -50,8 +52,8 @@ pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
 /// is not there, logging `waiting_for_broker` once per attempt with the
 /// URL. Configuration errors end it at once (exit 2); SIGTERM/SIGINT end
 /// it quietly (`Ok(None)`: exit 0).
-async fn wait_for_broker(cli: &Cli, config: &Config) -> Result<Option<Broker>, Exit> {
-    let Some(url) = super::target_url(cli, config) else {
+async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
+    let Some(url) = super::target_url(config) else {
         return Err(Exit::Usage);
     };
     let name = format!("crewlet/{}", config.node.id);
@@ -114,6 +116,7 @@ pub async fn prepare(broker: &Broker, config: &Config, embedded: bool) -> Result
 
 async fn serve(
     cli: &Cli,
+    server: (String, String),
     broker: Broker,
     config: Config,
     once: bool,
@@ -162,6 +165,7 @@ async fn serve(
                 node: sidecar.config.node.id.clone(),
                 duty_holder: held.then(|| sidecar.config.node.id.clone()),
                 duty_claimed_at: held.then(|| sidecar.duty.claimed_at()),
+                server: Some(server),
                 domains,
                 alarms: report.alarms.clone(),
             };

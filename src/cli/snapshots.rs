@@ -13,7 +13,7 @@ use crate::rows::SnapshotRow;
 pub async fn run(cli: &Cli) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let config = loaded.config;
-    let broker = exit_on_err!(super::connect(cli, &config).await);
+    let broker = exit_on_err!(super::connect(&config).await);
     let entries = match broker.read_bucket(&config.buckets.snapshots).await {
         Ok(e) => e,
         Err(e) => {

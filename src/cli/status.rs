@@ -15,6 +15,7 @@ use crate::rows::Instant;
 pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let mut config = loaded.config;
+    let server = (loaded.server.url.clone(), loaded.server.source.to_string());
     if let Some(s) = &args.stream {
         match config.domain(s).cloned() {
             Some(d) => config.domains = vec![d],
@@ -27,7 +28,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
             }
         }
     }
-    let broker = exit_on_err!(super::connect(cli, &config).await);
+    let broker = exit_on_err!(super::connect(&config).await);
     let now = Utc::now();
     let duty = Duty::observe(&broker, &config.buckets.duty).await;
     let crate::trim::Fresh {
@@ -101,6 +102,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         node: config.node.id.clone(),
         duty_holder,
         duty_claimed_at,
+        server: Some(server),
         domains,
         alarms: active,
     };

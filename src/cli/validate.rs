@@ -9,6 +9,9 @@ use crate::config::{self, Config, Problem, Severity, SourceMap};
 use crate::exit::Exit;
 use crate::stream_check;
 
+/// The buckets nodes (and their tools) write, which `init` creates.
+const NODE_WRITTEN: [&str; 5] = ["presence", "positions", "holds", "backups", "snapshots"];
+
 /// Whether the broker checks ran, and if not why.
 enum BrokerChecks {
     Ran,
@@ -20,12 +23,21 @@ pub async fn run(cli: &Cli) -> Exit {
     let file = path.display().to_string();
     let checked = config::check(&text);
     let mut problems = checked.problems.clone();
+    let mut server = None;
     let (broker_checks, unreachable) = match &checked.config {
         None => (
             BrokerChecks::Skipped("fix the errors above first".into()),
             false,
         ),
-        Some(config) => broker_problems(cli, config, &checked.source, &mut problems).await,
+        Some(config) => {
+            let mut config = config.clone();
+            server = Some(exit_on_err!(super::apply_connection(
+                cli,
+                &text,
+                &mut config
+            )));
+            broker_problems(&config, &checked.source, &mut problems).await
+        }
     };
 
     let errors = problems.iter().filter(|p| p.is_error()).count();
@@ -45,12 +57,18 @@ pub async fn run(cli: &Cli) -> Exit {
             BrokerChecks::Ran => (true, None),
             BrokerChecks::Skipped(why) => (false, Some(why.clone())),
         };
-        let out = json!({"file": file, "errors": errors, "warnings": warnings,
+        let server = server
+            .as_ref()
+            .map(|s| json!({"url": s.url, "source": s.source.to_string()}));
+        let out = json!({"file": file, "errors": errors, "warnings": warnings, "server": server,
                          "broker_checked": ran, "broker_skipped": skipped, "problems": rows});
         println!("{out}");
     } else {
         for p in &problems {
             println!("{}", p.render(&file));
+        }
+        if let Some(server) = &server {
+            println!("server: {server}");
         }
         if let BrokerChecks::Skipped(why) = &broker_checks {
             println!("note: broker checks skipped: {why}");
@@ -74,12 +92,11 @@ pub async fn run(cli: &Cli) -> Exit {
 /// Runs the stream checks; returns what happened and whether the broker was
 /// unreachable.
 async fn broker_problems(
-    cli: &Cli,
     config: &Config,
     source: &SourceMap,
     problems: &mut Vec<Problem>,
 ) -> (BrokerChecks, bool) {
-    let Some(url) = super::target_url(cli, config) else {
+    let Some(url) = super::target_url(config) else {
         return (
             BrokerChecks::Skipped(
                 "nats.url is `embedded`: the sidecar creates its own streams on its own broker"
@@ -108,6 +125,22 @@ async fn broker_problems(
     };
     let unsafe_ok = config.retention.allow_unsafe_limits;
     let mut found = Vec::new();
+    // The buckets nodes write must exist before any node can report: a
+    // sidecar's own buckets (floors, duty, gates) are created by `run` and
+    // the gestures, so their absence is not a problem.
+    for (field, name) in config.buckets.all() {
+        if !NODE_WRITTEN.contains(&field) {
+            continue;
+        }
+        match b.bucket_settings(name).await {
+            Ok(Some(_)) => {}
+            Ok(None) => found.push(Problem::error(
+                format!("buckets.{field}"),
+                format!("bucket {name} does not exist on the broker at {}; nodes cannot write their rows until it does: run crewlet retention init", b.url),
+            )),
+            Err(e) => found.push(Problem::error(format!("buckets.{field}"), e.to_string())),
+        }
+    }
     for (i, d) in config.domains.iter().enumerate() {
         match b.stream_facts(&d.stream).await {
             Ok(StreamRead::Found(facts)) => {

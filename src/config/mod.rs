@@ -6,6 +6,7 @@
 //! error in one place does not hide a range error in another: an operator
 //! fixing a file at 3 a.m. should see all of it in one run.
 
+pub mod connection;
 mod locate;
 pub mod resolve;
 
@@ -114,6 +115,9 @@ pub struct TlsConfig {
     /// The client certificate's key.
     pub key: Option<PathBuf>,
 }
+
+/// Where `nats://` goes when nothing else says.
+pub const DEFAULT_URL: &str = "nats://127.0.0.1:4222";
 
 /// The value of `nats.url` that starts a local broker instead of dialing one.
 pub const EMBEDDED_URL: &str = "embedded";

@@ -28,13 +28,24 @@ async fn the_reference_config_validates_against_its_fleet() {
     }
     create_consumer(&js, "CREWLET_TRACKER_LOG", "crewlet-tracker-feed").await;
     create_consumer(&js, "CREWLET_PAGES_LOG", "crewlet-pages-feed").await;
-    let run = crewlet(&[
-        "validate",
-        "--config",
-        &example("crewlet.reference.yaml"),
-        "--nats-url",
-        &server.url(),
-    ]);
+    // The buckets nodes write come from init; validate checks they exist.
+    let args = |cmd: &[&'static str]| {
+        let mut a: Vec<String> = cmd.iter().map(|s| s.to_string()).collect();
+        a.extend([
+            "--config".into(),
+            example("crewlet.reference.yaml"),
+            "--nats-url".into(),
+            server.url(),
+        ]);
+        a
+    };
+    let init = args(&["retention", "init"]);
+    let init: Vec<&str> = init.iter().map(String::as_str).collect();
+    let run = crewlet(&init);
+    assert_eq!(run.code, 0, "{run:?}");
+    let validate = args(&["validate"]);
+    let validate: Vec<&str> = validate.iter().map(String::as_str).collect();
+    let run = crewlet(&validate);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         !run.stdout.lines().any(|l| l.starts_with("warning:")),

@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use crate::support::fleet::*;
-use crate::support::{crewlet_env, free_port, Operator, Scratch, Server};
+use crate::support::{
+    create_stream, crewlet_env, free_port, log_stream, Operator, Scratch, Server,
+};
 
 fn cron_yaml(url: &str) -> String {
     format!(
@@ -596,4 +598,197 @@ async fn run_once_json_prints_its_ticks_status() {
         "the row it wrote: {v}"
     );
     assert!(v["alarms"].is_array(), "{v}");
+}
+
+/// Connecting as the `nats` CLI does (cli.md, Connecting): the flags,
+/// the `NATS_*` variables, a `nats` CLI context by `--context`,
+/// `$NATS_CONTEXT` or the selected one, in that order before the file;
+/// `status` says which server and which source it used.
+#[tokio::test]
+async fn connects_with_the_nats_clis_flags_variables_and_contexts() {
+    let server = Server::start_with(
+        "authorization { users: [ {user: ops, password: \"pw\"} ] }\n",
+        "nats",
+    );
+    let url = server.url();
+    let s = Scratch::new();
+    // A file that says nothing of the connection, and one that does.
+    let bare = s
+        .write(
+            "bare.yaml",
+            "node: {id: node-1}\nretention: {backup_owner: x}\ndomains: [{name: t, stream: T}]\n",
+        )
+        .to_str()
+        .expect("utf-8")
+        .to_string();
+    let dead = format!("nats://127.0.0.1:{}", free_port());
+    let with_nats = s
+        .write(
+            "nats.yaml",
+            &format!("node: {{id: node-1}}\nnats: {{url: \"{dead}\"}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n"),
+        )
+        .to_str()
+        .expect("utf-8")
+        .to_string();
+    let xdg = s.dir.path().join("xdg");
+    std::fs::create_dir_all(xdg.join("nats/context")).expect("context dir");
+    std::fs::write(
+        xdg.join("nats/context/prod.json"),
+        format!("{{\"description\": \"production\", \"url\": \"{url}\", \"user\": \"ops\", \"password\": \"stale\", \"token\": \"\", \"jetstream_domain\": \"\"}}"),
+    )
+    .expect("context");
+    let xdg = xdg.to_str().expect("utf-8").to_string();
+    let status = |cfg: &str, extra: &[&str], env: &[(&str, &str)]| {
+        let mut args = vec!["retention", "status", "--json", "--config", cfg];
+        args.extend_from_slice(extra);
+        let mut env = env.to_vec();
+        env.push(("XDG_CONFIG_HOME", &xdg));
+        crewlet_env(&args, &env)
+    };
+    let source = |run: &crate::support::Run| -> String {
+        let v: serde_json::Value = serde_json::from_str(&run.stdout)
+            .unwrap_or_else(|e| panic!("status JSON ({e}): {run:?}"));
+        v["server"]["source"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let connected = |run: &crate::support::Run| run.code == 0 || run.code == 1;
+
+    let run = status(&bare, &["-s", &url], &[]);
+    assert_eq!(
+        run.code, 2,
+        "no credentials: refused, configuration: {run:?}"
+    );
+
+    let run = status(
+        &bare,
+        &["-s", &url, "--user", "ops", "--password", "pw"],
+        &[],
+    );
+    assert!(connected(&run), "the flags: {run:?}");
+    assert_eq!(source(&run), "--server");
+
+    let run = status(
+        &bare,
+        &[],
+        &[
+            ("NATS_URL", &url),
+            ("NATS_USER", "ops"),
+            ("NATS_PASSWORD", "pw"),
+        ],
+    );
+    assert!(connected(&run), "the variables: {run:?}");
+    assert_eq!(source(&run), "$NATS_URL");
+
+    // The context's password is stale: the flag's replaces it, its user stays.
+    let run = status(&with_nats, &["--context", "prod"], &[]);
+    assert_eq!(
+        run.code, 2,
+        "the context's stale password is refused: {run:?}"
+    );
+    let run = status(&with_nats, &["--context", "prod", "--password", "pw"], &[]);
+    assert!(connected(&run), "--context before the file's url: {run:?}");
+    assert_eq!(source(&run), "nats context prod");
+    let run = status(
+        &with_nats,
+        &["--password", "pw"],
+        &[("NATS_CONTEXT", "prod")],
+    );
+    assert!(connected(&run), "$NATS_CONTEXT: {run:?}");
+
+    // The selected context applies only to a file without a nats: section.
+    std::fs::write(
+        std::path::Path::new(&xdg).join("nats/context.txt"),
+        "prod\n",
+    )
+    .expect("select");
+    let run = status(&bare, &[], &[("NATS_PASSWORD", "pw")]);
+    assert!(connected(&run), "the selected context: {run:?}");
+    assert_eq!(source(&run), "nats context prod");
+    let run = status(&with_nats, &[], &[("NATS_PASSWORD", "pw")]);
+    assert_eq!(
+        run.code, 3,
+        "the file's nats: url, not the selection: {run:?}"
+    );
+
+    let run = status(&bare, &["--context", "nope"], &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("no such nats context nope"), "{run:?}");
+
+    // Text status and validate say it too.
+    let run = crewlet_env(
+        &[
+            "retention",
+            "status",
+            "--config",
+            &bare,
+            "-s",
+            &url,
+            "--user",
+            "ops",
+            "--password",
+            "pw",
+        ],
+        &[],
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("server: {url} (from --server)")),
+        "{run:?}"
+    );
+    let run = crewlet_env(
+        &[
+            "validate",
+            "--config",
+            &bare,
+            "--user",
+            "ops",
+            "--password",
+            "pw",
+        ],
+        &[("NATS_URL", &url)],
+    );
+    assert!(
+        run.stdout
+            .contains(&format!("server: {url} (from $NATS_URL)")),
+        "{run:?}"
+    );
+}
+
+/// Against a reachable broker, a bucket nodes write that does not exist is
+/// a `validate` error naming `crewlet retention init`; the sidecar's own
+/// buckets are not.
+#[tokio::test]
+async fn validate_names_init_for_missing_node_buckets() {
+    let server = Server::start();
+    let js = server.js().await;
+    create_stream(&js, log_stream("T", &["T.>"], 1 << 30)).await;
+    let s = Scratch::new();
+    let cfg = s
+        .write(
+            "c.yaml",
+            &format!("node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
+        )
+        .to_str()
+        .expect("utf-8")
+        .to_string();
+    let run = crewlet_env(&["validate", "--config", &cfg], &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    for bucket in ["presence", "positions", "holds", "backups", "snapshots"] {
+        assert!(
+            run.stdout
+                .lines()
+                .any(|l| l.contains(&format!("buckets.{bucket}"))
+                    && l.contains("crewlet retention init")),
+            "{bucket}: {run:?}"
+        );
+    }
+    for own in ["floors", "duty", "gates"] {
+        assert!(!run.stdout.contains(&format!("buckets.{own}")), "{run:?}");
+    }
+    let init = crewlet_env(&["retention", "init", "--config", &cfg], &[]);
+    assert_eq!(init.code, 0, "{init:?}");
+    let run = crewlet_env(&["validate", "--config", &cfg], &[]);
+    assert_eq!(run.code, 0, "after init: {run:?}");
 }

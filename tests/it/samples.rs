@@ -15,7 +15,10 @@ use crate::support::{create_stream, crewlet, log_stream, Scratch};
 fn mask(text: &str) -> String {
     let time = regex::Regex::new(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(\.\d+)?Z").expect("regex");
     let age = regex::Regex::new(r"\d+ (second|minute)s?").expect("regex");
+    // Each run's broker listens on a port of its own.
+    let port = regex::Regex::new(r"nats://127\.0\.0\.1:\d+").expect("regex");
     let text = time.replace_all(text, "<time>");
+    let text = port.replace_all(&text, "nats://127.0.0.1:<port>");
     age.replace_all(&text, "<age>").into_owned()
 }
 

@@ -221,7 +221,11 @@ async fn json_schema_is_stable_and_stream_filters() {
         k.sort();
         k
     };
-    assert_eq!(keys(&v), ["alarms", "at", "domains", "duty_holder", "node"]);
+    assert_eq!(
+        keys(&v),
+        ["alarms", "at", "domains", "duty_holder", "node", "server"]
+    );
+    assert_eq!(v["server"]["url"], f.server.url());
     assert_eq!(v["duty_holder"], "node-1");
     let d = &v["domains"][0];
     let want = [

@@ -171,6 +171,8 @@ async fn a_good_fleet_validates_clean_and_warnings_alone_exit_0() {
         "c.yaml",
         &format!("node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_floor: operator}}\ndomains: [{{name: good, stream: GOOD, gate_subject: good.gate}}]\n", server.url()),
     );
+    let init = crewlet(&["retention", "init", "--config", path.to_str().expect("utf-8")]);
+    assert_eq!(init.code, 0, "{init:?}");
     let run = crewlet(&["validate", "--config", path.to_str().expect("utf-8")]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(

@@ -308,14 +308,30 @@ pub fn faketime(offset: &str, args: &[&str]) -> Run {
 /// Runs the binary with the environment an operator has: no `RUST_LOG`
 /// (the defaults of the log level and format are under test).
 pub fn crewlet_bare(args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args(args)
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_crewlet"));
+    cmd.args(args)
         .env_remove("RUST_LOG")
-        .env_remove("NATS_URL")
-        .env_remove("CREWLET_CONFIG")
-        .output()
-        .expect("run crewlet");
-    Run::of(out)
+        .env_remove("CREWLET_CONFIG");
+    hermetic(&mut cmd);
+    Run::of(cmd.output().expect("run crewlet"))
+}
+
+/// No connection setting of the machine running the tests reaches the
+/// binary: no `NATS_*` variable and no `nats` CLI context (a developer's
+/// selected context would otherwise be used by a file without `nats:`).
+pub fn hermetic(cmd: &mut Command) {
+    for var in [
+        "NATS_URL",
+        "NATS_CONTEXT",
+        "NATS_CREDS",
+        "NATS_NKEY",
+        "NATS_USER",
+        "NATS_PASSWORD",
+        "NATS_TOKEN",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env("XDG_CONFIG_HOME", "/nonexistent/crewlet-tests");
 }
 
 impl Run {
@@ -337,8 +353,8 @@ pub fn crewlet_at(dir: Option<&Path>, args: &[&str], env: &[(&str, &str)]) -> Ru
     }
     cmd.args(args)
         .env_remove("CREWLET_CONFIG")
-        .env_remove("NATS_URL")
         .env("RUST_LOG", "warn");
+    hermetic(&mut cmd);
     for (k, v) in env {
         cmd.env(k, v);
     }
