@@ -487,7 +487,7 @@ pub fn read_config_text(cli: &Cli) -> Result<(PathBuf, String), Exit> {
     let path = match resolve::config_path(cli.config.as_deref(), env.as_deref(), Path::is_file) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}; pass --config PATH or set CREWLET_CONFIG");
+            eprintln!("error: {e}");
             return Err(Exit::Usage);
         }
     };

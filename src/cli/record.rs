@@ -124,7 +124,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         )),
         s => s,
     };
-    let ttl = match humantime::parse_duration(args.ttl.trim()) {
+    let ttl = match crate::config::duration::parse(&args.ttl) {
         Ok(t) if t.is_zero() => return Err(bad("-ttl 0s: a hold must live; allowed: 1s ..= 30d")),
         Ok(t) if t > HOLD_TTL_MAX => {
             return Err(bad(format!(
@@ -133,12 +133,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
             )))
         }
         Ok(t) => t,
-        Err(_) => {
-            return Err(bad(format!(
-                "-ttl {:?} is not a duration; write it like 90m, 2h or 7d (1s ..= 30d)",
-                args.ttl
-            )))
-        }
+        Err(e) => return Err(bad(format!("-ttl {e} (1s ..= 30d)"))),
     };
     if args.owner.trim().is_empty() {
         return Err(bad("-owner is empty; name who holds the pin"));

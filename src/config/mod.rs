@@ -7,6 +7,7 @@
 //! fixing a file at 3 a.m. should see all of it in one run.
 
 pub mod connection;
+pub mod duration;
 mod locate;
 pub mod resolve;
 
@@ -70,11 +71,7 @@ impl<'de> Deserialize<'de> for Dur {
                 f.write_str("a duration such as 30s, 10m, 24h or 7d")
             }
             fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Dur, E> {
-                humantime::parse_duration(v.trim()).map(Dur).map_err(|_| {
-                    E::custom(format!(
-                        "{v:?} is not a duration; write it like 30s, 10m, 24h or 7d"
-                    ))
-                })
+                duration::parse(v).map(Dur).map_err(E::custom)
             }
         }
         d.deserialize_str(V)
@@ -408,18 +405,35 @@ pub fn check(text: &str) -> Checked {
     let mut problems = Vec::new();
     let config = parse_sections(text, &mut problems);
     if let Some(config) = &config {
-        problems.extend(config.validate());
+        let mut found = config.validate();
+        quote_durations(text, config, &mut found);
+        problems.extend(found);
     }
     // A section that failed to parse is replaced by its defaults so that the
     // rest can be validated; drop what validation said about the stand-ins.
+    let parse = |p: &Problem| p.code == Some(PARSE) || p.code == Some(PARSE_FIELD);
     let failed: Vec<String> = problems
         .iter()
         .filter(|p| p.code == Some(PARSE))
         .map(|p| p.field.clone())
         .collect();
-    problems.retain(|p| p.code == Some(PARSE) || !failed.iter().any(|f| within(&p.field, f)));
+    // A field taken out stands in with its default: what validation says
+    // of it, or of a rule between it and another field, is about the
+    // stand-in.
+    let taken_out: Vec<String> = problems
+        .iter()
+        .filter(|p| p.code == Some(PARSE_FIELD))
+        .map(|p| top_field(&p.field))
+        .collect();
+    problems.retain(|p| {
+        parse(p)
+            || !(failed.iter().any(|f| within(&p.field, f))
+                || taken_out
+                    .iter()
+                    .any(|f| p.field.starts_with(f.as_str()) || mentions(&p.message, f)))
+    });
     for p in &mut problems {
-        if p.code == Some(PARSE) {
+        if parse(p) {
             p.code = None;
         }
         p.line = source.line_of(&p.field);
@@ -431,6 +445,56 @@ pub fn check(text: &str) -> Checked {
         config: if ok { config } else { None },
         problems,
         source,
+    }
+}
+
+/// The field a parse error path names directly under its section:
+/// `retention.tick` of itself, `nats.tls` of `nats.tls.ca`,
+/// `domains[1].stream` of itself.
+fn top_field(field: &str) -> String {
+    let section = section_of(field);
+    let rest = &field[section.len()..];
+    let rest = rest.strip_prefix('.').unwrap_or(rest);
+    let key = rest.split(['.', '[']).next().unwrap_or_default();
+    if key.is_empty() {
+        section.to_string()
+    } else {
+        format!("{section}.{key}")
+    }
+}
+
+/// Whether a message speaks of the field `retention.min_age` (by its key).
+fn mentions(message: &str, field: &str) -> bool {
+    let key = field.rsplit('.').next().unwrap_or(field);
+    message
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .any(|w| w == key)
+}
+
+/// A range error quotes the duration as the file wrote it (`"2400h"`), not
+/// as it reads back (`100d`).
+fn quote_durations(text: &str, config: &Config, problems: &mut [Problem]) {
+    let Ok(root) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
+        return;
+    };
+    for p in problems {
+        let Some(key) = p.field.strip_prefix("retention.") else {
+            continue;
+        };
+        let Some(b) = DUR_BOUNDS.iter().find(|b| b.field == key) else {
+            continue;
+        };
+        let Some(written) = root
+            .get("retention")
+            .and_then(|r| r.get(key))
+            .and_then(serde_yaml::Value::as_str)
+        else {
+            continue;
+        };
+        let shown = (b.get)(&config.retention).to_string();
+        if let Some(rest) = p.message.strip_prefix(&shown) {
+            p.message = format!("{written:?}{rest}");
+        }
     }
 }
 
@@ -453,8 +517,11 @@ fn section_of(field: &str) -> &str {
     field.split(['.', '[']).next().unwrap_or(field)
 }
 
-/// Marks a problem as a parse failure while `check` is running.
+/// Marks a problem as a parse failure while `check` is running: the whole
+/// section (or domain) stands in with its defaults.
 const PARSE: &str = "__parse";
+/// As [`PARSE`], for one field taken out of a section that then parsed.
+const PARSE_FIELD: &str = "__parse_field";
 
 fn parse_sections(text: &str, problems: &mut Vec<Problem>) -> Option<Config> {
     let root: serde_yaml::Value = match serde_yaml::from_str(text) {
@@ -560,31 +627,61 @@ fn yaml_key_text(key: &serde_yaml::Value) -> String {
     }
 }
 
-/// Deserializes one section, turning a failure into a problem at the exact
-/// field serde stopped on.
+/// Deserializes one section, turning each failure into a problem at the
+/// exact field serde stopped on. A field that fails is reported and taken
+/// out (its default stands in), and the section is read again, so a type
+/// error in one field does not hide one in the next (cli.md, Configuration
+/// errors). A section that cannot stand without the field (a required one)
+/// is given up: `None`.
 fn section<T: DeserializeOwned>(
     value: serde_yaml::Value,
     path: &str,
     problems: &mut Vec<Problem>,
 ) -> Option<T> {
     // An empty section (`trim:` with nothing under it) means its defaults.
-    let value = match value {
+    let mut value = match value {
         serde_yaml::Value::Null => serde_yaml::Value::Mapping(serde_yaml::Mapping::new()),
         v => v,
     };
-    match serde_path_to_error::deserialize::<_, T>(value) {
-        Ok(v) => Some(v),
-        Err(e) => {
-            let inner = e.path().to_string();
-            let field = if inner == "." || inner.is_empty() || inner == "?" {
-                path.to_string()
-            } else {
-                format!("{path}.{inner}")
-            };
-            let message = friendly_serde_message(&e.inner().to_string());
-            problems.push(Problem::error(field, message).with_code(PARSE));
-            None
+    let mut taken_out: Vec<String> = Vec::new();
+    loop {
+        let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
+            Ok(v) => return Some(v),
+            Err(e) => e,
+        };
+        let inner = e.path().to_string();
+        let raw = e.inner().to_string();
+        // Taking a required field out only makes it missing: already said.
+        if taken_out
+            .iter()
+            .any(|k| raw.starts_with(&format!("missing field `{k}`")))
+        {
+            return None;
         }
+        let at_root = inner == "." || inner.is_empty() || inner == "?";
+        let field = if at_root {
+            path.to_string()
+        } else {
+            format!("{path}.{inner}")
+        };
+        let key = inner
+            .split(['.', '['])
+            .next()
+            .unwrap_or_default()
+            .to_string();
+        let removable = !at_root
+            && value
+                .as_mapping()
+                .is_some_and(|m| m.contains_key(key.as_str()));
+        let code = if removable { PARSE_FIELD } else { PARSE };
+        problems.push(Problem::error(field, friendly_serde_message(&raw)).with_code(code));
+        if !removable || taken_out.len() > 64 {
+            return None;
+        }
+        if let Some(m) = value.as_mapping_mut() {
+            m.remove(key.as_str());
+        }
+        taken_out.push(key);
     }
 }
 
@@ -600,7 +697,41 @@ fn friendly_serde_message(raw: &str) -> String {
     if let Some(rest) = raw.strip_prefix("missing field ") {
         return format!("required field {rest} is missing");
     }
-    raw.to_string()
+    kinds(raw)
+}
+
+/// serde names Rust types (`expected u32`); an operator reads kinds.
+fn kinds(raw: &str) -> String {
+    let Some((head, expected)) = raw.rsplit_once(", expected ") else {
+        return raw.to_string();
+    };
+    if let Some(value) = head.strip_prefix("unknown variant ") {
+        let allowed = expected.trim_start_matches("one of ");
+        return format!("unknown value {value}; allowed: {allowed}");
+    }
+    if !(head.starts_with("invalid type: ") || head.starts_with("invalid value: ")) {
+        return raw.to_string();
+    }
+    let kind = match expected.trim() {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a sequence" => "a list".to_string(),
+        "a map" => "a mapping (field: value)".to_string(),
+        e if e.starts_with("struct ") => "a mapping (field: value)".to_string(),
+        e if e.starts_with("unit variant ") || e.starts_with("variant ") => e.to_string(),
+        e => e.to_string(),
+    };
+    // "invalid type: string \"x\"" reads as "got the string \"x\"".
+    let got = head
+        .strip_prefix("invalid type: ")
+        .or_else(|| head.strip_prefix("invalid value: "))
+        .unwrap_or(head);
+    format!(
+        "{got} is not {kind}",
+        kind = kind.trim_start_matches("expected ")
+    )
 }
 
 /// A bound on a duration field: the normal minimum, the minimum under

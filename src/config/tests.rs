@@ -90,20 +90,20 @@ fn single_problems() {
             "retention:\n  min_age: 2h\n  backup_owner: x\n",
             &[
                 "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age",
-                "error: c.yaml:4: retention.min_age: 2h is out of range; allowed: 24h ..= 90d (retention.allow_unsafe_limits: true lowers the minimum for tests and demos)",
+                "error: c.yaml:4: retention.min_age: \"2h\" is out of range; allowed: 24h ..= 90d (retention.allow_unsafe_limits: true lowers the minimum for tests and demos)",
             ],
         ),
         (
             "min_age above its range",
             "retention:\n  min_age: 91d\n  backup_owner: x\n",
-            &["error: c.yaml:4: retention.min_age: 91d is out of range; allowed: 24h ..= 90d"],
+            &["error: c.yaml:4: retention.min_age: \"91d\" is out of range; allowed: 24h ..= 90d"],
         ),
         (
             "unsafe limits turn the range error into a warning",
             "retention:\n  min_age: 2h\n  snapshot_interval: 30m\n  allow_unsafe_limits: true\n  backup_owner: x\n",
             &[
-                "warning: c.yaml:4: retention.min_age: 2h is below the safe minimum 24h (allowed only because retention.allow_unsafe_limits is true)",
-                "warning: c.yaml:5: retention.snapshot_interval: 30m is below the safe minimum 1h (allowed only because retention.allow_unsafe_limits is true)",
+                "warning: c.yaml:4: retention.min_age: \"2h\" is below the safe minimum 24h (allowed only because retention.allow_unsafe_limits is true)",
+                "warning: c.yaml:5: retention.snapshot_interval: \"30m\" is below the safe minimum 1h (allowed only because retention.allow_unsafe_limits is true)",
             ],
         ),
         (
@@ -111,7 +111,7 @@ fn single_problems() {
             "retention:\n  min_age: 2h\n  allow_unsafe_limits: true\n  backup_owner: x\n",
             &[
                 "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age",
-                "warning: c.yaml:4: retention.min_age: 2h is below the safe minimum 24h (allowed only because retention.allow_unsafe_limits is true)",
+                "warning: c.yaml:4: retention.min_age: \"2h\" is below the safe minimum 24h (allowed only because retention.allow_unsafe_limits is true)",
             ],
         ),
         (
@@ -125,19 +125,19 @@ fn single_problems() {
             &["warning: c.yaml:4: retention.backup_floor: is operator: the trim does not advance until someone runs `crewlet retention ack -stream S -position N`, and then only as far as acknowledged"],
         ),
         (
-            "a wrong type names the field and the expected type",
+            "a wrong type names the field and the kind it must be",
             "retention:\n  snapshot_quorum: two\n  backup_owner: x\n",
-            &["error: c.yaml:4: retention.snapshot_quorum: invalid type: string \"two\", expected u32"],
+            &["error: c.yaml:4: retention.snapshot_quorum: string \"two\" is not a whole number, 0 or more"],
         ),
         (
             "a duration that is not one",
             "retention:\n  tick: soon\n  backup_owner: x\n",
-            &["error: c.yaml:4: retention.tick: \"soon\" is not a duration; write it like 30s, 10m, 24h or 7d"],
+            &["error: c.yaml:4: retention.tick: \"soon\" is not a duration: allowed: a whole number and a unit: ms, s, m, h, d or w (30s, 10m, 24h, 7d; combined: 1h30m)"],
         ),
         (
             "a number where a duration belongs",
             "retention:\n  tick: 10\n  backup_owner: x\n",
-            &["error: c.yaml:4: retention.tick: invalid type: integer `10`, expected a duration such as 30s, 10m, 24h or 7d"],
+            &["error: c.yaml:4: retention.tick: integer `10` is not a duration such as 30s, 10m, 24h or 7d"],
         ),
         (
             "unknown field",
@@ -152,7 +152,7 @@ fn single_problems() {
         (
             "unknown backup policy",
             "retention:\n  backup_floor: tape\n  backup_owner: x\n",
-            &["error: c.yaml:4: retention.backup_floor: unknown variant `tape`, expected `engine` or `operator`"],
+            &["error: c.yaml:4: retention.backup_floor: unknown value `tape`; allowed: `engine` or `operator`"],
         ),
     ];
     for (what, extra, expected) in cases {
@@ -185,7 +185,7 @@ domains:
         text,
         &[
             "error: c.yaml:2: node.id: node id \"-node\" starts with '-'; allowed: an ASCII letter or digit, then letters, digits, '.', '_' or '-', at most 64 characters",
-            "error: c.yaml:4: retention.min_age: 100d is out of range; allowed: 24h ..= 90d",
+            "error: c.yaml:4: retention.min_age: \"100d\" is out of range; allowed: 24h ..= 90d",
             "error: c.yaml:9: domains[1].name: \"tracker\" is also the name of domains[0]; domain names must be unique",
             "error: c.yaml:10: domains[1].stream: stream name \"CREWLET.PAGES\" contains '.'; allowed: 1 to 255 printable characters without whitespace, '.', '*', '>', '/' or '\\'",
         ],
@@ -212,9 +212,9 @@ domains:
     check_problems(
         text,
         &[
-            "error: c.yaml:4: trim.enabled: invalid type: string \"sometimes\", expected a boolean",
-            "error: c.yaml:6: retention.fence_window: 2h is out of range; allowed: 10s ..= 1h",
-            "error: c.yaml:11: domains[0].gate_reserve: invalid type: integer `3`, expected a boolean",
+            "error: c.yaml:4: trim.enabled: string \"sometimes\" is not true or false",
+            "error: c.yaml:6: retention.fence_window: \"2h\" is out of range; allowed: 10s ..= 1h",
+            "error: c.yaml:11: domains[0].gate_reserve: integer `3` is not true or false",
             "error: c.yaml:13: domains[1].stream: stream name \"B C\" contains ' '; allowed: 1 to 255 printable characters without whitespace, '.', '*', '>', '/' or '\\'",
         ],
     );

@@ -76,7 +76,8 @@ fn an_invalid_config_writes_nothing_and_exits_2() {
     ]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
-        run.stderr.contains("retention.tick: 0s is out of range"),
+        run.stderr
+            .contains("retention.tick: \"0s\" is out of range"),
         "{run:?}"
     );
 }

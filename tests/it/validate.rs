@@ -29,7 +29,7 @@ fn three_mistakes_three_errors_with_lines_and_exit_2() {
     );
     assert!(
         errors[1].starts_with(&format!(
-            "error: {p}:4: retention.min_age: 91d is out of range; allowed: 24h ..= 90d"
+            "error: {p}:4: retention.min_age: \"91d\" is out of range; allowed: 24h ..= 90d"
         )),
         "{}",
         errors[1]
@@ -73,7 +73,11 @@ fn a_missing_file_names_every_path_tried() {
     );
     let run = crewlet_env(&["validate"], &[("CREWLET_CONFIG", "/nonexistent/c.yaml")]);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("tried /nonexistent/c.yaml"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("no such file: /nonexistent/c.yaml (from $CREWLET_CONFIG)"),
+        "{run:?}"
+    );
     // ./crewlet.yaml is found in the working directory.
     s.write("crewlet.yaml", "node: {id: n1}\nnats: {url: embedded}\nretention: {backup_owner: x}\ndomains: [{name: t, stream: T}]\n");
     let run = crewlet_at(Some(s.dir.path()), &["validate"], &[]);
@@ -171,7 +175,12 @@ async fn a_good_fleet_validates_clean_and_warnings_alone_exit_0() {
         "c.yaml",
         &format!("node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_floor: operator}}\ndomains: [{{name: good, stream: GOOD, gate_subject: good.gate}}]\n", server.url()),
     );
-    let init = crewlet(&["retention", "init", "--config", path.to_str().expect("utf-8")]);
+    let init = crewlet(&[
+        "retention",
+        "init",
+        "--config",
+        path.to_str().expect("utf-8"),
+    ]);
     assert_eq!(init.code, 0, "{init:?}");
     let run = crewlet(&["validate", "--config", path.to_str().expect("utf-8")]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -182,5 +191,72 @@ async fn a_good_fleet_validates_clean_and_warnings_alone_exit_0() {
             .count(),
         2,
         "backup_owner unset, operator policy: {run:?}"
+    );
+}
+
+/// `validate` reports every problem in one pass, a type error in one field
+/// not hiding one in the next field of the same section; durations refuse
+/// months and years and take weeks; errors quote what the file says and
+/// speak of kinds, not Rust types; a `--config` that is not there says so.
+#[test]
+fn one_pass_honest_durations_and_plain_words() {
+    let s = Scratch::new();
+    let path = s.write(
+        "c.yaml",
+        "node: {id: node-1, duty: maybe}\nnats: {url: embedded}\nretention:\n  tick: 1M\n  min_age: 2400h\n  snapshots_kept: -3\n  snapshot_quorum: lots\n  backup_max_age: 1y\n  fence_window: 1w\n  backup_owner: x\ndomains: [{name: t, stream: T}]\n",
+    );
+    let run = crewlet(&["validate", "--config", path.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let line = |field: &str| -> String {
+        run.stdout
+            .lines()
+            .find(|l| l.contains(&format!(" {field}: ")))
+            .unwrap_or_else(|| panic!("no line for {field}: {run:?}"))
+            .to_string()
+    };
+    assert!(
+        line("node.duty").contains("is not true or false"),
+        "{run:?}"
+    );
+    assert!(
+        line("retention.tick").contains("\"1M\" is not a duration: months and years are refused"),
+        "{run:?}"
+    );
+    assert!(
+        line("retention.backup_max_age").contains("\"1y\""),
+        "{run:?}"
+    );
+    assert!(
+        line("retention.min_age").contains("\"2400h\" is out of range"),
+        "{run:?}"
+    );
+    assert!(
+        line("retention.snapshots_kept").contains("is not a whole number"),
+        "{run:?}"
+    );
+    assert!(
+        line("retention.snapshot_quorum").contains("\"lots\" is not a whole number"),
+        "{run:?}"
+    );
+    // 1w is a week: taken, and out of fence_window's range (10s ..= 1h).
+    assert!(
+        line("retention.fence_window").contains("\"1w\" is out of range"),
+        "{run:?}"
+    );
+    for rust in ["u32", "u64", "usize", "bool", "struct"] {
+        assert!(
+            !run.stdout
+                .split(|c: char| !c.is_alphanumeric())
+                .any(|w| w == rust),
+            "a Rust type ({rust}) in: {run:?}"
+        );
+    }
+
+    let run = crewlet(&["validate", "--config", "/nonexistent/crewlet.yaml"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("no such file: /nonexistent/crewlet.yaml"),
+        "{run:?}"
     );
 }
