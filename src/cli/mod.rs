@@ -145,6 +145,38 @@ pub enum Command {
     /// publisher's throughput beside the sidecar (docs/performance.md). Starts
     /// its own nats-server; about two minutes.
     Bench(BenchArgs),
+    /// Print a shell completion script: `crewlet completions bash >
+    /// /etc/bash_completion.d/crewlet`, `… zsh > "${fpath[1]}/_crewlet"`,
+    /// `… fish > ~/.config/fish/completions/crewlet.fish`.
+    Completions(CompletionsArgs),
+    /// Print the manual page (roff) of crewlet, or with --dir write one page
+    /// per command there: `crewlet man | man -l -`.
+    Man(ManArgs),
+}
+
+/// `crewlet completions` options.
+#[derive(Debug, clap::Args)]
+pub struct CompletionsArgs {
+    /// The shell to complete for.
+    #[arg(value_enum)]
+    pub shell: CompletionShell,
+}
+
+/// The shells `crewlet completions` writes for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CompletionShell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+/// `crewlet man` options.
+#[derive(Debug, clap::Args)]
+pub struct ManArgs {
+    /// Write crewlet.1 and a page per command (crewlet-retention-status.1,
+    /// …) into this directory instead of printing crewlet.1.
+    #[arg(long, value_name = "DIR")]
+    pub dir: Option<PathBuf>,
 }
 
 /// `crewlet demo` options.
@@ -467,6 +499,44 @@ pub async fn run(cli: Cli) -> Exit {
         Command::Demo(args) => demo::run(&cli, args).await,
         Command::Bench(args) if args.probe => bench::probe(&cli).await,
         Command::Bench(args) => bench::run(&cli, args).await,
+        Command::Completions(args) => completions(args.shell),
+        Command::Man(args) => man(args.dir.as_deref()),
+    }
+}
+
+/// `crewlet completions SHELL`: generated from the clap definitions.
+fn completions(shell: CompletionShell) -> Exit {
+    use clap::CommandFactory;
+    let shell = match shell {
+        CompletionShell::Bash => clap_complete::Shell::Bash,
+        CompletionShell::Zsh => clap_complete::Shell::Zsh,
+        CompletionShell::Fish => clap_complete::Shell::Fish,
+    };
+    let mut cmd = Cli::command();
+    clap_complete::generate(shell, &mut cmd, "crewlet", &mut std::io::stdout());
+    Exit::Ok
+}
+
+/// `crewlet man [--dir DIR]`: generated from the clap definitions.
+fn man(dir: Option<&Path>) -> Exit {
+    use clap::CommandFactory;
+    let cmd = Cli::command();
+    let written = match dir {
+        Some(d) => std::fs::create_dir_all(d).and_then(|_| clap_mangen::generate_to(cmd, d)),
+        None => clap_mangen::Man::new(cmd).render(&mut std::io::stdout()),
+    };
+    match written {
+        Ok(()) => Exit::Ok,
+        Err(e) => {
+            match dir {
+                Some(d) => eprintln!(
+                    "error: cannot write the manual pages into {}: {e}",
+                    d.display()
+                ),
+                None => eprintln!("error: cannot write the manual page: {e}"),
+            }
+            Exit::Usage
+        }
     }
 }
 

@@ -792,3 +792,46 @@ async fn validate_names_init_for_missing_node_buckets() {
     let run = crewlet_env(&["validate", "--config", &cfg], &[]);
     assert_eq!(run.code, 0, "after init: {run:?}");
 }
+
+/// Completions and the manual come from the clap definitions: the bash
+/// script is valid bash and knows the gestures, the manual is roff with a
+/// page per command.
+#[test]
+fn completions_and_manual_pages() {
+    let run = crate::support::crewlet(&["completions", "bash"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for word in ["retention", "status", "evict", "--context", "--json"] {
+        assert!(
+            run.stdout.contains(word),
+            "{word} missing from the bash completions"
+        );
+    }
+    let s = Scratch::new();
+    let script = s.write("crewlet.bash", &run.stdout);
+    let syntax = std::process::Command::new("bash")
+        .arg("-n")
+        .arg(&script)
+        .output()
+        .expect("bash");
+    assert!(syntax.status.success(), "bash -n: {syntax:?}");
+    for shell in ["zsh", "fish"] {
+        let run = crate::support::crewlet(&["completions", shell]);
+        assert_eq!(run.code, 0, "{shell}: {run:?}");
+        assert!(run.stdout.contains("retention"), "{shell}: {run:?}");
+    }
+    let run = crate::support::crewlet(&["completions", "tcsh"]);
+    assert_eq!(run.code, 2, "an unknown shell is a usage error: {run:?}");
+
+    let run = crate::support::crewlet(&["man"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains(".TH crewlet 1"), "{run:?}");
+    assert!(run.stdout.contains("retention"), "{run:?}");
+    let dir = s.dir.path().join("man1");
+    let run = crate::support::crewlet(&["man", "--dir", dir.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let status = std::fs::read_to_string(dir.join("crewlet-retention-status.1")).expect("page");
+    assert!(
+        status.contains(".TH crewlet-retention-status 1"),
+        "{status}"
+    );
+}
