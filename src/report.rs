@@ -46,10 +46,19 @@ pub fn not_trimming(a: &Answer, now: DateTime<Utc>) -> Option<String> {
         }
     }
     let first = a.blocked_by.first()?;
+    let reason = blocked_reason(a, *first, now);
+    // Everything the terms permit is already gone: the log was trimmed up
+    // to there and waits on the term, which "nothing is being trimmed"
+    // would misstate.
+    if a.trim_to > 0 && a.trim_to.saturating_add(1) == a.first_seq {
+        return Some(format!(
+            "{} is trimmed up to {} and held there: {reason}.",
+            a.domain, a.trim_to
+        ));
+    }
     Some(format!(
-        "Nothing is being trimmed on {}: {}.",
-        a.domain,
-        blocked_reason(a, *first, now)
+        "Nothing is being trimmed on {}: {reason}.",
+        a.domain
     ))
 }
 

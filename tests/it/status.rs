@@ -601,3 +601,26 @@ async fn snapshots_lists_artefacts_and_skip_reasons() {
     assert_eq!(v["nodes"][1]["skip_reason"], "lagging");
     assert_eq!(v["nodes"][1]["artefacts"][0]["position"], 4);
 }
+
+/// Right after a purge to what the terms permit, status says the log is
+/// trimmed up to there and held, not that nothing is being trimmed.
+#[tokio::test]
+async fn caught_up_reads_as_trimmed_and_held_not_as_nothing() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 87), ("node-2", 100)], 100).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let mut sidecar = f.sidecar().await;
+    sidecar.tick().await;
+    sidecar.duty.release(&sidecar.broker).await;
+    let info = f.js.get_stream(STREAM).await.expect("stream");
+    assert_eq!(info.cached_info().state.first_sequence, 88, "purged to 87");
+    let op = Op::new(&f, "");
+    let run = op.status();
+    let first = run.stdout.lines().next().unwrap_or_default().to_string();
+    assert!(
+        first
+            .starts_with("tracker is trimmed up to 87 and held there: node-1 has applied up to 87"),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("Nothing is being trimmed"), "{run:?}");
+}
