@@ -230,7 +230,7 @@ pub struct ReanchorArgs {
     /// command prints the live value and the case, and refuses.
     #[arg(long, value_name = "CREATED")]
     pub confirm: Option<String>,
-    /// Who is doing this [default: the OS user name].
+    /// Who is doing this [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -299,7 +299,7 @@ pub struct GestureArgs {
     /// Why, recorded in the gate record.
     #[arg(long, value_name = "TEXT")]
     pub reason: Option<String>,
-    /// Who [default: the OS user name].
+    /// Who [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -328,7 +328,7 @@ pub struct AckArgs {
     /// The highest sequence the off-site copy holds (at most the log's last).
     #[arg(long, value_name = "N", allow_hyphen_values = true)]
     pub position: String,
-    /// Who acknowledges [default: the OS user name].
+    /// Who acknowledges [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -373,7 +373,7 @@ pub struct HoldArgs {
     /// placed, not yet confirmed).
     #[arg(long)]
     pub no_wait: bool,
-    /// Who places it [default: the OS user name].
+    /// Who places it [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -395,7 +395,7 @@ pub struct ReleaseArgs {
     /// The id `hold` printed.
     #[arg(value_name = "HOLD_ID")]
     pub hold_id: String,
-    /// Who releases it [default: the OS user name].
+    /// Who releases it [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -424,7 +424,7 @@ pub struct AnnounceArgs {
     /// Who owns the backups [default: retention.backup_owner].
     #[arg(long, value_name = "OWNER")]
     pub owner: Option<String>,
-    /// Who announces it [default: the OS user name].
+    /// Who announces it [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
 }
@@ -692,13 +692,43 @@ pub fn columns(rows: &[Vec<String>]) -> String {
     crate::report::table(rows, "")
 }
 
-/// Who a gesture is by: `-by`, else the OS user name, else `unknown`.
+/// Who a gesture is by: `-by`, else the OS account's login name, else
+/// `$USER` or `$LOGNAME`, else `unknown`. The account comes first: cron and
+/// systemd units often run without `$USER`, and the record should still
+/// name someone.
 pub fn by_name(flag: Option<&str>) -> String {
-    flag.map(str::to_string)
-        .or_else(|| std::env::var("USER").ok())
-        .or_else(|| std::env::var("LOGNAME").ok())
-        .filter(|s| !s.trim().is_empty())
+    let named = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
+    named(flag.map(str::to_string))
+        .or_else(|| named(account_name()))
+        .or_else(|| named(std::env::var("USER").ok()))
+        .or_else(|| named(std::env::var("LOGNAME").ok()))
         .unwrap_or_else(|| "unknown".into())
+}
+
+/// The login name of the process's real user, from the password database.
+fn account_name() -> Option<String> {
+    let mut buf = vec![0 as libc::c_char; 4096];
+    // SAFETY: an all-zero passwd is a valid value for an out-parameter.
+    let mut pw: libc::passwd = unsafe { std::mem::zeroed() };
+    let mut found: *mut libc::passwd = std::ptr::null_mut();
+    // SAFETY: every pointer refers to live memory of the size given;
+    // getpwuid_r writes the entry's strings into `buf` and points `pw` at
+    // them, and sets `found` to null when there is no entry.
+    let rc = unsafe {
+        libc::getpwuid_r(
+            libc::getuid(),
+            &mut pw,
+            buf.as_mut_ptr(),
+            buf.len(),
+            &mut found,
+        )
+    };
+    if rc != 0 || found.is_null() || pw.pw_name.is_null() {
+        return None;
+    }
+    // SAFETY: pw_name points into `buf`, NUL-terminated, while `buf` lives.
+    let name = unsafe { std::ffi::CStr::from_ptr(pw.pw_name) };
+    name.to_str().ok().map(str::to_string)
 }
 
 /// The broker URL to dial (the effective `nats.url`, see

@@ -835,3 +835,41 @@ fn completions_and_manual_pages() {
         "{status}"
     );
 }
+
+/// `-by` defaults to the OS account's login name, also where `$USER` and
+/// `$LOGNAME` are not set (cron, systemd units).
+#[tokio::test]
+async fn by_defaults_to_the_accounts_login_name() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let yaml = cron_yaml(&f.server.url()).replace(
+        "backup_owner: oncall",
+        "backup_owner: oncall, backup_floor: operator",
+    );
+    let op = Operator::with_yaml(&yaml);
+    let run = crewlet_env(
+        &[
+            "retention",
+            "ack",
+            "-stream",
+            STREAM,
+            "-position",
+            "10",
+            "--config",
+            &op.cfg,
+        ],
+        &[("USER", ""), ("LOGNAME", "")],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let id = std::process::Command::new("id")
+        .arg("-un")
+        .output()
+        .expect("id -un");
+    let account = String::from_utf8_lossy(&id.stdout).trim().to_string();
+    assert!(!account.is_empty());
+    let ack = f
+        .get("crewlet_backups", &format!("_ack.{STREAM}"))
+        .await
+        .expect("ack row");
+    assert_eq!(ack["by"], account.as_str(), "{ack}");
+}
