@@ -42,6 +42,7 @@ pub mod floor;
 pub mod gate;
 pub mod hold;
 pub mod human;
+pub mod node;
 pub mod report;
 pub mod rows;
 pub mod stream_check;

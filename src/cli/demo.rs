@@ -5,17 +5,14 @@
 //! catches up. The demo checks that story happened and exits 1 if not.
 
 use chrono::Utc;
-use serde::Serialize;
 
 use super::{Cli, DemoArgs};
 use crate::broker::Broker;
 use crate::config::{self, Config};
 use crate::exit::Exit;
+use crate::node::Node;
 use crate::report;
-use crate::rows::{
-    Artefact, BackupManifest, Instant, PositionRow, PositionStatus, PresenceRow, SkipReason,
-    SnapshotRow,
-};
+use crate::rows::{Artefact, BackupManifest, Instant, SkipReason};
 use crate::trim::{Sidecar, TickReport};
 
 /// The demo's configuration is the shipped example, so the two never drift.
@@ -70,17 +67,30 @@ pub async fn run(_cli: &Cli, args: &DemoArgs) -> Exit {
 }
 
 /// The simulated fleet: what each node has applied, and whether it runs.
+/// The nodes write their rows through `crewlet::node`, as a real service
+/// in Rust would.
 struct Fleet {
     broker: Broker,
     config: Config,
+    nodes: Vec<Node>,
     applied: [u64; 3],
     running: [bool; 3],
 }
 
 impl Fleet {
-    async fn put<T: Serialize>(&self, bucket: &str, key: &str, row: &T) -> Result<(), String> {
-        let body = serde_json::to_vec(row).map_err(|e| e.to_string())?;
-        self.broker.kv_put(bucket, key, body).await.map(|_| ())
+    fn new(broker: &Broker, config: &Config) -> Result<Fleet, String> {
+        let nodes = NODES
+            .iter()
+            .map(|id| Node::with_broker(broker.clone(), config.buckets.clone(), id))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        Ok(Fleet {
+            broker: broker.clone(),
+            config: config.clone(),
+            nodes,
+            applied: [0; 3],
+            running: [true; 3],
+        })
     }
 
     /// One step of the world: new records, then every running node applies
@@ -93,47 +103,25 @@ impl Fleet {
             .await?;
         let state = self.broker.stream_state(&d.stream).await?;
         let now = Instant(Utc::now());
-        let b = self.config.buckets.clone();
-        for (i, node) in NODES.iter().enumerate() {
+        let e = |e: crate::node::NodeError| e.to_string();
+        for (i, node) in self.nodes.iter().enumerate() {
             if !self.running[i] {
                 continue;
             }
             self.applied[i] = state.last_seq;
-            self.put(
-                &b.presence,
-                node,
-                &PresenceRow {
-                    node: node.to_string(),
-                    roles: vec!["data".into()],
-                    version: "demo".into(),
-                    started_at: now,
-                },
-            )
-            .await?;
-            let position = PositionRow {
-                node: node.to_string(),
-                stream: d.stream.clone(),
-                seq: self.applied[i],
-                generation: 0,
-                stream_created: state.created,
-                updated_at: now,
-                status: PositionStatus::Ok,
-            };
-            self.put(&b.positions, &PositionRow::key(&d.stream, node), &position)
-                .await?;
+            node.lease(&["data"], "demo").await.map_err(e)?;
+            node.report(&d.stream, self.applied[i], 0, state.created)
+                .await
+                .map_err(e)?;
             let artefact = Artefact {
                 position: self.applied[i],
                 generation: 0,
                 taken_at: now,
                 verified: true,
             };
-            let snapshot = SnapshotRow {
-                node: node.to_string(),
-                updated_at: now,
-                skip_reason: SkipReason::None,
-                artefacts: [(d.stream.clone(), artefact)].into(),
-            };
-            self.put(&b.snapshots, node, &snapshot).await?;
+            node.register_snapshots([(d.stream.clone(), artefact)].into(), SkipReason::None)
+                .await
+                .map_err(e)?;
         }
         // node-1 runs the nightly backup, compressed into every tick here.
         let backup = BackupManifest {
@@ -145,22 +133,15 @@ impl Fleet {
             owner: "demo".into(),
             positions: [(d.stream.clone(), self.applied[0])].into(),
         };
-        self.put(
-            &b.backups,
-            &BackupManifest::key(NODES[0], "nightly"),
-            &backup,
-        )
-        .await?;
+        self.nodes[0].announce_backup(&backup).await.map_err(e)?;
         Ok(state.last_seq)
     }
 
-    /// The node stops: its lease lapses (deleted at once rather than waiting
-    /// out the TTL) and its position stays where it was.
+    /// The node stops: its lease lapses (given up at once rather than
+    /// waiting out the TTL) and its position stays where it was.
     async fn stop(&mut self, node: usize) -> Result<(), String> {
         self.running[node] = false;
-        self.broker
-            .kv_delete(&self.config.buckets.presence, NODES[node])
-            .await
+        self.nodes[node].leave().await.map_err(|e| e.to_string())
     }
 }
 
@@ -198,11 +179,12 @@ async fn tour(broker: Broker, config: Config, ticks: u32) -> Exit {
         return Exit::Unreachable;
     }
     let tick = config.retention.tick.0;
-    let mut fleet = Fleet {
-        broker: broker.clone(),
-        config: config.clone(),
-        applied: [0; 3],
-        running: [true; 3],
+    let mut fleet = match Fleet::new(&broker, &config) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
     };
     let mut sidecar = Sidecar::new(config, broker);
     let stall_at = STALL_AT;

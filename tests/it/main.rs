@@ -11,6 +11,7 @@ mod gates;
 mod holes;
 mod init;
 mod model;
+mod node;
 mod operator;
 mod run;
 mod samples;

@@ -135,7 +135,7 @@ fn the_demo_tells_its_story() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout.contains(
-            "status: Nothing is being trimmed on tracker: node-3 is not live and pins applied at"
+            "status: tracker is trimmed up to 75 and held there: node-3 is not live and pins applied at 75"
         ),
         "{run:?}"
     );

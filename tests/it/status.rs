@@ -41,7 +41,7 @@ async fn a_pinned_fleet_reads_in_one_sentence() {
     let run = op.status();
     assert_eq!(run.code, 1, "{run:?}");
     let first = run.stdout.lines().next().unwrap_or_default();
-    assert!(first.starts_with("Nothing is being trimmed on tracker: node-3 is not live and pins applied at 40, last reported"), "{first}");
+    assert!(first.starts_with("tracker is trimmed up to 40 and held there: node-3 is not live and pins applied at 40, last reported"), "{first}");
     assert!(
         first.ends_with("start it, or if it is not coming back, evict it: crewlet retention evict node-3 -confirm node-3."),
         "{first}"

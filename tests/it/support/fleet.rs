@@ -135,13 +135,19 @@ impl Fleet {
             .map(|b| serde_json::from_slice(&b).expect("json"))
     }
 
+    /// A node's writer of its rows: `crewlet::node`, as a service would
+    /// write them.
+    pub async fn node(&self, id: &str) -> crewlet::node::Node {
+        crewlet::node::Node::with_broker(self.broker().await, self.config.buckets.clone(), id)
+            .expect("node id")
+    }
+
     pub async fn presence(&self, node: &str, roles: &[&str]) {
-        self.put(
-            "crewlet_presence",
-            node,
-            json!({"node": node, "roles": roles, "version": "t", "started_at": ts(-10)}),
-        )
-        .await;
+        self.node(node)
+            .await
+            .lease(roles, "t")
+            .await
+            .expect("presence lease");
     }
 
     pub async fn position(&self, node: &str, seq: u64) {
@@ -157,12 +163,14 @@ impl Fleet {
         created: &str,
         status: &str,
     ) {
-        self.put(
-            "crewlet_positions",
-            &format!("{STREAM}.{node}"),
-            json!({"node": node, "stream": STREAM, "seq": seq, "generation": generation, "stream_created": created, "updated_at": ts(0), "status": status}),
-        )
-        .await;
+        let created = Instant::parse(created).expect("an instant");
+        let n = self.node(node).await;
+        match status {
+            "ok" => n.report(STREAM, seq, generation, created).await,
+            "log_diverged" => n.report_diverged(STREAM, seq, generation, created).await,
+            other => panic!("no position status {other:?}"),
+        }
+        .expect("position report");
     }
 
     pub async fn hold(&self, id: &str, seq: u64, expires_in_secs: i64) {
@@ -179,21 +187,38 @@ impl Fleet {
         verified: bool,
         complete: bool,
     ) {
-        let mut m = json!({"id": id, "node": node, "taken_at": ts(-completed_ago_secs - 10), "verified": verified, "owner": "oncall", "positions": {STREAM: pos}});
-        if complete {
-            m["completed_at"] = json!(ts(-completed_ago_secs));
-        }
-        self.put("crewlet_backups", &format!("{node}.{id}"), m)
-            .await;
+        let at = |secs: i64| Instant(Utc::now() + chrono::Duration::seconds(secs));
+        let manifest = crewlet::rows::BackupManifest {
+            id: id.to_string(),
+            node: node.to_string(),
+            taken_at: at(-completed_ago_secs - 10),
+            completed_at: complete.then(|| at(-completed_ago_secs)),
+            verified,
+            owner: "oncall".into(),
+            positions: [(STREAM.to_string(), pos)].into(),
+        };
+        self.node(node)
+            .await
+            .announce_backup(&manifest)
+            .await
+            .expect("backup manifest");
     }
 
     pub async fn snapshot(&self, node: &str, pos: u64) {
-        self.put(
-            "crewlet_snapshots",
-            node,
-            json!({"node": node, "updated_at": ts(0), "skip_reason": "", "artefacts": {STREAM: {"position": pos, "generation": 0, "taken_at": ts(0), "verified": true}}}),
-        )
-        .await;
+        let artefact = crewlet::rows::Artefact {
+            position: pos,
+            generation: 0,
+            taken_at: Instant(Utc::now()),
+            verified: true,
+        };
+        self.node(node)
+            .await
+            .register_snapshots(
+                [(STREAM.to_string(), artefact)].into(),
+                crewlet::rows::SkipReason::None,
+            )
+            .await
+            .expect("snapshot register");
     }
 
     /// Nodes that have applied `seq`, a fresh backup at `backup`: the usual

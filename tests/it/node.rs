@@ -1,0 +1,73 @@
+//! `crewlet::node`, the Rust API for the rows nodes write: what it writes
+//! is what the sidecar counts, and what the sidecar would call malformed
+//! is refused before anything is written.
+
+use std::time::Duration;
+
+use crewlet::node::{Node, NodeError};
+use crewlet::rows::{Artefact, BackupManifest, Instant, SkipReason};
+
+use crate::support::fleet::*;
+
+#[tokio::test]
+async fn rows_written_by_the_node_api_count_and_bad_ones_are_refused() {
+    let f = Fleet::new(50).await;
+    let node = f.node("node-1").await;
+    let created = node.stream_created(STREAM).await.expect("stream created");
+    assert_eq!(created.to_rfc3339(), f.created().await);
+    node.lease(&["data"], "1.0").await.expect("lease");
+    node.report(STREAM, 30, 0, created).await.expect("report");
+    let artefact = Artefact {
+        position: 30,
+        generation: 0,
+        taken_at: Instant(chrono::Utc::now()),
+        verified: true,
+    };
+    node.register_snapshots([(STREAM.to_string(), artefact)].into(), SkipReason::None)
+        .await
+        .expect("snapshots");
+    f.snapshot("node-2", 30).await;
+    let now = Instant(chrono::Utc::now());
+    let manifest = BackupManifest {
+        id: "b1".into(),
+        node: "node-1".into(),
+        taken_at: now,
+        completed_at: Some(now),
+        verified: true,
+        owner: "oncall".into(),
+        positions: [(STREAM.to_string(), 40)].into(),
+    };
+    node.announce_backup(&manifest).await.expect("manifest");
+
+    // The sidecar counts what the API wrote: applied binds at 30.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let report = f.sidecar().await.tick().await;
+    let answer = &report.domains[0].answer;
+    assert_eq!(answer.trim_to, 30, "{answer:?}");
+    assert_eq!(f.first_seq().await, 31);
+
+    // A stream name the contract forbids in a key: refused, nothing written.
+    let err = node
+        .report("BAD.NAME", 5, 0, created)
+        .await
+        .expect_err("a dotted stream name");
+    assert!(matches!(err, NodeError::Malformed { .. }), "{err}");
+    assert!(f
+        .get("crewlet_positions", "BAD.NAME.node-1")
+        .await
+        .is_none());
+    // A manifest for another node, and a node id that is not one.
+    let mut other = manifest.clone();
+    other.node = "node-2".into();
+    assert!(matches!(
+        node.announce_backup(&other).await,
+        Err(NodeError::Malformed { .. })
+    ));
+    assert!(matches!(
+        Node::with_broker(f.broker().await, f.config.buckets.clone(), "node 1"),
+        Err(NodeError::BadId { .. })
+    ));
+    // Leaving deletes the lease at once.
+    node.leave().await.expect("leave");
+    assert!(f.get("crewlet_presence", "node-1").await.is_none());
+}
