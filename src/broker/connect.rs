@@ -71,7 +71,7 @@ fn read_secret(what: &'static str, path: &Path) -> Result<String, ConnectError> 
 }
 
 /// Connects with every configured credential. `url` comes from
-/// [`effective_url`] (or the embedded broker).
+/// `crate::config::connection::effective` (or the embedded broker).
 pub async fn connect(
     url: &str,
     nats: &NatsConfig,
