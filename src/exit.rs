@@ -16,6 +16,9 @@ pub enum Exit {
     Usage,
     /// The broker could not be reached, or nothing could be read.
     Unreachable,
+    /// Stopped by SIGINT or SIGTERM before it finished (the demo), after
+    /// cleaning up: 130, as a shell reports a command ended by Ctrl-C.
+    Interrupted,
 }
 
 impl Exit {
@@ -25,6 +28,7 @@ impl Exit {
             Exit::Attention => 1,
             Exit::Usage => 2,
             Exit::Unreachable => 3,
+            Exit::Interrupted => 130,
         }
     }
 }

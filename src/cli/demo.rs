@@ -26,11 +26,20 @@ const STALL_AT: u32 = 4;
 const RESUME_BEFORE_END: u32 = 5;
 const MIN_TICKS: u32 = 14;
 
-pub async fn run(_cli: &Cli, args: &DemoArgs) -> Exit {
+pub async fn run(cli: &Cli, args: &DemoArgs) -> Exit {
+    if let Some(flag) = unused_flag(cli) {
+        eprintln!("error: crewlet demo starts its own nats-server and uses its built-in configuration (config/demo.yaml), so {flag} has no effect here; run it without, or use the other commands against your broker");
+        return Exit::Usage;
+    }
     let Some(mut config) = config::check(DEMO_CONFIG).config else {
         eprintln!("error: the built-in demo configuration is invalid (config/demo.yaml)");
         return Exit::Usage;
     };
+    // Before any banner: without a nats-server there is no demo.
+    if crate::embedded::find_binary().is_none() {
+        eprintln!("error: {}", crate::embedded::EmbeddedError::NoBinary);
+        return Exit::Unreachable;
+    }
     let (dir, temporary) = match &args.data_dir {
         Some(d) => (d.clone(), false),
         None => (
@@ -40,30 +49,126 @@ pub async fn run(_cli: &Cli, args: &DemoArgs) -> Exit {
     };
     config.nats.embedded_dir = dir.clone();
     let ticks = args.ticks.max(MIN_TICKS);
-    println!(
+    let mut out = Out::new(cli.json);
+    out.line(&format!(
         "crewlet demo: an embedded nats-server in {}, one domain ({}), three nodes, trim enabled.",
         dir.display(),
         config.domains[0].stream
-    );
+    ));
     let server = match crate::embedded::EmbeddedServer::start(&dir, 0).await {
         Ok(s) => s,
         Err(e) => {
             eprintln!("error: {e}");
+            remove(temporary, &dir);
             return Exit::Unreachable;
         }
     };
     let exit = match crate::broker::connect(&server.url, &config.nats, "crewlet-demo").await {
-        Ok(broker) => tour(broker, config, ticks).await,
+        Ok(broker) => {
+            // Ctrl-C or SIGTERM ends the tour where it is; the broker is
+            // stopped and the temporary store removed all the same.
+            tokio::select! {
+                exit = tour(broker, config, ticks, &mut out) => exit,
+                () = interrupted() => {
+                    eprintln!("interrupted: stopping the demo's nats-server{}", if temporary { " and removing its store" } else { "" });
+                    Exit::Interrupted
+                }
+            }
+        }
         Err(e) => {
             eprintln!("error: {e}");
             Exit::Unreachable
         }
     };
     server.stop().await;
-    if temporary {
-        let _ = std::fs::remove_dir_all(&dir);
-    }
+    remove(temporary, &dir);
     exit
+}
+
+/// A flag the demo would otherwise silently ignore.
+fn unused_flag(cli: &Cli) -> Option<&'static str> {
+    [
+        (cli.config.is_some(), "--config"),
+        (cli.nats_url.is_some(), "--server"),
+        (cli.creds.is_some(), "--creds"),
+        (cli.nkey.is_some(), "--nkey"),
+        (cli.user.is_some(), "--user"),
+        (cli.password.is_some(), "--password"),
+        (cli.token.is_some(), "--token"),
+        (cli.tlscert.is_some(), "--tlscert"),
+        (cli.tlskey.is_some(), "--tlskey"),
+        (cli.tlsca.is_some(), "--tlsca"),
+        (cli.context.is_some(), "--context"),
+    ]
+    .into_iter()
+    .find_map(|(set, flag)| set.then_some(flag))
+}
+
+fn remove(temporary: bool, dir: &std::path::Path) {
+    if temporary {
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// SIGINT or SIGTERM.
+async fn interrupted() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{signal, SignalKind};
+        match (
+            signal(SignalKind::interrupt()),
+            signal(SignalKind::terminate()),
+        ) {
+            (Ok(mut int), Ok(mut term)) => {
+                tokio::select! {
+                    _ = int.recv() => {}
+                    _ = term.recv() => {}
+                }
+            }
+            _ => std::future::pending().await,
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// Where the tour's lines go: stdout as text, or (with --json) nothing
+/// until the one JSON object at the end. A closed stdout (`| head`) is
+/// noticed, and the tour ends quietly rather than panicking.
+struct Out {
+    json: bool,
+    closed: bool,
+}
+
+impl Out {
+    fn new(json: bool) -> Out {
+        Out {
+            json,
+            closed: false,
+        }
+    }
+
+    fn line(&mut self, text: &str) {
+        if !self.json {
+            self.write(text);
+        }
+    }
+
+    fn write(&mut self, text: &str) {
+        use std::io::Write;
+        if self.closed {
+            return;
+        }
+        let mut stdout = std::io::stdout().lock();
+        if writeln!(stdout, "{text}")
+            .and_then(|_| stdout.flush())
+            .is_err()
+        {
+            self.closed = true;
+        }
+    }
 }
 
 /// The simulated fleet: what each node has applied, and whether it runs.
@@ -173,7 +278,7 @@ fn progress(tick: u32, r: &TickReport) -> String {
     )
 }
 
-async fn tour(broker: Broker, config: Config, ticks: u32) -> Exit {
+async fn tour(broker: Broker, config: Config, ticks: u32, out: &mut Out) -> Exit {
     if let Err(e) = super::run::prepare(&broker, &config, true).await {
         eprintln!("error: {e}");
         return Exit::Unreachable;
@@ -191,36 +296,49 @@ async fn tour(broker: Broker, config: Config, ticks: u32) -> Exit {
     let resume_at = ticks - RESUME_BEFORE_END;
     let mut floors = Vec::new();
     let mut said_pinned = false;
-    println!("min_age is {}: the newest records are always kept; the floor follows the oldest thing anything still needs.\n", sidecar.config.retention.min_age);
+    let mut rows = Vec::new();
+    out.line(&format!("min_age is {}: the newest records are always kept; the floor follows the oldest thing anything still needs.\n", sidecar.config.retention.min_age));
     for t in 1..=ticks {
+        let mut event = None;
         if t == stall_at {
             if let Err(e) = fleet.stop(2).await {
                 eprintln!("error: {e}");
                 return Exit::Unreachable;
             }
-            println!(
-                "         {STALLED} stops: its presence lease lapses and its position stays at {}.",
+            event = Some(format!(
+                "{STALLED} stops: its presence lease lapses and its position stays at {}.",
                 fleet.applied[2]
-            );
+            ));
         }
         if t == resume_at {
             fleet.running[2] = true;
-            println!("         {STALLED} comes back and catches up.");
+            event = Some(format!("{STALLED} comes back and catches up."));
+        }
+        if let Some(e) = &event {
+            out.line(&format!("         {e}"));
         }
         if let Err(e) = fleet.step().await {
             eprintln!("error: {e}");
             return Exit::Unreachable;
         }
         let report = sidecar.tick().await;
-        println!("{}", progress(t, &report));
+        out.line(&progress(t, &report));
+        let mut status = None;
         if let Some(d) = report.domains.first() {
             floors.push(d.answer.floor.unwrap_or(0));
             if !said_pinned && t < resume_at {
                 if let Some(sentence) = report::not_trimming(&d.answer, Utc::now()) {
-                    println!("         status: {sentence}");
+                    out.line(&format!("         status: {sentence}"));
                     said_pinned = true;
+                    status = Some(sentence);
                 }
             }
+        }
+        rows.push(tick_json(t, &report, event, status));
+        if out.closed {
+            // Nobody reads the rest: stop quietly, cleaning up as usual.
+            sidecar.duty.release(&sidecar.broker).await;
+            return Exit::Ok;
         }
         tokio::time::sleep(tick).await;
     }
@@ -231,17 +349,64 @@ async fn tour(broker: Broker, config: Config, ticks: u32) -> Exit {
     let pinned = floors.get(resume_at as usize - 2).copied().unwrap_or(0);
     let after = floors.last().copied().unwrap_or(0);
     let pinned_at = fleet_pin(&floors, stall_at, resume_at);
-    println!();
-    if before > 0 && pinned_at && after > pinned && said_pinned {
-        println!("The floor advanced while every node kept up, held at {pinned} while {STALLED} was away, and moved on to {after} once it caught up.");
-        println!("Next: crewlet validate --config config/crewlet.reference.yaml, then crewlet retention run against your broker (docs/runbook.md).");
+    let ok = before > 0 && pinned_at && after > pinned && said_pinned;
+    let summary = if ok {
+        format!("The floor advanced while every node kept up, held at {pinned} while {STALLED} was away, and moved on to {after} once it caught up.")
+    } else {
+        format!(
+            "The demo did not go as expected (floors by tick: {floors:?}); see the lines above."
+        )
+    };
+    if out.json {
+        let v = serde_json::json!({
+            "ok": ok,
+            "stream": sidecar.config.domains[0].stream,
+            "ticks": rows,
+            "floor_before_stall": before,
+            "floor_while_pinned": pinned,
+            "floor_at_end": after,
+            "summary": summary,
+            "next": ok.then_some(NEXT),
+        });
+        out.write(&v.to_string());
+    } else {
+        out.line("");
+        out.line(&summary);
+        if ok {
+            out.line(&format!("Next: {NEXT}."));
+        }
+    }
+    if ok {
         Exit::Ok
     } else {
-        println!(
-            "The demo did not go as expected (floors by tick: {floors:?}); see the lines above."
-        );
         Exit::Attention
     }
+}
+
+/// What to do after the demo; every command in it works from any directory.
+const NEXT: &str = "crewlet example-config > crewlet.yaml, edit its nats and domains for your fleet, then crewlet validate --config crewlet.yaml (crewlet man for every command)";
+
+/// One tick of the tour as JSON (`crewlet demo --json`).
+fn tick_json(
+    tick: u32,
+    r: &TickReport,
+    event: Option<String>,
+    status: Option<String>,
+) -> serde_json::Value {
+    let d = r.domains.first();
+    let a = d.map(|d| &d.answer);
+    serde_json::json!({
+        "tick": tick,
+        "event": event,
+        "last_seq": a.map(|a| a.last_seq),
+        "first_seq": a.map(|a| a.first_seq),
+        "floor": a.and_then(|a| a.floor),
+        "trim_to": a.map(|a| a.trim_to),
+        "purged": d.and_then(|d| d.purged.as_ref()).and_then(|p| p.as_ref().ok().copied()),
+        "binding": a.and_then(|a| a.terms.iter().find(|t| t.binding)).map(|t| t.term.as_str()),
+        "blocked_by": a.map(|a| a.blocked_by.iter().map(|t| t.as_str()).collect::<Vec<_>>()),
+        "status": status,
+    })
 }
 
 /// Did the floor stop moving at some point while the node was away?

@@ -152,7 +152,15 @@ pub enum Command {
     /// Print the manual page (roff) of crewlet, or with --dir write one page
     /// per command there: `crewlet man | man -l -`.
     Man(ManArgs),
+    /// Print the annotated reference configuration (every field with its
+    /// default) to start a crewlet.yaml from: `crewlet example-config >
+    /// crewlet.yaml`.
+    ExampleConfig,
 }
+
+/// The reference configuration, built in so that it is at hand wherever
+/// the binary is (the tests validate it against a fleet).
+pub const REFERENCE_CONFIG: &str = include_str!("../../config/crewlet.reference.yaml");
 
 /// `crewlet completions` options.
 #[derive(Debug, clap::Args)]
@@ -501,6 +509,10 @@ pub async fn run(cli: Cli) -> Exit {
         Command::Bench(args) => bench::run(&cli, args).await,
         Command::Completions(args) => completions(args.shell),
         Command::Man(args) => man(args.dir.as_deref()),
+        Command::ExampleConfig => {
+            print!("{REFERENCE_CONFIG}");
+            Exit::Ok
+        }
     }
 }
 

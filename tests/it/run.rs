@@ -200,3 +200,152 @@ async fn the_loop_survives_the_broker_going_away() {
     assert_eq!(out.status.code(), Some(0), "{log}");
     assert!(!log.contains("panicked"), "{log}");
 }
+
+/// `crewlet demo --json`: one JSON object, the tour tick by tick and
+/// whether the story happened; the next step it names works from any
+/// directory.
+#[test]
+fn the_demo_speaks_json_and_its_next_step_works_anywhere() {
+    let run = crewlet_env(&["demo", "--json"], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim())
+        .unwrap_or_else(|e| panic!("one JSON object ({e}): {run:?}"));
+    assert_eq!(v["ok"], true, "{v}");
+    let ticks = v["ticks"].as_array().expect("ticks");
+    assert!(ticks.len() >= 14, "{v}");
+    assert!(
+        ticks.iter().any(|t| t["status"]
+            .as_str()
+            .is_some_and(|s| s.contains("node-3 is not live"))),
+        "{v}"
+    );
+    let next = v["next"].as_str().expect("a next step");
+    for cmd in [
+        "crewlet example-config",
+        "crewlet validate --config crewlet.yaml",
+    ] {
+        assert!(next.contains(cmd), "{next}");
+        let argv = cmd.split_whitespace().map(str::to_string);
+        crewlet::cli::try_parse(argv).unwrap_or_else(|e| panic!("{cmd}: {e}"));
+    }
+    // Done as it says, in a directory of its own.
+    let s = Scratch::new();
+    let example = crate::support::crewlet_at(Some(s.dir.path()), &["example-config"], &[]);
+    assert_eq!(example.code, 0, "{example:?}");
+    s.write("crewlet.yaml", &example.stdout);
+    let validate = crate::support::crewlet_at(
+        Some(s.dir.path()),
+        &[
+            "validate",
+            "--config",
+            "crewlet.yaml",
+            "--server",
+            &format!("nats://127.0.0.1:{}", crate::support::free_port()),
+        ],
+        &[],
+    );
+    assert_eq!(
+        validate.code, 3,
+        "a valid file, no broker there: {validate:?}"
+    );
+    assert!(
+        validate.stdout.contains("crewlet.yaml: valid"),
+        "{validate:?}"
+    );
+}
+
+/// The demo's own process hygiene: `| head` ends it quietly, Ctrl-C stops
+/// its broker and removes its store at once (exit 130), flags it would
+/// ignore are refused, and no banner is printed without a nats-server.
+#[test]
+fn the_demo_cleans_up_after_a_closed_pipe_and_ctrl_c() {
+    use std::io::BufRead;
+    let store_of = |pid: u32| std::env::temp_dir().join(format!("crewlet-demo-{pid}"));
+    let spawn = || {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_crewlet"));
+        cmd.arg("demo")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .env_remove("RUST_LOG");
+        crate::support::hermetic(&mut cmd);
+        // Its own process group: a Ctrl-C reaches the demo and its
+        // nats-server child alike, as in a terminal.
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
+        cmd.spawn().expect("start the demo")
+    };
+    let wait = |child: &mut std::process::Child| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        loop {
+            if let Some(status) = child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(std::time::Instant::now() < deadline, "the demo did not end");
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    };
+
+    // `crewlet demo | head -2`
+    let mut child = spawn();
+    let pid = child.id();
+    {
+        let stdout = child.stdout.take().expect("stdout");
+        let mut lines = std::io::BufReader::new(stdout).lines();
+        for _ in 0..2 {
+            lines.next().expect("a line").expect("utf-8");
+        }
+    }
+    let status = wait(&mut child);
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("stderr");
+    assert_eq!(status.code(), Some(0), "quietly: {status:?} {stderr}");
+    assert!(!stderr.contains("panicked"), "{stderr}");
+    assert!(!store_of(pid).exists(), "the temporary store is removed");
+
+    // Ctrl-C after the first ticks.
+    let mut child = spawn();
+    let pid = child.id();
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = std::io::BufReader::new(stdout).lines();
+    while let Some(Ok(line)) = lines.next() {
+        if line.starts_with("tick  2") {
+            break;
+        }
+    }
+    let asked = std::time::Instant::now();
+    // SAFETY: signalling the process group we just created.
+    unsafe {
+        libc::kill(-(pid as i32), libc::SIGINT);
+    }
+    let status = wait(&mut child);
+    assert!(
+        asked.elapsed() < std::time::Duration::from_secs(3),
+        "no hang: {:?}",
+        asked.elapsed()
+    );
+    assert_eq!(status.code(), Some(130), "{status:?}");
+    assert!(!store_of(pid).exists(), "the temporary store is removed");
+
+    let run = crewlet_env(&["demo", "--server", "nats://127.0.0.1:4222"], &[]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--server has no effect"), "{run:?}");
+
+    // A copy of the binary away from the checkout, with no nats-server to
+    // find: an error, and not a word of the tour first.
+    let s = Scratch::new();
+    let lonely = s.dir.path().join("crewlet");
+    std::fs::copy(env!("CARGO_BIN_EXE_crewlet"), &lonely).expect("copy the binary");
+    let mut cmd = Command::new(&lonely);
+    cmd.arg("demo")
+        .current_dir(s.dir.path())
+        .env("PATH", "/nonexistent")
+        .env_remove("CREWLET_NATS_SERVER")
+        .env_remove("NATS_SERVER_BIN");
+    let out = cmd.output().expect("run the copy");
+    assert_eq!(out.status.code(), Some(3), "{out:?}");
+    assert!(out.stdout.is_empty(), "no banner: {out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("no nats-server binary found"),
+        "{out:?}"
+    );
+}
