@@ -485,15 +485,82 @@ async fn every_printed_command_parses() {
         "o",
     ]);
     texts.push(run.stdout + &run.stderr);
+    // Every gesture's other outcomes, refusals included: each may print
+    // what to run next.
+    for args in [
+        &[
+            "retention",
+            "hold",
+            "-stream",
+            STREAM,
+            "-seq",
+            "4",
+            "-ttl",
+            "1h",
+            "-owner",
+            "o",
+            "-id",
+            "h1",
+        ][..],
+        &[
+            "retention",
+            "hold",
+            "-stream",
+            STREAM,
+            "-seq",
+            "999",
+            "-ttl",
+            "1h",
+            "-owner",
+            "o",
+        ][..],
+        &["retention", "evict", "node-9", "-confirm", "node-9"][..],
+        &["retention", "evict", "node-3", "-confirm", "node-3"][..],
+        &["retention", "evict", "node-3", "-confirm", "node-3"][..],
+        &["retention", "readmit", "node-1", "-confirm", "node-1"][..],
+        &["retention", "readmit", "node-3", "-confirm", "node-3"][..],
+        &["retention", "ack", "-stream", STREAM, "-position", "999"][..],
+        &["retention", "ack", "-stream", STREAM, "-position", "3"][..],
+        &[
+            "retention",
+            "backup",
+            "announce",
+            "-node",
+            "node-8",
+            "-id",
+            "b9",
+            "-position",
+            &format!("{STREAM}=999"),
+            "-verified",
+        ][..],
+        &["retention", "release", "-stream", STREAM, "nope"][..],
+        &["retention", "holds"][..],
+        &["retention", "snapshots"][..],
+    ] {
+        let run = op.run(args);
+        texts.push(run.stdout + &run.stderr);
+    }
     f.recreate_stream().await;
     let run = op.status();
     texts.push(run.stdout + &run.stderr);
     let run = op.run(&["retention", "reanchor", "-stream", STREAM]);
     texts.push(run.stdout + &run.stderr);
+    let run = op.run(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        "2020-01-01T00:00:00Z",
+    ]);
+    texts.push(run.stdout + &run.stderr);
+    let run = op.run(&["retention", "ack", "-stream", STREAM, "-position", "1"]);
+    texts.push(run.stdout + &run.stderr);
     let commands: Vec<String> = texts.iter().flat_map(|t| printed_commands(t)).collect();
     assert!(
-        commands.len() >= 5,
-        "the scenario prints commands: {commands:#?}"
+        commands.len() >= 7,
+        "the scenario prints commands: {commands:#?}\n{}",
+        texts.join("\n----\n")
     );
     for c in &commands {
         let argv = c.split_whitespace().map(str::to_string);
@@ -872,4 +939,116 @@ async fn by_defaults_to_the_accounts_login_name() {
         .await
         .expect("ack row");
     assert_eq!(ack["by"], account.as_str(), "{ack}");
+}
+
+/// The commands a document tells a person to run, as argv: inline code
+/// spans and lines of code blocks that start with `crewlet`, and commands
+/// inside quoted output. Placeholders are made concrete (`[-x y]` taken,
+/// `<what>` a word, `a|b` the first).
+fn documented_commands(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut in_block = false;
+    for line in text.lines() {
+        let t = line.trim();
+        if t.starts_with("```") {
+            in_block = !in_block;
+            continue;
+        }
+        if in_block {
+            let t = t.strip_prefix("$ ").unwrap_or(t);
+            if t.starts_with("crewlet ") {
+                out.push(t.split(" #").next().unwrap_or(t).trim().to_string());
+            } else {
+                out.extend(printed_commands(t));
+            }
+            continue;
+        }
+        for span in t.split('`').skip(1).step_by(2) {
+            if span.starts_with("crewlet ") {
+                out.push(span.to_string());
+            }
+        }
+    }
+    out.into_iter()
+        .map(|c| {
+            let angle = regex::Regex::new(r"<[^>]*>").expect("regex");
+            let alternatives = regex::Regex::new(r"(\w+)(\|\w+)+").expect("regex");
+            let c = angle.replace_all(&c, "X");
+            let c = alternatives.replace_all(&c, "$1");
+            // What the shell does with the output is not crewlet's.
+            let c = [" > ", " | ", " && "].iter().fold(c.to_string(), |c, cut| {
+                c.split(cut).next().unwrap_or_default().to_string()
+            });
+            c.replace(['[', ']'], "").replace('…', "")
+        })
+        .collect()
+}
+
+/// Splits a command line as a shell would for these simple cases (double
+/// quotes group words).
+fn shell_words(cmd: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut word = String::new();
+    let mut quoted = false;
+    for ch in cmd.chars() {
+        match ch {
+            '"' => quoted = !quoted,
+            c if c.is_whitespace() && !quoted => {
+                if !word.is_empty() {
+                    words.push(std::mem::take(&mut word));
+                }
+            }
+            c => word.push(c),
+        }
+    }
+    if !word.is_empty() {
+        words.push(word);
+    }
+    words
+}
+
+/// Every `crewlet` command the README and the docs tell a person to run
+/// exists and parses against the real CLI (the runbook once named
+/// `set-capacity`, which does not exist yet).
+#[test]
+fn every_documented_command_parses() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut docs = vec![root.join("README.md")];
+    for entry in std::fs::read_dir(root.join("docs")).expect("docs") {
+        let p = entry.expect("entry").path();
+        if p.extension().is_some_and(|e| e == "md") {
+            docs.push(p);
+        }
+    }
+    let mut checked = 0;
+    let mut failures = Vec::new();
+    for doc in &docs {
+        let text = std::fs::read_to_string(doc).expect("doc");
+        for cmd in documented_commands(&text) {
+            checked += 1;
+            let words = shell_words(&cmd);
+            // A command named in prose (`crewlet retention hold`) is a
+            // reference: it must exist, its arguments are elsewhere.
+            let reference = words.iter().all(|w| !w.starts_with('-'));
+            if let Err(e) = crewlet::cli::try_parse(words) {
+                use clap::error::ErrorKind as K;
+                if reference
+                    && matches!(
+                        e.kind(),
+                        K::MissingRequiredArgument | K::DisplayHelpOnMissingArgumentOrSubcommand
+                    )
+                {
+                    continue;
+                }
+                let first = e.to_string().lines().next().unwrap_or_default().to_string();
+                failures.push(format!("{}: {cmd}\n    {first}", doc.display()));
+            }
+        }
+    }
+    assert!(checked >= 40, "the docs name commands: {checked}");
+    assert!(
+        failures.is_empty(),
+        "documented commands that do not parse:\n{}",
+        failures.join("\n")
+    );
 }
