@@ -624,3 +624,30 @@ async fn caught_up_reads_as_trimmed_and_held_not_as_nothing() {
     );
     assert!(!run.stdout.contains("Nothing is being trimmed"), "{run:?}");
 }
+
+/// A backup that names the log but was completed before this incarnation
+/// of it does not count, and status says that, not "no backup names it".
+#[tokio::test]
+async fn a_backup_older_than_the_stream_is_named_as_such() {
+    let f = Fleet::new(10).await;
+    f.presence("node-1", &["data"]).await;
+    f.position("node-1", 10).await;
+    f.backup("node-1", "old", 10, 3600, true, true).await;
+    let op = Op::new(&f, "");
+    let run = op.run(&["retention", "status", "--json"]);
+    let v: Value = serde_json::from_str(&run.stdout).expect("status JSON");
+    let backup = v["domains"][0]["terms"]
+        .as_array()
+        .expect("terms")
+        .iter()
+        .find(|t| t["term"] == "backup_floor")
+        .expect("backup_floor")
+        .clone();
+    let reason = backup["reason"].as_str().unwrap_or_default().to_string();
+    assert!(
+        reason.contains("was completed since this generation opened")
+            && reason.contains("1 older one(s)"),
+        "{backup}"
+    );
+    assert!(!reason.contains("no verified backup names"), "{backup}");
+}
