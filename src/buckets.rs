@@ -20,6 +20,8 @@ pub struct BucketSpec {
     /// Written by the sidecar itself (floors, duty, gates), so `run` may
     /// create it. Node-written buckets are only ever created by `init`.
     pub sidecar_owned: bool,
+    /// `buckets.replicas`.
+    pub replicas: usize,
 }
 
 /// Every bucket of the contract, in contract order.
@@ -32,6 +34,7 @@ pub fn contract_buckets(config: &Config) -> Vec<BucketSpec> {
         history: 1,
         max_age,
         sidecar_owned,
+        replicas: b.replicas,
     };
     vec![
         spec("presence", &b.presence, r.presence_ttl.0, false),
@@ -50,6 +53,7 @@ pub fn contract_buckets(config: &Config) -> Vec<BucketSpec> {
 pub struct BucketSettings {
     pub history: i64,
     pub max_age: Duration,
+    pub replicas: usize,
 }
 
 /// Each way `have` differs from `spec`, as a sentence for a warning.
@@ -62,6 +66,12 @@ pub fn differences(spec: &BucketSpec, have: &BucketSettings) -> Vec<String> {
             spec.role,
             show(have.max_age),
             show(spec.max_age)
+        ));
+    }
+    if have.replicas != spec.replicas {
+        out.push(format!(
+            "bucket {} ({}) has {} replica(s) but buckets.replicas is {}; change it with: nats stream edit KV_{} --replicas {}",
+            spec.name, spec.role, have.replicas, spec.replicas, spec.name, spec.replicas
         ));
     }
     if have.history != spec.history {
@@ -121,7 +131,8 @@ mod tests {
             &spec,
             &BucketSettings {
                 history: 1,
-                max_age: Duration::from_secs(20)
+                max_age: Duration::from_secs(20),
+                replicas: 1,
             }
         )
         .is_empty());
@@ -130,13 +141,19 @@ mod tests {
             &BucketSettings {
                 history: 5,
                 max_age: Duration::ZERO,
+                replicas: 3,
             },
         );
-        assert_eq!(d.len(), 2);
+        assert_eq!(d.len(), 3);
         assert!(
             d[0].contains("max_age none (values never expire) but the configuration wants 20s"),
             "{}",
             d[0]
+        );
+        assert!(
+            d[1].contains("has 3 replica(s) but buckets.replicas is 1"),
+            "{}",
+            d[1]
         );
     }
 }

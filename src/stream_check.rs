@@ -32,6 +32,8 @@ pub struct StreamFacts {
     pub subject_delete_marker_ttl_secs: Option<u64>,
     /// `deny_delete`: clients may not delete single records.
     pub deny_delete: bool,
+    /// `num_replicas` (1 when unset).
+    pub replicas: usize,
 }
 
 /// A stream's retention policy.
@@ -125,6 +127,28 @@ pub fn delete_warning(stream: &str, f: &StreamFacts) -> Option<String> {
     ))
 }
 
+/// On a cluster of `servers`, a stream or bucket with fewer replicas than
+/// the servers (up to 3) loses the trim's inputs with one server: a
+/// warning naming the fix. `None` off a cluster (`servers` is `None`).
+pub fn replica_warning(
+    field: &str,
+    what: &str,
+    stream: &str,
+    replicas: usize,
+    servers: Option<usize>,
+) -> Option<Problem> {
+    let want = servers?.min(3);
+    (replicas < want).then(|| {
+        Problem::warning(
+            field,
+            format!(
+                "{what} has {replicas} replica(s) on a cluster of {} servers: one server lost loses it; raise it to {want} (nats stream edit {stream} --replicas {want})",
+                servers.unwrap_or(want)
+            ),
+        )
+    })
+}
+
 /// What `validate` says about one domain's stream. `index` places the
 /// problems under `domains[index]`.
 pub fn check_domain_stream(
@@ -199,6 +223,26 @@ pub fn check_domain_stream(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn single_replicas_on_a_cluster_warn() {
+        assert!(
+            replica_warning("f", "stream T", "T", 1, None).is_none(),
+            "no cluster"
+        );
+        assert!(replica_warning("f", "stream T", "T", 3, Some(3)).is_none());
+        assert!(
+            replica_warning("f", "stream T", "T", 3, Some(5)).is_none(),
+            "3 is enough"
+        );
+        let w = replica_warning("f", "stream T", "T", 1, Some(3)).expect("a warning");
+        assert!(
+            w.message.contains("nats stream edit T --replicas 3"),
+            "{}",
+            w.message
+        );
+        assert!(replica_warning("f", "stream T", "T", 1, Some(2)).is_some());
+    }
 
     fn good() -> StreamFacts {
         StreamFacts {

@@ -23,6 +23,7 @@ impl Broker {
             Some(c) => Ok(Some(BucketSettings {
                 history: c.max_messages_per_subject,
                 max_age: c.max_age,
+                replicas: c.num_replicas.max(1),
             })),
         }
     }
@@ -38,6 +39,7 @@ impl Broker {
                 history: spec.history,
                 max_age: spec.max_age,
                 storage: jetstream::stream::StorageType::File,
+                num_replicas: spec.replicas,
                 ..Default::default()
             })
             .await

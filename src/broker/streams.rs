@@ -29,6 +29,7 @@ pub fn facts_of(c: &Config) -> StreamFacts {
             .filter(|d| !d.is_zero())
             .map(|d| d.as_secs().max(1)),
         deny_delete: c.deny_delete,
+        replicas: c.num_replicas.max(1),
     }
 }
 
@@ -48,6 +49,19 @@ pub struct ReadError {
 }
 
 impl Broker {
+    /// How many servers the connected broker's cluster has (its INFO's
+    /// client URLs, which name every server that advertises one), or
+    /// `None` when it is not part of a cluster.
+    pub fn cluster_servers(&self) -> Option<usize> {
+        let info = self.js.client().server_info();
+        info.cluster.as_ref().filter(|c| !c.is_empty())?;
+        let mut urls = info.connect_urls.clone();
+        urls.sort();
+        urls.dedup();
+        // A cluster that advertises nothing is still one: assume the usual 3.
+        Some(if urls.is_empty() { 3 } else { urls.len() })
+    }
+
     /// The configuration of `stream`, or `None` when it does not exist.
     pub async fn stream_config(&self, stream: &str) -> Result<Option<Config>, ReadError> {
         match self.js.get_stream(stream).await {

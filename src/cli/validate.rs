@@ -128,12 +128,18 @@ async fn broker_problems(
     // The buckets nodes write must exist before any node can report: a
     // sidecar's own buckets (floors, duty, gates) are created by `run` and
     // the gestures, so their absence is not a problem.
+    let servers = b.cluster_servers();
     for (field, name) in config.buckets.all() {
-        if !NODE_WRITTEN.contains(&field) {
-            continue;
-        }
+        let node_written = NODE_WRITTEN.contains(&field);
         match b.bucket_settings(name).await {
-            Ok(Some(_)) => {}
+            Ok(Some(have)) => found.extend(stream_check::replica_warning(
+                &format!("buckets.{field}"),
+                &format!("bucket {name}"),
+                &format!("KV_{name}"),
+                have.replicas,
+                servers,
+            )),
+            Ok(None) if !node_written => {}
             Ok(None) => found.push(Problem::error(
                 format!("buckets.{field}"),
                 format!("bucket {name} does not exist on the broker at {}; nodes cannot write their rows until it does: run crewlet retention init", b.url),
@@ -145,6 +151,13 @@ async fn broker_problems(
         match b.stream_facts(&d.stream).await {
             Ok(StreamRead::Found(facts)) => {
                 found.extend(stream_check::check_domain_stream(i, d, &facts, unsafe_ok));
+                found.extend(stream_check::replica_warning(
+                    &format!("domains[{i}].stream"),
+                    &format!("stream {}", d.stream),
+                    &d.stream,
+                    facts.replicas,
+                    servers,
+                ));
                 if let Some(consumer) = &d.feed_consumer {
                     match b.consumer_exists(&d.stream, consumer).await {
                         Ok(true) => {}

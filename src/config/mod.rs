@@ -173,6 +173,9 @@ pub struct Buckets {
     pub floors: String,
     pub duty: String,
     pub gates: String,
+    /// How many replicas `init` (and `run`, for the sidecar's own buckets)
+    /// creates each bucket with: 1, 3 or 5. A cluster wants 3.
+    pub replicas: usize,
 }
 
 impl Default for Buckets {
@@ -186,6 +189,7 @@ impl Default for Buckets {
             floors: "crewlet_floors".into(),
             duty: "crewlet_duty".into(),
             gates: "crewlet_gates".into(),
+            replicas: 1,
         }
     }
 }
@@ -901,6 +905,15 @@ impl Config {
                     format!("{name:?} is also buckets.{other}; every bucket needs its own name"),
                 ));
             }
+        }
+        if !matches!(self.buckets.replicas, 1 | 3 | 5) {
+            out.push(Problem::error(
+                "buckets.replicas",
+                format!(
+                    "{} replicas; allowed: 1, 3 or 5 (an odd count keeps a quorum; 3 on a cluster)",
+                    self.buckets.replicas
+                ),
+            ));
         }
     }
 

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod cluster;
 mod connect;
 mod examples;
 mod faults;

@@ -386,6 +386,7 @@ async fn build(
         floors: format!("m{n}_floors"),
         duty: format!("m{n}_duty"),
         gates: format!("m{n}_gates"),
+        replicas: config.buckets.replicas,
     };
     config.retention.snapshot_quorum = s.k;
     config.retention.fence_window = crewlet::config::Dur::secs(if s.fence_zero { 0 } else { 60 });

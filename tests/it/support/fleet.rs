@@ -17,6 +17,25 @@ use crewlet::rows::Instant;
 use crewlet::trim::Sidecar;
 
 pub const STREAM: &str = "CREWLET_TRACKER_LOG";
+
+/// A node's write, retried while the broker does not answer (a cluster
+/// electing a leader after a server is lost), as a real node would.
+macro_rules! retried {
+    ($what:expr, $write:expr) => {{
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            match $write {
+                Ok(v) => break v,
+                Err(crewlet::node::NodeError::Broker(_))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    tokio::time::sleep(Duration::from_millis(300)).await;
+                }
+                Err(e) => panic!("{}: {e}", $what),
+            }
+        }
+    }};
+}
 pub const GIB: i64 = 1 << 30;
 
 pub fn ts(offset_secs: i64) -> String {
@@ -40,6 +59,8 @@ pub fn test_config(url: &str) -> Config {
 
 pub struct Fleet {
     pub server: Server,
+    /// The other servers of a cluster ([`Fleet::cluster`]); empty for one.
+    pub peers: Vec<Server>,
     pub js: jetstream::Context,
     pub config: Config,
 }
@@ -59,7 +80,12 @@ impl Fleet {
         let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
         create_stream(&js, log_stream(STREAM, &subjects, max_bytes)).await;
         let config = test_config(&server.url());
-        let fleet = Fleet { server, js, config };
+        let fleet = Fleet {
+            server,
+            peers: Vec::new(),
+            js,
+            config,
+        };
         let broker = fleet.broker().await;
         for spec in crewlet::buckets::contract_buckets(&fleet.config) {
             broker.ensure_bucket(&spec).await.expect("create bucket");
@@ -68,8 +94,43 @@ impl Fleet {
         fleet
     }
 
+    /// A three-server cluster with the domain's stream and every bucket
+    /// at three replicas, `records` records in the log.
+    pub async fn cluster(records: u64) -> Fleet {
+        let mut cluster = super::cluster::Cluster::start(3).await;
+        let urls = cluster.urls();
+        let server = cluster.servers.remove(0);
+        let js = server.js().await;
+        let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
+        let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+        let mut log = log_stream(STREAM, &subjects, GIB);
+        log.num_replicas = 3;
+        create_stream(&js, log).await;
+        let mut config = test_config(&urls);
+        config.buckets.replicas = 3;
+        let fleet = Fleet {
+            server,
+            peers: cluster.servers,
+            js,
+            config,
+        };
+        let broker = fleet.broker().await;
+        for spec in crewlet::buckets::contract_buckets(&fleet.config) {
+            broker.ensure_bucket(&spec).await.expect("create bucket");
+        }
+        fleet.publish(records).await;
+        fleet
+    }
+
+    /// The URL clients use: every server of a cluster, comma-separated.
+    pub fn url(&self) -> String {
+        let mut urls = vec![self.server.url()];
+        urls.extend(self.peers.iter().map(Server::url));
+        urls.join(",")
+    }
+
     pub async fn broker(&self) -> Broker {
-        crewlet::broker::connect(&self.server.url(), &self.config.nats, "test")
+        crewlet::broker::connect(&self.url(), &self.config.nats, "test")
             .await
             .expect("connect")
     }
@@ -100,7 +161,15 @@ impl Fleet {
     }
 
     pub async fn state(&self) -> (u64, u64, String) {
-        let s = self.js.get_stream(STREAM).await.expect("stream");
+        // Retried while a cluster elects the stream's leader.
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let s = loop {
+            match self.js.get_stream(STREAM).await {
+                Ok(s) => break s,
+                Err(e) if std::time::Instant::now() > deadline => panic!("stream: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        };
         let i = s.cached_info();
         (
             i.state.first_sequence,
@@ -143,11 +212,8 @@ impl Fleet {
     }
 
     pub async fn presence(&self, node: &str, roles: &[&str]) {
-        self.node(node)
-            .await
-            .lease(roles, "t")
-            .await
-            .expect("presence lease");
+        let n = self.node(node).await;
+        retried!("presence lease", n.lease(roles, "t").await);
     }
 
     pub async fn position(&self, node: &str, seq: u64) {
@@ -165,12 +231,14 @@ impl Fleet {
     ) {
         let created = Instant::parse(created).expect("an instant");
         let n = self.node(node).await;
-        match status {
-            "ok" => n.report(STREAM, seq, generation, created).await,
-            "log_diverged" => n.report_diverged(STREAM, seq, generation, created).await,
-            other => panic!("no position status {other:?}"),
-        }
-        .expect("position report");
+        retried!(
+            "position report",
+            match status {
+                "ok" => n.report(STREAM, seq, generation, created).await,
+                "log_diverged" => n.report_diverged(STREAM, seq, generation, created).await,
+                other => panic!("no position status {other:?}"),
+            }
+        );
     }
 
     pub async fn hold(&self, id: &str, seq: u64, expires_in_secs: i64) {
@@ -197,11 +265,8 @@ impl Fleet {
             owner: "oncall".into(),
             positions: [(STREAM.to_string(), pos)].into(),
         };
-        self.node(node)
-            .await
-            .announce_backup(&manifest)
-            .await
-            .expect("backup manifest");
+        let n = self.node(node).await;
+        retried!("backup manifest", n.announce_backup(&manifest).await);
     }
 
     pub async fn snapshot(&self, node: &str, pos: u64) {
@@ -211,14 +276,15 @@ impl Fleet {
             taken_at: Instant(Utc::now()),
             verified: true,
         };
-        self.node(node)
-            .await
-            .register_snapshots(
-                [(STREAM.to_string(), artefact)].into(),
+        let n = self.node(node).await;
+        retried!(
+            "snapshot register",
+            n.register_snapshots(
+                [(STREAM.to_string(), artefact.clone())].into(),
                 crewlet::rows::SkipReason::None,
             )
             .await
-            .expect("snapshot register");
+        );
     }
 
     /// Nodes that have applied `seq`, a fresh backup at `backup`: the usual

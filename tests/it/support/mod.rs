@@ -7,6 +7,7 @@
 
 #![allow(dead_code)]
 
+pub mod cluster;
 pub mod fleet;
 
 use std::net::TcpListener;
@@ -153,11 +154,29 @@ impl Server {
             .await
             .expect("connect to test server");
         let js = jetstream::new(client);
-        let deadline = Instant::now() + Duration::from_secs(10);
+        let deadline = Instant::now() + Duration::from_secs(30);
         loop {
-            match js.query_account().await {
+            // A cluster without a meta leader yet does not answer at all:
+            // ask again soon rather than wait out the client's timeout.
+            let r = tokio::time::timeout(Duration::from_millis(500), js.query_account())
+                .await
+                .unwrap_or_else(|_| {
+                    Err(async_nats::jetstream::context::AccountError::new(
+                        async_nats::jetstream::context::AccountErrorKind::TimedOut,
+                    ))
+                });
+            match r {
                 Ok(_) => return js,
-                Err(e) if Instant::now() > deadline => panic!("JetStream not ready: {e}"),
+                Err(e) if Instant::now() > deadline => {
+                    let log = std::fs::read_to_string(self.dir.path().join("server.log"))
+                        .unwrap_or_default();
+                    let tail: Vec<&str> = log.lines().rev().take(30).collect();
+                    panic!(
+                        "JetStream not ready on {}: {e}\n{}",
+                        self.url(),
+                        tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+                    )
+                }
                 Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
             }
         }

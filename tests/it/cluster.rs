@@ -1,0 +1,252 @@
+//! On a three-server cluster (cluster.md): R3 buckets from `init`,
+//! replica warnings from `validate`, the duty handed over when its holder
+//! dies, leader changes and a lost server during ticks, never a purge past
+//! what the rows allow.
+
+use std::time::{Duration, Instant};
+
+use crate::support::cluster::Cluster;
+use crate::support::fleet::*;
+use crate::support::{create_stream, crewlet_env, log_stream, Scratch};
+
+fn yaml(url: &str, node: &str, replicas: usize) -> String {
+    format!(
+        "node: {{id: {node}}}\nnats: {{url: \"{url}\"}}\nbuckets: {{replicas: {replicas}}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
+    )
+}
+
+/// `init` with `buckets.replicas: 3` creates R3 buckets; `validate` on the
+/// cluster warns about a single-replica stream, and `init` names an
+/// existing bucket whose replicas differ.
+#[tokio::test]
+async fn init_makes_r3_buckets_and_validate_warns_about_single_replicas() {
+    let cluster = Cluster::start(3).await;
+    let js = cluster.servers[0].js().await;
+    let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
+    let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    create_stream(&js, log_stream(STREAM, &subjects, GIB)).await; // R1
+    let s = Scratch::new();
+    let r3 = s.write("r3.yaml", &yaml(&cluster.urls(), "node-1", 3));
+    let r3 = r3.to_str().expect("utf-8");
+    let run = crewlet_env(&["retention", "init", "--config", r3], &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    for bucket in ["crewlet_presence", "crewlet_floors", "crewlet_duty"] {
+        let info = js
+            .get_stream(format!("KV_{bucket}"))
+            .await
+            .expect("bucket stream");
+        assert_eq!(info.cached_info().config.num_replicas, 3, "{bucket}");
+    }
+    let run = crewlet_env(&["validate", "--config", r3], &[]);
+    assert_eq!(run.code, 0, "warnings only: {run:?}");
+    assert!(
+        run.stdout.lines().any(|l| l.starts_with("warning:")
+            && l.contains(&format!(
+                "stream {STREAM} has 1 replica(s) on a cluster of 3 servers"
+            ))
+            && l.contains(&format!("nats stream edit {STREAM} --replicas 3"))),
+        "{run:?}"
+    );
+    assert!(
+        !run.stdout.contains("bucket crewlet_presence has"),
+        "R3 buckets are fine: {run:?}"
+    );
+    let r1 = s.write("r1.yaml", &yaml(&cluster.urls(), "node-1", 1));
+    let run = crewlet_env(
+        &["retention", "init", "--config", r1.to_str().expect("utf-8")],
+        &[],
+    );
+    assert!(
+        run.stderr.contains(
+            "bucket crewlet_presence (presence) has 3 replica(s) but buckets.replicas is 1"
+        ),
+        "{run:?}"
+    );
+}
+
+/// Three sidecars, one beside each server: SIGKILL the holder and another
+/// takes the duty within one lease TTL (3 ticks) plus a tick, and the trim
+/// goes on. The handover time is printed for the closing figures.
+#[tokio::test]
+async fn the_duty_fails_over_when_its_holder_is_killed() {
+    let f = Fleet::cluster(40).await;
+    f.healthy(&[("node-1", 30), ("node-2", 30)], 40).await;
+    let s = Scratch::new();
+    let urls: Vec<String> = {
+        let mut servers = vec![&f.server];
+        servers.extend(f.peers.iter());
+        (0..3)
+            .map(|first| {
+                let mut u = vec![servers[first].url()];
+                u.extend(
+                    servers
+                        .iter()
+                        .enumerate()
+                        .filter(|(i, _)| *i != first)
+                        .map(|(_, s)| s.url()),
+                );
+                u.join(",")
+            })
+            .collect()
+    };
+    let mut sidecars: Vec<std::process::Child> = (0..3)
+        .map(|i| {
+            let cfg = s.write(
+                &format!("s{i}.yaml"),
+                &yaml(&urls[i], &format!("sidecar-{i}"), 3),
+            );
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"));
+            cmd.args(["retention", "run", "--config", cfg.to_str().expect("utf-8")])
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null());
+            crate::support::hermetic(&mut cmd);
+            cmd.spawn().expect("start a sidecar")
+        })
+        .collect();
+    // Who holds it: the floors row names the publisher.
+    let until = Instant::now() + Duration::from_secs(15);
+    let first = loop {
+        if let Some(by) = f
+            .floors_row()
+            .await
+            .and_then(|row| row["by"].as_str().map(str::to_string))
+        {
+            break by;
+        }
+        assert!(Instant::now() < until, "no sidecar published");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    assert_eq!(f.first_seq().await, 31, "the holder trims to the nodes' 30");
+    let index: usize = first
+        .strip_prefix("sidecar-")
+        .and_then(|i| i.parse().ok())
+        .expect("a sidecar name");
+    let killed = Instant::now();
+    let _ = sidecars[index].kill();
+    let _ = sidecars[index].wait();
+    // The nodes move on: only a new holder can trim past 30.
+    f.position("node-1", 40).await;
+    f.position("node-2", 40).await;
+    f.snapshot("node-1", 40).await;
+    f.snapshot("node-2", 40).await;
+    let until = Instant::now() + Duration::from_secs(12);
+    let next = loop {
+        if let Some(row) = f.floors_row().await {
+            let by = row["by"].as_str().unwrap_or_default().to_string();
+            if by != first {
+                break by;
+            }
+        }
+        assert!(Instant::now() < until, "no other sidecar took the duty");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let handover = killed.elapsed();
+    eprintln!("failover: {first} killed, {next} published after {handover:?}");
+    // Lease TTL is 3 ticks (3 s); one more tick to publish.
+    assert!(handover < Duration::from_secs(5), "{handover:?}");
+    let until = Instant::now() + Duration::from_secs(10);
+    while f.first_seq().await != 41 {
+        assert!(Instant::now() < until, "the new holder trims to 40");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    for mut c in sidecars {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+}
+
+/// Leader stepdowns of the log and of every bucket while a sidecar ticks:
+/// each tick fails cleanly or succeeds, and nothing past a pinned node is
+/// ever purged.
+#[tokio::test]
+async fn leader_stepdowns_during_ticks_never_purge_past_a_pin() {
+    let f = Fleet::cluster(60).await;
+    f.healthy(&[("node-1", 60), ("node-2", 60)], 60).await;
+    f.position("node-3", 20).await; // absent, still counted: pins at 20
+    f.snapshot("node-3", 20).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let l = Loop::start(&f).await;
+    let client = async_nats::connect(f.server.url()).await.expect("connect");
+    let mut streams = vec![STREAM.to_string()];
+    streams.extend(
+        f.config
+            .buckets
+            .all()
+            .iter()
+            .map(|(_, b)| format!("KV_{b}")),
+    );
+    for round in 0..6 {
+        for s in &streams {
+            let _ = client
+                .request(format!("$JS.API.STREAM.LEADER.STEPDOWN.{s}"), "".into())
+                .await;
+        }
+        tokio::time::sleep(Duration::from_millis(700)).await;
+        assert!(
+            f.first_seq().await <= 21,
+            "round {round}: purged past node-3's 20 (first {})",
+            f.first_seq().await
+        );
+    }
+    // Once the pin goes (node-3 catches up), the trim goes on.
+    f.position("node-3", 60).await;
+    f.snapshot("node-3", 60).await;
+    let until = Instant::now() + Duration::from_secs(15);
+    while f.first_seq().await != 61 {
+        assert!(
+            Instant::now() < until,
+            "the trim went on after the stepdowns"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    l.stop().await;
+}
+
+/// One server killed while the trim goes on: the duty holder keeps
+/// trimming through the others, and status through a list that starts with
+/// the dead server still answers; the server comes back and catches up.
+#[tokio::test]
+async fn a_lost_server_stops_neither_the_trim_nor_status() {
+    let mut f = Fleet::cluster(30).await;
+    f.healthy(&[("node-1", 20), ("node-2", 20)], 30).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let l = Loop::start(&f).await;
+    let until = Instant::now() + Duration::from_secs(10);
+    while f.first_seq().await != 21 {
+        assert!(Instant::now() < until, "trims before the loss");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let dead = f.peers[0].url();
+    f.peers[0].kill();
+    f.position("node-1", 30).await;
+    f.position("node-2", 30).await;
+    f.snapshot("node-1", 30).await;
+    f.snapshot("node-2", 30).await;
+    let until = Instant::now() + Duration::from_secs(15);
+    while f.first_seq().await != 31 {
+        assert!(Instant::now() < until, "trims with one server down");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let s = Scratch::new();
+    let list = format!("{dead},{}", f.url());
+    let cfg = s.write("beside-dead.yaml", &yaml(&list, "sidecar-dead", 3));
+    let run = tokio::task::spawn_blocking(move || {
+        crewlet_env(
+            &[
+                "retention",
+                "status",
+                "--json",
+                "--config",
+                cfg.to_str().expect("utf-8"),
+            ],
+            &[],
+        )
+    })
+    .await
+    .expect("status");
+    assert!(run.code == 0 || run.code == 1, "{run:?}");
+    assert!(run.stdout.contains("\"domains\""), "{run:?}");
+    f.peers[0].restart();
+    l.stop().await;
+}
