@@ -139,8 +139,8 @@ impl Duty {
                     return DutyStatus::Held;
                 }
                 Renewed::Lost => {
-                    self.revision = None;
-                    tracing::warn!(event = "duty_lost", session = %self.session, "the duty lease was taken or expired");
+                    self.lost();
+                    tracing::warn!(event = "duty_lost", "the duty lease was taken or expired");
                 }
                 Renewed::Unknown(e) => {
                     // Keep the revision: the next tick's renewal settles it.
@@ -212,8 +212,11 @@ impl Duty {
                 true
             }
             Renewed::Lost => {
-                self.revision = None;
-                tracing::warn!(event = "duty_lost", session = %self.session, "the duty lease changed hands before the purge");
+                self.lost();
+                tracing::warn!(
+                    event = "duty_lost",
+                    "the duty lease changed hands before the purge"
+                );
                 false
             }
             Renewed::Unknown(e) => {
@@ -224,6 +227,16 @@ impl Duty {
         }
     }
 
+    /// The lease is gone: forget its revision and take a new session. A
+    /// write of the old session that is still in flight, or that lands
+    /// late, is then never mistaken for a lease of ours, and a claim later
+    /// is a new lease, not the old one resumed.
+    fn lost(&mut self) {
+        let old = std::mem::replace(&mut self.session, OpId::mint(Utc::now()).to_string());
+        self.revision = None;
+        tracing::info!(event = "duty_session_renewed", old_session = %old, session = %self.session, "a new session for any later claim");
+    }
+
     /// Gives the lease up so another sidecar takes over at once.
     pub async fn release(&mut self, broker: &Broker) {
         let Some(rev) = self.revision.take() else {
@@ -232,6 +245,16 @@ impl Duty {
         match broker.kv_delete_at(&self.bucket, DUTY_KEY, rev).await {
             Ok(()) => {
                 tracing::info!(event = "duty_released", session = %self.session, "released the trim duty")
+            }
+            // The key moved on since our last write: the lease is no longer
+            // ours to delete (it expired and was claimed), so there is
+            // nothing to release.
+            Err(CasError::Conflict { .. }) => {
+                self.lost();
+                tracing::info!(
+                    event = "duty_already_gone",
+                    "the duty lease had already passed on; nothing to release"
+                )
             }
             Err(e) => {
                 tracing::warn!(event = "duty_release_failed", error = %e, "could not release the duty lease; it expires by itself")

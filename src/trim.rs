@@ -210,6 +210,15 @@ pub fn duty_view(status: &DutyStatus, duty: &Duty) -> DutyView {
 impl Sidecar {
     pub fn new(config: Config, broker: Broker) -> Sidecar {
         let duty = Duty::new(&config.buckets.duty, &config.node.id, config.node.duty);
+        // A read that hangs (a server lost, a leader being elected) is
+        // given up within a tick, so that a tick, a read tried twice
+        // included, stays inside the lease of three ticks.
+        let timeout = config
+            .retention
+            .tick
+            .0
+            .clamp(Duration::from_secs(1), super::broker::read::READ_TIMEOUT);
+        let broker = broker.with_read_timeout(timeout);
         Sidecar {
             config,
             broker,

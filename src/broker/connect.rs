@@ -22,6 +22,18 @@ pub struct Broker {
     pub(crate) stores: std::sync::Arc<
         std::sync::Mutex<std::collections::HashMap<String, async_nats::jetstream::kv::Store>>,
     >,
+    /// How long one read may take before it is given up as unreadable.
+    pub(crate) read_timeout: std::time::Duration,
+}
+
+impl Broker {
+    /// Bounds every read by `timeout` (the sidecar takes its tick: a read
+    /// that hangs must not outlive the duty lease of three ticks, even
+    /// tried twice).
+    pub fn with_read_timeout(mut self, timeout: std::time::Duration) -> Broker {
+        self.read_timeout = timeout;
+        self
+    }
 }
 
 /// Why no connection was made. Only `Unreachable` is the network (exit
@@ -179,6 +191,7 @@ pub async fn connect(
         js,
         url: shown,
         stores: Default::default(),
+        read_timeout: super::read::READ_TIMEOUT,
     })
 }
 

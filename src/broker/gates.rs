@@ -10,7 +10,7 @@ use async_nats::jetstream::message::PublishMessage;
 use async_nats::jetstream::ErrorCode;
 use futures::StreamExt;
 
-use super::read::{instant_of, READ_TIMEOUT};
+use super::read::instant_of;
 use super::Broker;
 use crate::floor::Entry;
 use crate::gate::{self, Cursor, LogRecord, Skipped, View};
@@ -201,12 +201,12 @@ impl Broker {
             let _ = s.delete_consumer(&consumer_name).await;
             scan
         };
-        tokio::time::timeout(READ_TIMEOUT, read)
+        tokio::time::timeout(self.read_timeout, read)
             .await
             .map_err(|_| {
                 format!(
-                    "reading gate records on {stream}: no answer within {}s",
-                    READ_TIMEOUT.as_secs()
+                    "reading gate records on {stream}: no answer within {}",
+                    crate::config::Dur(self.read_timeout)
                 )
             })?
     }

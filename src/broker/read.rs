@@ -25,7 +25,8 @@ pub struct Raw {
     pub floors: Bucket,
 }
 
-/// How long one read may take before it counts as unreadable.
+/// How long one read may take before it counts as unreadable, unless the
+/// sidecar sets a shorter one from its tick ([`Broker::with_read_timeout`]).
 pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Converts the broker's `created` (nanoseconds preserved).
@@ -66,7 +67,7 @@ impl Broker {
         for _ in 0..2 {
             let mut parsed = T::default();
             let read = tokio::time::timeout(
-                READ_TIMEOUT,
+                self.read_timeout,
                 self.read_bucket_inner(name, &mut parsed, add, keep_raw),
             )
             .await;
@@ -79,7 +80,7 @@ impl Broker {
                 Ok(Err(e)) => Err(e),
                 Err(_) => Err(BucketError::Failed {
                     bucket: name.to_string(),
-                    reason: format!("no answer within {}s", READ_TIMEOUT.as_secs()),
+                    reason: format!("no answer within {}", crate::config::Dur(self.read_timeout)),
                 }),
             };
             return match bucket {
@@ -107,21 +108,31 @@ impl Broker {
             reason,
         };
         let prefix = format!("$KV.{name}.");
-        // The bucket's stream state (what a complete read must reach) and
-        // the reader, concurrently: a key added in between is delivered
-        // too (the reader runs until nothing is pending), and one that
-        // expired in between costs a second read. A missing bucket answers
-        // "stream not found".
+        // The bucket's stream state (what a complete read must reach), then
+        // the reader: a key added in between is delivered too (the reader
+        // runs until nothing is pending), and one that expired in between
+        // costs a second read. A missing bucket answers "stream not found".
         let stream_name = format!("KV_{name}");
         let config = OrderedConfig {
             filter_subject: format!("{prefix}>"),
             deliver_policy: DeliverPolicy::LastPerSubject,
+            // Pulls of at most this long, so that a lost pull is noticed
+            // (by its missed heartbeats) within the read's timeout rather
+            // than after the client's default 30 s.
+            max_expires: Duration::from_secs(4),
             ..Default::default()
         };
-        let (stream, consumer) = tokio::join!(
-            self.js.get_stream(&stream_name),
-            self.js.create_consumer_on_stream(config, &stream_name)
-        );
+        // Stream info first (the leader answers it), then the reader: what
+        // the reader delivers must reach what the leader had committed.
+        let stream = self.js.get_stream(&stream_name).await;
+        let consumer = match &stream {
+            Ok(_) => Some(
+                self.js
+                    .create_consumer_on_stream(config, &stream_name)
+                    .await,
+            ),
+            Err(_) => None,
+        };
         let missing = || BucketError::Missing {
             bucket: name.to_string(),
         };
@@ -131,11 +142,13 @@ impl Broker {
             }
             _ => failed(e.to_string()),
         })?;
-        let (messages, subjects) = {
+        let (messages, subjects, last_seq) = {
             let state = &stream.cached_info().state;
-            (state.messages, state.subjects_count)
+            (state.messages, state.subjects_count, state.last_sequence)
         };
-        let consumer = consumer.map_err(|e| failed(e.to_string()))?;
+        let consumer = consumer
+            .ok_or_else(|| failed("no stream info".into()))?
+            .map_err(|e| failed(e.to_string()))?;
         let consumer_name = consumer.cached_info().name.clone();
         let announced = consumer.cached_info().num_pending;
         let read = async {
@@ -155,6 +168,7 @@ impl Broker {
                 .map_err(|e| failed(e.to_string()))?;
             let mut out = Vec::new();
             let mut seen: u64 = 0;
+            let mut newest: u64 = 0;
             let mut complete = false;
             while let Some(msg) = stream_of.next().await {
                 let msg = msg.map_err(|e| failed(e.to_string()))?;
@@ -162,6 +176,17 @@ impl Broker {
                 let pending = info.pending;
                 let revision = info.stream_sequence;
                 seen += 1;
+                // The client recreates an ordered consumer after a gap or a
+                // lost server, from the next stream sequence and without
+                // "last per subject": what it delivers then is not one
+                // snapshot of the bucket. Start over instead.
+                if info.consumer_sequence != seen {
+                    return Ok(Err(format!(
+                        "the reader was restarted after {} of {announced} keys",
+                        seen - 1
+                    )));
+                }
+                newest = newest.max(revision);
                 let deleted = msg.headers.as_ref().is_some_and(|h| {
                     h.get("KV-Operation")
                         .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
@@ -192,6 +217,17 @@ impl Broker {
             if seen < subjects {
                 return Ok(Err(format!(
                     "{seen} keys were delivered, but the bucket's stream holds {subjects} subjects"
+                )));
+            }
+            // On a cluster the reader may live on a replica that is behind
+            // the leader that answered stream info: the newest revision it
+            // delivered must reach the leader's last sequence (the last
+            // message of a bucket is the last of its key, so a current
+            // reader delivers it). Otherwise a changed hold or lease could
+            // be read as it was.
+            if messages > 0 && newest < last_seq {
+                return Ok(Err(format!(
+                    "the reader's server had the bucket up to revision {newest}, its leader up to {last_seq} (a replica behind)"
                 )));
             }
             Ok(Ok(out))
@@ -282,12 +318,12 @@ impl Broker {
         let request = self
             .js
             .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
-        let reply = tokio::time::timeout(READ_TIMEOUT, request)
+        let reply = tokio::time::timeout(self.read_timeout, request)
             .await
             .map_err(|_| {
                 format!(
-                    "stream {stream}: no answer within {}s",
-                    READ_TIMEOUT.as_secs()
+                    "stream {stream}: no answer within {}",
+                    crate::config::Dur(self.read_timeout)
                 )
             })?
             .map_err(|e| format!("stream {stream}: {e}"))?;
@@ -353,12 +389,12 @@ impl Broker {
                 Reply::Err { error } => Err(format!("consumer {consumer} on {stream}: {error}")),
             }
         };
-        let info = tokio::time::timeout(READ_TIMEOUT, read)
+        let info = tokio::time::timeout(self.read_timeout, read)
             .await
             .map_err(|_| {
                 format!(
-                    "consumer {consumer}: no answer within {}s",
-                    READ_TIMEOUT.as_secs()
+                    "consumer {consumer}: no answer within {}",
+                    crate::config::Dur(self.read_timeout)
                 )
             })??;
         Ok(FeedState {
@@ -467,12 +503,12 @@ impl Broker {
         let request = self
             .js
             .request::<_, _, Reply>(format!("STREAM.MSG.GET.{stream}"), &body);
-        let reply = tokio::time::timeout(READ_TIMEOUT, request)
+        let reply = tokio::time::timeout(self.read_timeout, request)
             .await
             .map_err(|_| {
                 format!(
-                    "age lookup on {stream}: no answer within {}s",
-                    READ_TIMEOUT.as_secs()
+                    "age lookup on {stream}: no answer within {}",
+                    crate::config::Dur(self.read_timeout)
                 )
             })?
             .map_err(|e| format!("age lookup on {stream}: {e}"))?;

@@ -88,7 +88,7 @@ const STREAM: &str = "BENCH_LOG";
 
 fn bench_config(url: &str, suffix: &str, domains: usize) -> Result<Config, String> {
     let mut text = format!(
-        "node: {{id: bench-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, backup_owner: bench, presence_ttl: 10m}}\ntrim: {{enabled: true}}\nbuckets: {{presence: p{suffix}, positions: o{suffix}, holds: h{suffix}, backups: b{suffix}, snapshots: s{suffix}, floors: f{suffix}, duty: d{suffix}, gates: g{suffix}}}\ndomains:\n"
+        "node: {{id: bench-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 10s, backup_owner: bench, presence_ttl: 10m}}\ntrim: {{enabled: true}}\nbuckets: {{presence: p{suffix}, positions: o{suffix}, holds: h{suffix}, backups: b{suffix}, snapshots: s{suffix}, floors: f{suffix}, duty: d{suffix}, gates: g{suffix}}}\ndomains:\n"
     );
     for i in 0..domains {
         text.push_str(&format!(

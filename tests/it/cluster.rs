@@ -250,3 +250,32 @@ async fn a_lost_server_stops_neither_the_trim_nor_status() {
     f.peers[0].restart();
     l.stop().await;
 }
+
+/// A sidecar whose lease was taken over (it expired while the sidecar was
+/// stalled, and another claimed it) takes a new session: its later release
+/// leaves the new holder's lease alone, and a later claim is a new lease.
+#[tokio::test]
+async fn a_lost_lease_means_a_new_session() {
+    let f = Fleet::new(10).await;
+    let mut a = f.sidecar().await;
+    a.tick().await;
+    assert!(a.duty.holds());
+    let first = a.duty.session().to_string();
+    // The lease lapses (as after a stall longer than its TTL) and node-2
+    // claims it.
+    f.delete("crewlet_duty", crewlet::rows::DUTY_KEY).await;
+    let mut b = f.sidecar_as("node-2").await;
+    b.tick().await;
+    assert!(b.duty.holds());
+    let r = a.tick().await;
+    assert!(!a.duty.holds(), "{:?}", r.duty);
+    assert_ne!(a.duty.session(), first, "a new session after the loss");
+    a.duty.release(&a.broker).await;
+    let lease = f
+        .get("crewlet_duty", crewlet::rows::DUTY_KEY)
+        .await
+        .expect("node-2's lease is still there");
+    assert_eq!(lease["holder"], "node-2", "{lease}");
+    assert_eq!(lease["session"], b.duty.session(), "{lease}");
+    b.duty.release(&b.broker).await;
+}
