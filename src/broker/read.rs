@@ -441,8 +441,11 @@ impl Broker {
             let name = consumer.cached_info().name.clone();
             let announced = consumer.cached_info().num_pending;
             let walk = async {
+                // Nothing offered from `from` although the log's leader has
+                // records up to `to`: this server is behind (a replica the
+                // reader was placed on). Nothing is proven.
                 if announced == 0 {
-                    return Ok(None);
+                    return Ok(Some(from));
                 }
                 let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
                 let mut scanned: u64 = 0;
@@ -460,8 +463,14 @@ impl Broker {
                         return Ok(Some(seq));
                     }
                     scanned += 1;
-                    if seq == to || info.pending == 0 {
+                    if seq == to {
                         return Ok(None);
+                    }
+                    // The reader's server has nothing after `seq`, short of
+                    // `to`: a replica behind, or records deleted in between.
+                    // Only what was scanned is proven.
+                    if info.pending == 0 {
+                        return Ok(Some(seq + 1));
                     }
                 }
                 Err(err(format!("the scan stopped after {scanned} records")))

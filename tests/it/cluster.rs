@@ -279,3 +279,31 @@ async fn a_lost_lease_means_a_new_session() {
     assert_eq!(lease["session"], b.duty.session(), "{lease}");
     b.duty.release(&b.broker).await;
 }
+
+/// The age proof proves only what it scanned: a reader whose server has
+/// less of the log than the leader said (a replica behind) ends short of
+/// the slice, and the records it never saw are not proven old.
+#[tokio::test]
+async fn the_age_proof_proves_only_what_its_reader_saw() {
+    let f = Fleet::new(10).await;
+    let broker = f.broker().await;
+    let cutoff = chrono::Utc::now() + chrono::Duration::seconds(60); // all old
+                                                                     // The leader said the log runs to 15; this server has 10.
+    let first = broker
+        .first_unproven(STREAM, 1, 15, cutoff, 100_000)
+        .await
+        .expect("scan");
+    assert_eq!(first, Some(11), "records 11..=15 were never seen");
+    // Nothing at all from 11 on.
+    let first = broker
+        .first_unproven(STREAM, 11, 15, cutoff, 100_000)
+        .await
+        .expect("scan");
+    assert_eq!(first, Some(11));
+    // A slice the reader saw to its end is proven.
+    let first = broker
+        .first_unproven(STREAM, 1, 10, cutoff, 100_000)
+        .await
+        .expect("scan");
+    assert_eq!(first, None);
+}
