@@ -13,8 +13,9 @@
 //! absorbed by the tick itself; beside them, gate rows and cursors written
 //! as an earlier tick (or another incarnation) would have left them.
 //!
-//! `CREWLET_MODEL_N` sets the number of scenarios (default 200);
-//! `CREWLET_MODEL_SEED` replays a run. A failure prints the seed and the
+//! `CREWLET_MODEL_N` sets the number of scenarios (default 200) on one
+//! server, `CREWLET_MODEL_CLUSTER_N` on a three-server cluster with R3 logs
+//! and buckets (default 20); `CREWLET_MODEL_SEED` replays a run. A failure prints the seed and the
 //! scenario.
 
 use std::time::Duration;
@@ -374,6 +375,7 @@ async fn build(
     s: &Scenario,
     n: u64,
     url: &str,
+    replicas: usize,
 ) -> crewlet::config::Config {
     let stream = format!("M{n}");
     let mut config = test_config(url);
@@ -386,14 +388,15 @@ async fn build(
         floors: format!("m{n}_floors"),
         duty: format!("m{n}_duty"),
         gates: format!("m{n}_gates"),
-        replicas: config.buckets.replicas,
+        replicas,
     };
     config.retention.snapshot_quorum = s.k;
     config.retention.fence_window = crewlet::config::Dur::secs(if s.fence_zero { 0 } else { 60 });
     config.domains[0].stream = stream.clone();
     config.domains[0].gate_subject = s.gated.then(|| format!("{stream}.gate"));
     config.domains[0].feed_consumer = s.feed.map(|_| "feed".to_string());
-    let cfg = log_stream(&stream, &[&format!("{stream}.>")], 1 << 30);
+    let mut cfg = log_stream(&stream, &[&format!("{stream}.>")], 1 << 30);
+    cfg.num_replicas = replicas;
     let st = create_stream(js, cfg).await;
     let plain = s.last - s.records.len() as u64;
     let mut acks = Vec::new();
@@ -445,6 +448,7 @@ async fn build(
         js.create_key_value(async_nats::jetstream::kv::Config {
             bucket: name,
             history: 1,
+            num_replicas: replicas,
             ..Default::default()
         })
         .await
@@ -463,6 +467,7 @@ async fn build(
         bucket: b.duty.clone(),
         history: 1,
         max_age: Duration::from_secs(30),
+        num_replicas: replicas,
         ..Default::default()
     })
     .await
@@ -621,6 +626,26 @@ async fn random_fleets_purge_exactly_what_the_model_allows() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
+    let server = Server::start();
+    let js = server.js().await;
+    run_model(&js, &server.url(), 1, count).await;
+}
+
+/// The same scenarios on a three-server cluster with R3 logs and buckets
+/// (cluster.md, Tests): fewer by default, `CREWLET_MODEL_CLUSTER_N` for a
+/// long run.
+#[tokio::test]
+async fn random_fleets_on_a_cluster_purge_exactly_what_the_model_allows() {
+    let count: u64 = std::env::var("CREWLET_MODEL_CLUSTER_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20);
+    let cluster = crate::support::cluster::Cluster::start(3).await;
+    let js = cluster.servers[0].js().await;
+    run_model(&js, &cluster.urls(), 3, count).await;
+}
+
+async fn run_model(js: &async_nats::jetstream::Context, url: &str, replicas: usize, count: u64) {
     let base: u64 = std::env::var("CREWLET_MODEL_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -630,15 +655,13 @@ async fn random_fleets_purge_exactly_what_the_model_allows() {
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(7)
         });
-    let server = Server::start();
-    let js = server.js().await;
     let mut purged_some = 0;
     let mut blocked = 0;
     for n in 0..count {
         let seed = base.wrapping_add(n);
         let s = scenario(seed);
-        let config = build(&js, &s, n, &server.url()).await;
-        let broker = crewlet::broker::connect(&server.url(), &config.nats, "model")
+        let config = build(js, &s, n, url, replicas).await;
+        let broker = crewlet::broker::connect(url, &config.nats, "model")
             .await
             .expect("connect");
         let mut sidecar = crewlet::trim::Sidecar::new(config.clone(), broker);
@@ -681,9 +704,9 @@ async fn random_fleets_purge_exactly_what_the_model_allows() {
             blocked += 1;
         }
         sidecar.duty.release(&sidecar.broker).await;
-        teardown(&js, &config).await;
+        teardown(js, &config).await;
     }
-    println!("model: {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing, 0 violations");
+    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing, 0 violations");
     assert!(
         count < 50 || (purged_some > count / 10 && blocked > count / 10),
         "the generator must exercise both outcomes: {purged_some} purged, {blocked} blocked"
