@@ -69,7 +69,8 @@ pub fn owner_only_dir(dir: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
-fn free_port() -> std::io::Result<u16> {
+/// A free loopback port (released just before a server binds it).
+pub fn free_port() -> std::io::Result<u16> {
     Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
 }
 
@@ -77,6 +78,40 @@ impl EmbeddedServer {
     /// Starts nats-server with JetStream on 127.0.0.1, its store in
     /// `data_dir/store`. `port` 0 picks a free one.
     pub async fn start(data_dir: &Path, port: u16) -> Result<EmbeddedServer, EmbeddedError> {
+        Self::start_with_args(data_dir, port, &[]).await
+    }
+
+    /// One of `routes.len()` servers of a loopback cluster (for `bench`):
+    /// named `name`, routing on `cluster_port` to every port in `routes`.
+    pub async fn start_member(
+        data_dir: &Path,
+        name: &str,
+        cluster_port: u16,
+        routes: &[u16],
+    ) -> Result<EmbeddedServer, EmbeddedError> {
+        let routes = routes
+            .iter()
+            .map(|p| format!("nats://127.0.0.1:{p}"))
+            .collect::<Vec<_>>()
+            .join(",");
+        let args = [
+            "--server_name".to_string(),
+            name.to_string(),
+            "--cluster_name".to_string(),
+            "crewlet-bench".to_string(),
+            "--cluster".to_string(),
+            format!("nats://127.0.0.1:{cluster_port}"),
+            "--routes".to_string(),
+            routes,
+        ];
+        Self::start_with_args(data_dir, 0, &args).await
+    }
+
+    async fn start_with_args(
+        data_dir: &Path,
+        port: u16,
+        extra: &[String],
+    ) -> Result<EmbeddedServer, EmbeddedError> {
         let bin = find_binary().ok_or(EmbeddedError::NoBinary)?;
         owner_only_dir(data_dir)
             .map_err(|e| EmbeddedError::Io(format!("{}: {e}", data_dir.display())))?;
@@ -93,6 +128,7 @@ impl EmbeddedServer {
         let child = Command::new(&bin)
             .args(["-js", "-a", "127.0.0.1", "-p", &port.to_string(), "-sd"])
             .arg(&store)
+            .args(extra)
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .kill_on_drop(true)

@@ -62,11 +62,13 @@ impl Broker {
         &self,
         name: &str,
         max_bytes: Option<i64>,
+        replicas: usize,
     ) -> Result<At, String> {
         let mut config = jetstream::stream::Config {
             name: name.to_string(),
             subjects: vec![format!("{name}.>")],
             deny_delete: true,
+            num_replicas: replicas,
             ..Default::default()
         };
         if let Some(m) = max_bytes {

@@ -118,7 +118,7 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
     let mut holds = Vec::new();
     for d in &config.domains {
         let created = broker
-            .create_plain_stream(&d.stream, Some(1 << 30))
+            .create_plain_stream(&d.stream, Some(1 << 30), config.buckets.replicas)
             .await?
             .to_rfc3339();
         broker.publish_many(&format!("{}.r", d.stream), 200).await?;
@@ -168,6 +168,8 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
         })
         .collect();
     broker.fill(&b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
+    // Completed after the streams were created, so that they count.
+    let done = At(Utc::now()).to_rfc3339();
     let positions_map: serde_json::Map<String, serde_json::Value> = streams
         .iter()
         .map(|s| (s.to_string(), json!(150)))
@@ -175,7 +177,7 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
     broker.fill(
         &b.backups,
         (0..50)
-            .map(|i| (format!("node-{i}.b{i}"), json!({"id": format!("b{i}"), "node": format!("node-{i}"), "taken_at": ts(-120), "completed_at": ts(-60 + i), "verified": true, "positions": positions_map}).to_string()))
+            .map(|i| (format!("node-{i}.b{i}"), json!({"id": format!("b{i}"), "node": format!("node-{i}"), "taken_at": ts(-120), "completed_at": done, "verified": true, "positions": positions_map}).to_string()))
             .collect(),
     )
     .await?;
@@ -467,7 +469,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         // What a tick that purges adds on top: the pins re-read (holds and
         // presence of this state) and the age proof over a 10,000-record
         // slice (every record old, so all of it is scanned).
-        js.create_plain_stream("PROOF_LOG", None).await?;
+        js.create_plain_stream("PROOF_LOG", None, 1).await?;
         js.publish_many("PROOF_LOG.r", 10_000).await?;
         let (mut t_pins, mut t_proof, mut t_whole, mut t_bare) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
@@ -531,7 +533,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         let mut purge_ms = Vec::new();
         for i in 0..samples {
             let name = format!("PURGE_{i}");
-            let created = js.create_plain_stream(&name, None).await?;
+            let created = js.create_plain_stream(&name, None, 1).await?;
             js.publish_many(&format!("{name}.r"), 200).await?;
             let t = Instant::now();
             broker
@@ -672,7 +674,78 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             lines.push(publisher(&js, &bin, dir, cfg, name, samples, min, same).await?);
         }
     }
+
+    // 7. The tick on a three-server cluster with R3 log and buckets,
+    // against the bare read of the same buckets on the same cluster.
+    if want("cluster") {
+        eprintln!("starting a three-server cluster and building 10,000 rows on it …");
+        let (tick, bare) = on_a_cluster(dir, samples).await?;
+        lines.push(line(
+            "tick, 3-server R3 cluster (10k rows)",
+            &tick,
+            Some(&bare),
+            None,
+            None,
+        ));
+    }
     Ok(lines)
+}
+
+/// Starts three routed nats-servers, builds the tick's state with three
+/// replicas, and measures the tick against the bare read there.
+async fn on_a_cluster(dir: &Path, samples: usize) -> Result<(Stats, Stats), String> {
+    let routes = (0..3)
+        .map(|_| crate::embedded::free_port().map_err(|e| e.to_string()))
+        .collect::<Result<Vec<u16>, String>>()?;
+    let mut members = Vec::new();
+    for (i, port) in routes.iter().enumerate() {
+        let member = EmbeddedServer::start_member(
+            &dir.join(format!("cluster-{i}")),
+            &format!("bench-{i}"),
+            *port,
+            &routes,
+        )
+        .await;
+        match member {
+            Ok(m) => members.push(m),
+            Err(e) => {
+                for m in members {
+                    m.stop().await;
+                }
+                return Err(e.to_string());
+            }
+        }
+    }
+    let urls = members
+        .iter()
+        .map(|m| m.url.clone())
+        .collect::<Vec<_>>()
+        .join(",");
+    let measured = async {
+        let mut config = bench_config(&urls, "c", 1)?;
+        config.buckets.replicas = 3;
+        let broker = crate::broker::connect(&urls, &config.nats, "bench-cluster")
+            .await
+            .map_err(|e| e.to_string())?;
+        // The cluster elects its meta leader within a few seconds: until
+        // an R3 stream can be placed, nothing else can be built.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            match broker.create_plain_stream("BENCH_PROBE", None, 3).await {
+                Ok(_) => break,
+                Err(e) if Instant::now() > deadline => return Err(e),
+                Err(_) => tokio::time::sleep(Duration::from_millis(500)).await,
+            }
+        }
+        let _ = broker.delete_stream("BENCH_PROBE").await;
+        build(&broker, &config, 10_000).await?;
+        tick_vs_bare(&broker, &config, samples).await
+    }
+    .await;
+    for m in members {
+        m.stop().await;
+    }
+    measured
 }
 
 /// `crewlet bench --probe`: the status baseline: connect, then the bare
