@@ -52,12 +52,15 @@ impl Broker {
 }
 
 impl Broker {
-    /// On the embedded broker only: creates the domain's stream if it is
-    /// missing, with settings `validate` accepts (`discard: new`, a 1 GiB
-    /// ceiling, no limits of its own). Returns whether it created one.
+    /// Creates the domain's stream if it is missing, with settings
+    /// `validate` accepts (`discard: new`, a 1 GiB ceiling, no limits of its
+    /// own, deletes denied) and `replicas` copies: for the embedded broker
+    /// and for the simulated node of the examples. Returns whether it
+    /// created one.
     pub async fn ensure_log_stream(
         &self,
         domain: &crate::config::Domain,
+        replicas: usize,
     ) -> Result<bool, ReadError> {
         if self.stream_config(&domain.stream).await?.is_some() {
             return Ok(false);
@@ -73,6 +76,7 @@ impl Broker {
                 storage: jetstream::stream::StorageType::File,
                 allow_direct: true,
                 deny_delete: true,
+                num_replicas: replicas,
                 ..Default::default()
             })
             .await

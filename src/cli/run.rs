@@ -103,7 +103,7 @@ pub async fn prepare(broker: &Broker, config: &Config, embedded: bool) -> Result
     if embedded {
         for d in &config.domains {
             if broker
-                .ensure_log_stream(d)
+                .ensure_log_stream(d, 1)
                 .await
                 .map_err(|e| e.to_string())?
             {

@@ -14,6 +14,7 @@ mod init;
 mod model;
 mod node;
 mod operator;
+mod packaging;
 mod run;
 mod samples;
 mod security;

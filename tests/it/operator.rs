@@ -976,9 +976,11 @@ fn documented_commands(text: &str) -> Vec<String> {
             let c = angle.replace_all(&c, "X");
             let c = alternatives.replace_all(&c, "$1");
             // What the shell does with the output is not crewlet's.
-            let c = [" > ", " | ", " && "].iter().fold(c.to_string(), |c, cut| {
-                c.split(cut).next().unwrap_or_default().to_string()
-            });
+            let c = [" >", " |", " &&", " 2>"]
+                .iter()
+                .fold(c.to_string(), |c, cut| {
+                    c.split(cut).next().unwrap_or_default().to_string()
+                });
             c.replace(['[', ']'], "").replace('…', "")
         })
         .collect()

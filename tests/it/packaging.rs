@@ -1,0 +1,222 @@
+//! Packaging (cluster.md): no Docker engine runs here, so what can be
+//! checked without one is: the compose file parses and wires what it says
+//! (healthchecks before init, init before the sidecars), every crewlet
+//! command it and the unit files run parses against the real CLI, every
+//! configuration it mounts passes `crewlet validate` offline, its
+//! nats-server is the version the tests use, and the Dockerfile copies
+//! what exists and ships what it builds.
+
+use std::path::Path;
+
+use crate::support::crewlet;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn parses(argv: &[String], what: &str) {
+    let mut full = vec!["crewlet".to_string()];
+    full.extend(argv.iter().cloned());
+    if let Err(e) = crewlet::cli::try_parse(full) {
+        panic!("{what}: crewlet {} does not parse:\n{e}", argv.join(" "));
+    }
+}
+
+#[test]
+fn the_compose_cluster_is_wired_as_it_says() {
+    let text = std::fs::read_to_string(root().join("docker/compose.yaml")).expect("compose.yaml");
+    let mut doc: serde_yaml::Value = serde_yaml::from_str(&text).expect("compose.yaml parses");
+    doc.apply_merge().expect("merge keys");
+    let services = doc["services"].as_mapping().expect("services");
+    let name = |k: &serde_yaml::Value| k.as_str().unwrap_or_default().to_string();
+    let strings = |v: &serde_yaml::Value| -> Vec<String> {
+        v.as_sequence()
+            .map(|s| {
+                s.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+
+    // The servers: the tests' nats-server version, healthchecked, routed.
+    let install =
+        std::fs::read_to_string(root().join("scripts/install-nats-server")).expect("script");
+    let version = install
+        .lines()
+        .find_map(|l| l.strip_prefix("VERSION=\"${NATS_SERVER_VERSION:-"))
+        .and_then(|l| l.strip_suffix("}\""))
+        .expect("the pinned version");
+    let servers: Vec<String> = services
+        .iter()
+        .filter(|(_, s)| s["image"].as_str().is_some_and(|i| i.starts_with("nats:")))
+        .map(|(k, _)| name(k))
+        .collect();
+    assert_eq!(servers, ["nats-1", "nats-2", "nats-3"]);
+    for s in &servers {
+        let svc = &services[s.as_str()];
+        assert_eq!(
+            svc["image"].as_str(),
+            Some(format!("nats:{version}-alpine").as_str()),
+            "{s}"
+        );
+        assert!(
+            svc["healthcheck"]["test"].as_sequence().is_some(),
+            "{s} has a healthcheck"
+        );
+        let cmd = strings(&svc["command"]);
+        let routes = cmd
+            .iter()
+            .skip_while(|a| *a != "--routes")
+            .nth(1)
+            .expect("routes");
+        for other in &servers {
+            assert!(
+                routes.contains(&format!("{other}:6222")),
+                "{s} routes to {other}"
+            );
+        }
+    }
+
+    // init waits for healthy servers, the sidecars for init.
+    let init = &services["init"];
+    for s in &servers {
+        assert_eq!(
+            init["depends_on"][s.as_str()]["condition"],
+            "service_healthy",
+            "init waits for {s}"
+        );
+    }
+    parses(&strings(&init["command"]), "init");
+    let mut configs = Vec::new();
+    for (k, svc) in services {
+        let n = name(k);
+        if svc["build"].is_null() {
+            continue;
+        }
+        for v in strings(&svc["volumes"]) {
+            if let Some(host) = v.split(':').next().filter(|h| h.starts_with("./")) {
+                configs.push(root().join("docker").join(host.trim_start_matches("./")));
+            }
+        }
+        if n.starts_with("sidecar-") {
+            assert_eq!(
+                svc["depends_on"]["init"]["condition"], "service_completed_successfully",
+                "{n} waits for init"
+            );
+            parses(&strings(&svc["command"]), &n);
+        }
+        if let Some(entry) = strings(&svc["entrypoint"]).first() {
+            // The simulated node: the example the Dockerfile builds, and
+            // every flag compose passes is one it reads.
+            assert_eq!(entry, "/usr/local/bin/simulated_node", "{n}");
+            let source = std::fs::read_to_string(root().join("examples/simulated_node.rs"))
+                .expect("example");
+            for flag in strings(&svc["command"])
+                .iter()
+                .filter(|a| a.starts_with("--"))
+            {
+                assert!(
+                    source.contains(&format!("\"{flag}\"")),
+                    "{n}: {flag} is not read by the example"
+                );
+            }
+        }
+    }
+    assert_eq!(
+        configs.len(),
+        4,
+        "init and three sidecars mount a configuration"
+    );
+
+    // Each mounted file is valid (offline: the servers' names do not
+    // resolve here, which is exit 3 after a clean file).
+    for cfg in &configs {
+        let run = crewlet(&["validate", "--config", cfg.to_str().expect("utf-8")]);
+        assert_eq!(run.code, 3, "{}: {run:?}", cfg.display());
+        assert!(
+            run.stdout.contains(": valid ("),
+            "{}: {run:?}",
+            cfg.display()
+        );
+    }
+}
+
+#[test]
+fn the_dockerfile_copies_what_exists_and_ships_what_it_builds() {
+    let text = std::fs::read_to_string(root().join("docker/Dockerfile")).expect("Dockerfile");
+    let mut built = Vec::new();
+    for line in text.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.first() {
+            Some(&"COPY") if !line.contains("--from=") => {
+                for src in &words[1..words.len() - 1] {
+                    assert!(root().join(src).exists(), "COPY {src}: no such path");
+                }
+            }
+            Some(&"COPY") => {
+                let src = words[2];
+                built.push(src.to_string());
+            }
+            Some(&"RUN") if line.contains("cargo build") => {
+                assert!(
+                    line.contains("--bin crewlet") && line.contains("--example simulated_node"),
+                    "{line}"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(
+        built,
+        [
+            "/src/target/release/crewlet",
+            "/src/target/release/examples/simulated_node"
+        ]
+    );
+    let toolchain = text
+        .lines()
+        .find_map(|l| l.strip_prefix("FROM rust:"))
+        .and_then(|l| l.split('-').next())
+        .expect("a rust build image");
+    let rustc = std::process::Command::new("rustc")
+        .arg("--version")
+        .output()
+        .expect("rustc");
+    let rustc = String::from_utf8_lossy(&rustc.stdout).to_string();
+    assert!(
+        rustc.starts_with(&format!("rustc {toolchain}.")),
+        "the image builds with the tested toolchain: {toolchain} vs {rustc}"
+    );
+}
+
+/// The units and manifests in docs/ run commands that exist.
+#[test]
+fn the_unit_files_and_manifests_run_real_commands() {
+    let mut checked = 0;
+    for doc in ["docs/systemd.md", "docs/kubernetes.md"] {
+        let text = std::fs::read_to_string(root().join(doc)).expect("doc");
+        for line in text.lines() {
+            let line = line.trim().trim_matches('`');
+            if let Some(cmd) = line
+                .split("/usr/local/bin/crewlet ")
+                .nth(1)
+                .filter(|_| line.starts_with("ExecStart="))
+            {
+                parses(
+                    &cmd.split_whitespace()
+                        .map(str::to_string)
+                        .collect::<Vec<_>>(),
+                    doc,
+                );
+                checked += 1;
+            }
+            if let Some(args) = line.strip_prefix("args: ") {
+                let argv: Vec<String> = serde_yaml::from_str(args).expect("args list");
+                parses(&argv, doc);
+                checked += 1;
+            }
+        }
+    }
+    assert!(checked >= 4, "{checked}");
+}
