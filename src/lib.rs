@@ -30,6 +30,7 @@
 )]
 
 pub mod alarms;
+pub mod archive;
 pub mod broker;
 pub mod buckets;
 pub mod cli;

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod archive_format;
 mod cluster;
 mod connect;
 mod examples;

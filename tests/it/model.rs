@@ -398,6 +398,7 @@ async fn build(
     let mut cfg = log_stream(&stream, &[&format!("{stream}.>")], 1 << 30);
     cfg.num_replicas = replicas;
     let st = create_stream(js, cfg).await;
+    crate::support::wait_for_leader(js, &stream).await;
     let plain = s.last - s.records.len() as u64;
     let mut acks = Vec::new();
     for i in 0..plain {
@@ -463,6 +464,11 @@ async fn build(
         kv(b.gates.clone()).await,
     );
     kv(b.floors.clone()).await;
+    for (_, bucket) in b.all() {
+        if bucket != b.duty {
+            crate::support::wait_for_leader(js, &format!("KV_{bucket}")).await;
+        }
+    }
     js.create_key_value(async_nats::jetstream::kv::Config {
         bucket: b.duty.clone(),
         history: 1,
@@ -472,6 +478,7 @@ async fn build(
     })
     .await
     .expect("duty");
+    crate::support::wait_for_leader(js, &format!("KV_{}", b.duty)).await;
     let put = |store: &async_nats::jetstream::kv::Store, key: String, v: String| {
         let store = store.clone();
         async move {
@@ -589,22 +596,34 @@ async fn build(
             .await
             .expect("consumer");
         if delivered > 0 {
-            let mut batch = c
-                .fetch()
-                .max_messages(delivered as usize)
-                .expires(Duration::from_secs(2))
-                .messages()
-                .await
-                .expect("fetch");
+            // On a cluster a consumer just created may not answer yet (503,
+            // no responders): fetch again until it does.
+            let deadline = std::time::Instant::now() + Duration::from_secs(15);
             let mut got = 0;
-            while let Some(m) = batch.next().await {
-                let m = m.expect("message");
-                got += 1;
-                if got <= acked {
-                    m.double_ack().await.expect("ack");
+            while got < delivered {
+                let batch = c
+                    .fetch()
+                    .max_messages((delivered - got) as usize)
+                    .expires(Duration::from_secs(2))
+                    .messages()
+                    .await;
+                if let Ok(mut batch) = batch {
+                    while let Some(Ok(m)) = batch.next().await {
+                        got += 1;
+                        if got <= acked {
+                            m.double_ack().await.expect("ack");
+                        }
+                        if got == delivered {
+                            break;
+                        }
+                    }
                 }
-                if got == delivered {
-                    break;
+                if got < delivered {
+                    assert!(
+                        std::time::Instant::now() < deadline,
+                        "the feed consumer never delivered"
+                    );
+                    tokio::time::sleep(Duration::from_millis(200)).await;
                 }
             }
             assert_eq!(got, delivered, "fetched what the scenario says");

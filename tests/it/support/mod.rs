@@ -208,6 +208,26 @@ impl Drop for Server {
     }
 }
 
+/// Waits until stream `name` has a leader (on a cluster a stream just
+/// created answers publishes with "no responders" until it has one).
+pub async fn wait_for_leader(js: &jetstream::Context, name: &str) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    loop {
+        if let Ok(mut s) = js.get_stream(name).await {
+            let info = s.info().await.ok().cloned();
+            let led = info.is_some_and(|i| {
+                i.cluster
+                    .is_none_or(|c| c.leader.is_some_and(|l| !l.is_empty()))
+            });
+            if led {
+                return;
+            }
+        }
+        assert!(Instant::now() < deadline, "stream {name} has no leader");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 /// Stream settings a well-behaved domain log has: `discard: new`, a
 /// ceiling, no limits of its own that delete.
 pub fn log_stream(name: &str, subjects: &[&str], max_bytes: i64) -> stream::Config {

@@ -1,0 +1,29 @@
+//! The archive (fold before trim): records leave the live log only after
+//! they are durably archived in segments. This module holds the segment
+//! format; the fold, the seventh term and the stores come with the rest of
+//! the archive (an `archive:` in the configuration is refused until then,
+//! so that nothing is ever purged on the promise of an archive that does
+//! not exist).
+
+pub mod segment;
+
+#[cfg(test)]
+mod tests {
+    /// Until the fold exists, a configured archive is an error, never a
+    /// promise the trim would not keep.
+    #[test]
+    fn an_archive_section_is_refused_until_the_fold_exists() {
+        let checked = crate::config::check(
+            "node: {id: n1}\nretention: {backup_owner: x}\ndomains: [{name: t, stream: T, archive: {dir: /var/lib/crewlet/archive}}]\n",
+        );
+        assert!(checked.config.is_none());
+        assert!(
+            checked
+                .problems
+                .iter()
+                .any(|p| p.field.starts_with("domains[0]") && p.message.contains("archive")),
+            "{:?}",
+            checked.problems
+        );
+    }
+}
