@@ -1,0 +1,189 @@
+//! The archive in a local directory: a segment is durable once its file is
+//! written to a temporary name, fsynced, renamed into place and the
+//! directory fsynced (a crash leaves either no segment or the whole one,
+//! never half). A segment that exists is never overwritten: the same bytes
+//! are a re-fold (idempotent), other bytes are an error.
+
+use std::fs::{self, File, OpenOptions};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use super::segment;
+
+/// What putting a segment did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    Written,
+    /// It was there with exactly these bytes (a re-fold after a crash).
+    AlreadyThere,
+}
+
+/// Why the directory store did not do what was asked.
+#[derive(Debug, thiserror::Error)]
+pub enum DirError {
+    #[error("{path}: {reason}")]
+    Io { path: String, reason: String },
+    #[error("{path} exists with other content than this fold wrote; it is never overwritten (check what wrote it, and verify-archive)")]
+    Conflict { path: String },
+    #[error("{0} is not a segment name")]
+    BadName(String),
+}
+
+fn io(path: &Path, e: std::io::Error) -> DirError {
+    DirError::Io {
+        path: path.display().to_string(),
+        reason: e.to_string(),
+    }
+}
+
+/// A segment name (`<stream>/<generation>/<first>-<last>.seg`) as a path
+/// under `root`; a name that is not one (`..`, absolute) is refused.
+fn path_of(root: &Path, name: &str) -> Result<PathBuf, DirError> {
+    segment::parse_name(name).ok_or_else(|| DirError::BadName(name.to_string()))?;
+    if name
+        .split('/')
+        .any(|p| p.is_empty() || p == "." || p == "..")
+    {
+        return Err(DirError::BadName(name.to_string()));
+    }
+    Ok(root.join(name))
+}
+
+fn sync_dir(dir: &Path) -> Result<(), DirError> {
+    File::open(dir)
+        .and_then(|d| d.sync_all())
+        .map_err(|e| io(dir, e))
+}
+
+/// Writes segment `name` durably, unless it is already there.
+pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
+    let path = path_of(root, name)?;
+    if let Some(existing) = read_if_there(&path)? {
+        return if existing == bytes {
+            Ok(Put::AlreadyThere)
+        } else {
+            Err(DirError::Conflict {
+                path: path.display().to_string(),
+            })
+        };
+    }
+    let dir = path.parent().unwrap_or(root).to_path_buf();
+    fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    let tmp = dir.join(format!(
+        ".{}.tmp-{}",
+        path.file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io(&tmp, e));
+    }
+    // Another fold may have put the same segment meanwhile: rename only
+    // over nothing (hard_link fails if the target exists), so that an
+    // existing segment is never replaced.
+    match fs::hard_link(&tmp, &path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
+            let _ = fs::remove_file(&tmp);
+            return put(root, name, bytes);
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(io(&path, e));
+        }
+    }
+    fs::remove_file(&tmp).map_err(|e| io(&tmp, e))?;
+    sync_dir(&dir)?;
+    Ok(Put::Written)
+}
+
+fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>, DirError> {
+    match fs::read(path) {
+        Ok(b) => Ok(Some(b)),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(io(path, e)),
+    }
+}
+
+/// The bytes of segment `name`.
+pub fn get(root: &Path, name: &str) -> Result<Vec<u8>, DirError> {
+    let path = path_of(root, name)?;
+    fs::read(&path).map_err(|e| io(&path, e))
+}
+
+/// Every segment name of `stream` at `generation`, in sequence order. A
+/// file there that is not a segment name (a temporary file of a fold that
+/// crashed) is not listed.
+pub fn list(root: &Path, stream: &str, generation: u64) -> Result<Vec<String>, DirError> {
+    let dir = root.join(stream).join(generation.to_string());
+    let entries = match fs::read_dir(&dir) {
+        Ok(e) => e,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(io(&dir, e)),
+    };
+    let mut names = Vec::new();
+    for entry in entries {
+        let entry = entry.map_err(|e| io(&dir, e))?;
+        let file = entry.file_name().to_string_lossy().to_string();
+        let name = format!("{stream}/{generation}/{file}");
+        if segment::parse_name(&name).is_some() {
+            names.push(name);
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_is_durable_idempotent_and_never_overwrites() {
+        let root = tempfile::tempdir().expect("dir");
+        let a = segment::name("S", 0, 1, 10);
+        let b = segment::name("S", 0, 11, 20);
+        assert_eq!(put(root.path(), &b, b"two").expect("put"), Put::Written);
+        assert_eq!(put(root.path(), &a, b"one").expect("put"), Put::Written);
+        assert_eq!(
+            put(root.path(), &a, b"one").expect("again"),
+            Put::AlreadyThere
+        );
+        assert!(matches!(
+            put(root.path(), &a, b"other"),
+            Err(DirError::Conflict { .. })
+        ));
+        assert_eq!(get(root.path(), &a).expect("get"), b"one");
+        // A leftover temporary file is not a segment.
+        std::fs::write(root.path().join("S/0/.junk.tmp-1"), b"x").expect("junk");
+        assert_eq!(list(root.path(), "S", 0).expect("list"), [a, b]);
+        assert!(list(root.path(), "S", 1).expect("list").is_empty());
+        assert!(matches!(
+            put(root.path(), "../x.seg", b""),
+            Err(DirError::BadName(_))
+        ));
+    }
+
+    #[test]
+    fn an_unwritable_directory_is_an_error_not_a_segment() {
+        let root = tempfile::tempdir().expect("dir");
+        let blocked = root.path().join("file");
+        std::fs::write(&blocked, b"not a directory").expect("file");
+        let name = segment::name("S", 0, 1, 10);
+        assert!(matches!(
+            put(&blocked, &name, b"x"),
+            Err(DirError::Io { .. })
+        ));
+    }
+}
