@@ -8,15 +8,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use super::segment;
-
-/// What putting a segment did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Put {
-    Written,
-    /// It was there with exactly these bytes (a re-fold after a crash).
-    AlreadyThere,
-}
+use super::{segment, Put};
 
 /// Why the directory store did not do what was asked.
 #[derive(Debug, thiserror::Error)]

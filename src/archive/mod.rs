@@ -8,6 +8,14 @@
 pub mod dir;
 pub mod segment;
 
+/// What putting a segment into a store did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    Written,
+    /// It was there with exactly these bytes (a re-fold after a crash).
+    AlreadyThere,
+}
+
 #[cfg(test)]
 mod tests {
     /// Until the fold exists, a configured archive is an error, never a

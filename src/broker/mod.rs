@@ -2,6 +2,7 @@
 //! writers over streams, consumers and KV buckets. Everything here returns
 //! plain data (or a typed error naming what failed) for the pure core.
 
+pub mod archive;
 mod connect;
 pub mod fixture;
 pub mod gates;

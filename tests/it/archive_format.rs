@@ -126,3 +126,110 @@ fn an_independent_decoder_reads_what_crewlet_writes() {
         }
     }
 }
+
+/// The Object Store store on a real broker: a segment put is read back
+/// whole, a re-put of the same bytes is idempotent, other bytes under the
+/// same name are refused and the segment is left as it was, and listing
+/// names the segments of one generation in sequence order.
+#[tokio::test]
+async fn the_object_store_keeps_segments_whole_and_never_replaces_one() {
+    use crewlet::archive::Put;
+    let server = crate::support::Server::start();
+    let broker = crewlet::broker::connect(&server.url(), &Default::default(), "archive-test")
+        .await
+        .expect("connect");
+    assert!(broker
+        .ensure_object_store("crewlet_archive", 1)
+        .await
+        .expect("create"));
+    assert!(!broker
+        .ensure_object_store("crewlet_archive", 1)
+        .await
+        .expect("exists"));
+    let range = |first, last| Range {
+        stream: "S".into(),
+        generation: 0,
+        stream_created: "2026-12-01T10:00:00Z".into(),
+        first_seq: first,
+        last_seq: last,
+    };
+    let rec = |seq: u64| Record {
+        seq,
+        time_ns: seq as i64,
+        subject: "S.r".into(),
+        headers: Vec::new(),
+        // Larger than one Object Store chunk (128 KiB) once encoded.
+        data: vec![(seq % 251) as u8; 4096],
+    };
+    let a = encode(
+        &range(1, 100),
+        &(1..=100).map(rec).collect::<Vec<_>>(),
+        Compression::None,
+    )
+    .expect("a");
+    let b = encode(
+        &range(101, 200),
+        &(101..=200).map(rec).collect::<Vec<_>>(),
+        Compression::Zstd,
+    )
+    .expect("b");
+    let (na, nb) = (
+        crewlet::archive::segment::name("S", 0, 1, 100),
+        crewlet::archive::segment::name("S", 0, 101, 200),
+    );
+    assert_eq!(
+        broker
+            .put_segment("crewlet_archive", &nb, &b)
+            .await
+            .expect("put b"),
+        Put::Written
+    );
+    assert_eq!(
+        broker
+            .put_segment("crewlet_archive", &na, &a)
+            .await
+            .expect("put a"),
+        Put::Written
+    );
+    assert_eq!(
+        broker
+            .put_segment("crewlet_archive", &na, &a)
+            .await
+            .expect("again"),
+        Put::AlreadyThere
+    );
+    let refused = broker.put_segment("crewlet_archive", &na, &b).await;
+    assert!(refused.is_err_and(|e| e.contains("never overwritten")));
+    let back = broker
+        .get_segment("crewlet_archive", &na)
+        .await
+        .expect("get")
+        .expect("there");
+    assert_eq!(back, a, "read back whole, unchanged by the refused put");
+    assert_eq!(
+        crewlet::archive::segment::decode(&back)
+            .expect("decode")
+            .records
+            .len(),
+        100
+    );
+    assert_eq!(
+        broker
+            .list_segments("crewlet_archive", "S", 0)
+            .await
+            .expect("list"),
+        [na, nb]
+    );
+    assert!(broker
+        .list_segments("crewlet_archive", "S", 1)
+        .await
+        .expect("list")
+        .is_empty());
+    assert_eq!(
+        broker
+            .get_segment("crewlet_archive", "S/0/x.seg")
+            .await
+            .expect("get"),
+        None
+    );
+}
