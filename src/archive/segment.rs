@@ -28,7 +28,7 @@ pub struct Record {
     /// The broker's timestamp, nanoseconds since the Unix epoch.
     pub time_ns: i64,
     pub subject: String,
-    /// The NATS header block as stored (`NATS/1.0\r\n…\r\n\r\n`), empty
+    /// The NATS header block (`NATS/1.0\r\n…\r\n\r\n`, names sorted), empty
     /// when the record has none.
     pub headers: Vec<u8>,
     pub data: Vec<u8>,

@@ -7,6 +7,7 @@ use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::Broker;
+use crate::archive::segment::Record;
 use crate::archive::{segment, Put};
 
 impl Broker {
@@ -99,5 +100,108 @@ impl Broker {
         }
         names.sort();
         Ok(names)
+    }
+}
+
+/// A record's headers as a NATS header block, names in sorted order and
+/// each name's values in the order they were given. The client hands
+/// headers over as a map, so their order on the wire is not kept; sorting
+/// makes the block the same every time the record is read, so that
+/// re-folding a range writes the same segment.
+pub fn header_block(headers: Option<&async_nats::HeaderMap>) -> Vec<u8> {
+    let Some(h) = headers else {
+        return Vec::new();
+    };
+    let mut names: Vec<(&async_nats::HeaderName, &Vec<async_nats::HeaderValue>)> =
+        h.iter().collect();
+    if names.is_empty() {
+        return Vec::new();
+    }
+    names.sort_by(|a, b| AsRef::<str>::as_ref(a.0).cmp(AsRef::<str>::as_ref(b.0)));
+    let mut out = b"NATS/1.0\r\n".to_vec();
+    for (name, values) in names {
+        for v in values {
+            out.extend_from_slice(AsRef::<str>::as_ref(name).as_bytes());
+            out.extend_from_slice(b": ");
+            out.extend_from_slice(v.as_str().as_bytes());
+            out.extend_from_slice(b"\r\n");
+        }
+    }
+    out.extend_from_slice(b"\r\n");
+    out
+}
+
+impl Broker {
+    /// Records `from..=to` of `stream`, at most `max_records`, in sequence
+    /// order, read by one ordered consumer (never a request per record).
+    /// The read ends at `to`, at `max_records`, or where the reader's
+    /// server has nothing more (a replica behind, or the log's end): the
+    /// caller archives only up to the last record returned.
+    pub async fn read_slice(
+        &self,
+        stream: &str,
+        from: u64,
+        to: u64,
+        max_records: usize,
+    ) -> Result<Vec<Record>, String> {
+        if to < from || max_records == 0 {
+            return Ok(Vec::new());
+        }
+        let err = |e: String| format!("reading {stream} {from}..={to}: {e}");
+        let read = async {
+            let s = self
+                .js
+                .get_stream(stream)
+                .await
+                .map_err(|e| err(e.to_string()))?;
+            let consumer = s
+                .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
+                    deliver_policy:
+                        async_nats::jetstream::consumer::DeliverPolicy::ByStartSequence {
+                            start_sequence: from.max(1),
+                        },
+                    max_expires: std::time::Duration::from_secs(4),
+                    ..Default::default()
+                })
+                .await
+                .map_err(|e| err(e.to_string()))?;
+            let name = consumer.cached_info().name.clone();
+            let announced = consumer.cached_info().num_pending;
+            let walk = async {
+                let mut out = Vec::new();
+                if announced == 0 {
+                    return Ok(out);
+                }
+                let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
+                while let Some(m) = messages.next().await {
+                    let m = m.map_err(|e| err(e.to_string()))?;
+                    let info = m.info().map_err(|e| err(e.to_string()))?;
+                    let seq = info.stream_sequence;
+                    if seq > to {
+                        break;
+                    }
+                    let pending = info.pending;
+                    let time_ns = i64::try_from(info.published.unix_timestamp_nanos())
+                        .map_err(|_| err(format!("record {seq}: a timestamp past 2262")))?;
+                    out.push(Record {
+                        seq,
+                        time_ns,
+                        subject: m.subject.to_string(),
+                        headers: header_block(m.headers.as_ref()),
+                        data: m.payload.to_vec(),
+                    });
+                    if seq == to || out.len() >= max_records || pending == 0 {
+                        break;
+                    }
+                }
+                Ok(out)
+            }
+            .await;
+            let _ = s.delete_consumer(&name).await;
+            walk
+        };
+        tokio::time::timeout(super::read::READ_TIMEOUT * 3, read)
+            .await
+            .map_err(|_| err("no end within 30s".into()))?
     }
 }
