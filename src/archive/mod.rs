@@ -5,6 +5,7 @@
 //! so that nothing is ever purged on the promise of an archive that does
 //! not exist).
 
+pub mod cut;
 pub mod dir;
 pub mod segment;
 

@@ -1,0 +1,198 @@
+//! PURE: how a slice of records is cut into segments (archive.md, The
+//! fold): oldest first, each closed at `segment_records` records or
+//! `segment_bytes` bytes (uncompressed record sizes), whichever comes
+//! first, at most `fold_per_tick` segments; a last, partial segment only
+//! where the slice ends (`slice_end`), so that a segment, once written,
+//! never has to grow.
+
+use super::segment::Record;
+
+/// The limits of one tick's fold.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    pub segment_records: usize,
+    pub segment_bytes: usize,
+    pub fold_per_tick: usize,
+}
+
+/// One segment to write: the range it covers and its records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Cut {
+    pub first_seq: u64,
+    pub last_seq: u64,
+    pub records: Vec<Record>,
+}
+
+/// A record's size as the limits count it: what it adds to the body.
+pub fn size(r: &Record) -> usize {
+    8 + 8 + 12 + r.subject.len() + r.headers.len() + r.data.len()
+}
+
+/// Cuts `records` (the slice `(frontier, slice_end]` as read, in order)
+/// into segments. Ranges are contiguous from `frontier + 1`: a sequence
+/// the log does not hold is covered by the segment around it. A segment
+/// that is not full is cut only when `whole` (the read covered the slice to
+/// its end, so no record of it is missing); otherwise it waits for a later
+/// tick.
+pub fn cut(
+    records: Vec<Record>,
+    frontier: u64,
+    slice_end: u64,
+    whole: bool,
+    limits: Limits,
+) -> Vec<Cut> {
+    let mut out = Vec::new();
+    let mut first = frontier + 1;
+    let mut current: Vec<Record> = Vec::new();
+    let mut bytes = 0usize;
+    for r in records {
+        if r.seq <= frontier || r.seq > slice_end {
+            continue;
+        }
+        let s = size(&r);
+        // Close the open segment before this record if it would pass the
+        // byte limit (a single record over it still gets a segment).
+        if !current.is_empty() && bytes + s > limits.segment_bytes {
+            let last = r.seq - 1;
+            out.push(Cut {
+                first_seq: first,
+                last_seq: last,
+                records: std::mem::take(&mut current),
+            });
+            first = last + 1;
+            bytes = 0;
+            if out.len() == limits.fold_per_tick {
+                return out;
+            }
+        }
+        bytes += s;
+        let seq = r.seq;
+        current.push(r);
+        if current.len() == limits.segment_records {
+            out.push(Cut {
+                first_seq: first,
+                last_seq: seq,
+                records: std::mem::take(&mut current),
+            });
+            first = seq + 1;
+            bytes = 0;
+            if out.len() == limits.fold_per_tick {
+                return out;
+            }
+        }
+    }
+    // The rest, and any sequences the log does not hold up to the slice's
+    // end, close the slice, but only when the read covered all of it.
+    if whole && first <= slice_end {
+        out.push(Cut {
+            first_seq: first,
+            last_seq: slice_end,
+            records: current,
+        });
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rec(seq: u64, len: usize) -> Record {
+        Record {
+            seq,
+            time_ns: seq as i64,
+            subject: "S.r".into(),
+            headers: Vec::new(),
+            data: vec![0; len],
+        }
+    }
+
+    fn ranges(cuts: &[Cut]) -> Vec<(u64, u64, usize)> {
+        cuts.iter()
+            .map(|c| (c.first_seq, c.last_seq, c.records.len()))
+            .collect()
+    }
+
+    const L: Limits = Limits {
+        segment_records: 10,
+        segment_bytes: 1 << 20,
+        fold_per_tick: 16,
+    };
+
+    #[test]
+    fn by_records_with_a_partial_tail_only_at_the_slice_end() {
+        let recs: Vec<Record> = (1..=25).map(|s| rec(s, 10)).collect();
+        assert_eq!(
+            ranges(&cut(recs.clone(), 0, 25, true, L)),
+            [(1, 10, 10), (11, 20, 10), (21, 25, 5)]
+        );
+        // The read stopped short of the slice's end: the tail waits.
+        assert_eq!(
+            ranges(&cut(recs.clone(), 0, 40, false, L)),
+            [(1, 10, 10), (11, 20, 10)]
+        );
+        // The read covered 1..=28 and 26..=28 are not in the log: the last
+        // segment covers them.
+        assert_eq!(ranges(&cut(recs, 0, 28, true, L))[2], (21, 28, 5));
+    }
+
+    #[test]
+    fn by_bytes_and_at_most_fold_per_tick() {
+        let recs: Vec<Record> = (101..=130).map(|s| rec(s, 100)).collect();
+        let bytes = Limits {
+            segment_bytes: 3 * size(&rec(1, 100)),
+            ..L
+        };
+        assert_eq!(
+            ranges(&cut(recs.clone(), 100, 130, true, bytes))[..2],
+            [(101, 103, 3), (104, 106, 3)]
+        );
+        let two = Limits {
+            fold_per_tick: 2,
+            ..bytes
+        };
+        assert_eq!(
+            ranges(&cut(recs, 100, 130, true, two)),
+            [(101, 103, 3), (104, 106, 3)]
+        );
+        // A record larger than the limit still gets a segment of its own.
+        let big = vec![rec(1, 10), rec(2, 10_000), rec(3, 10)];
+        let small = Limits {
+            segment_bytes: 100,
+            ..L
+        };
+        assert_eq!(
+            ranges(&cut(big, 0, 3, true, small)),
+            [(1, 1, 1), (2, 2, 1), (3, 3, 1)]
+        );
+    }
+
+    #[test]
+    fn gaps_are_covered_and_ranges_are_contiguous() {
+        // 4 and 8 were never held (or erased): the ranges still meet.
+        let recs: Vec<Record> = [1u64, 2, 3, 5, 6, 7, 9, 10]
+            .iter()
+            .map(|&s| rec(s, 10))
+            .collect();
+        let three = Limits {
+            segment_records: 3,
+            ..L
+        };
+        let cuts = cut(recs, 0, 10, true, three);
+        assert_eq!(ranges(&cuts), [(1, 3, 3), (4, 7, 3), (8, 10, 2)]);
+        assert!(cuts.windows(2).all(|w| w[1].first_seq == w[0].last_seq + 1));
+        assert_eq!(cuts[0].first_seq, 1);
+    }
+
+    #[test]
+    fn records_outside_the_slice_are_ignored() {
+        let recs: Vec<Record> = (1..=30).map(|s| rec(s, 10)).collect();
+        assert_eq!(ranges(&cut(recs, 10, 20, true, L)), [(11, 20, 10)]);
+        assert!(
+            cut(Vec::new(), 5, 10, false, L).is_empty(),
+            "nothing read, nothing cut"
+        );
+        // Nothing in the log between 6 and 10, and the read says so.
+        assert_eq!(ranges(&cut(Vec::new(), 5, 10, true, L)), [(6, 10, 0)]);
+    }
+}
