@@ -1,12 +1,14 @@
 //! The archive (fold before trim): records leave the live log only after
 //! they are durably archived in segments. This module holds the segment
-//! format; the fold, the seventh term and the stores come with the rest of
-//! the archive (an `archive:` in the configuration is refused until then,
-//! so that nothing is ever purged on the promise of an archive that does
-//! not exist).
+//! format, how a slice is cut, the directory store and one fold into
+//! either store; the fold's place in the tick (the seventh term, the
+//! floors row's archive state) comes next, and until it does an `archive:`
+//! in the configuration is refused, so that nothing is ever purged on the
+//! promise of an archive the tick does not keep.
 
 pub mod cut;
 pub mod dir;
+pub mod fold;
 pub mod segment;
 
 /// What putting a segment into a store did.

@@ -325,3 +325,92 @@ async fn a_slice_is_read_whole_in_order_with_headers_and_times() {
         slice
     );
 }
+
+/// A fold into either store: segments written in order and read back, the
+/// frontier at the last one; folding again writes nothing new; a segment
+/// with other bytes under its name, an unwritable directory or a missing
+/// bucket stops the fold with the frontier where it was durable.
+#[tokio::test]
+async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
+    use crate::support::fleet::*;
+    use crewlet::archive::cut::Limits;
+    use crewlet::archive::fold::{fold, Store, Target};
+    let f = Fleet::new(95).await;
+    let broker = f.broker().await;
+    broker
+        .ensure_object_store("crewlet_archive", 1)
+        .await
+        .expect("bucket");
+    let scratch = tempfile::tempdir().expect("dir");
+    let target = Target {
+        stream: STREAM.into(),
+        generation: 0,
+        stream_created: f.created().await,
+    };
+    let limits = Limits {
+        segment_records: 20,
+        segment_bytes: 1 << 20,
+        fold_per_tick: 3,
+    };
+    for store in [
+        Store::ObjectStore("crewlet_archive".into()),
+        Store::Dir(scratch.path().join("archive")),
+    ] {
+        // At most three segments a tick: 1..=60, then 61..=90 with a
+        // partial tail only because the slice ends at 90.
+        let first = fold(&broker, &store, &target, 0, 90, limits)
+            .await
+            .expect("fold");
+        assert_eq!((first.frontier, first.segments), (60, 3), "{store:?}");
+        let second = fold(&broker, &store, &target, 60, 90, limits)
+            .await
+            .expect("fold");
+        assert_eq!((second.frontier, second.segments), (90, 2), "{store:?}");
+        let names = match &store {
+            Store::ObjectStore(b) => broker.list_segments(b, STREAM, 0).await.expect("list"),
+            Store::Dir(d) => crewlet::archive::dir::list(d, STREAM, 0).expect("list"),
+        };
+        let ranges: Vec<(u64, u64)> = names
+            .iter()
+            .filter_map(|n| crewlet::archive::segment::parse_name(n).map(|(_, _, a, b)| (a, b)))
+            .collect();
+        assert_eq!(
+            ranges,
+            [(1, 20), (21, 40), (41, 60), (61, 80), (81, 90)],
+            "{store:?}"
+        );
+        // A crash before the publish: the next tick folds the same range
+        // again and writes the same segments.
+        let again = fold(&broker, &store, &target, 0, 90, limits)
+            .await
+            .expect("re-fold");
+        assert_eq!((again.frontier, again.already_there), (60, 3), "{store:?}");
+    }
+    // Other bytes under a segment's name: the fold stops before it.
+    let dir = scratch.path().join("archive");
+    let name = crewlet::archive::segment::name(STREAM, 0, 61, 80);
+    std::fs::write(dir.join(&name), b"not this segment").expect("tamper");
+    let err = fold(&broker, &Store::Dir(dir.clone()), &target, 60, 95, limits)
+        .await
+        .expect_err("a conflict");
+    assert_eq!(err.frontier, 60, "{err}");
+    assert!(err.reason.contains("never overwritten"), "{err}");
+    // A directory that cannot be written, and a bucket that does not exist.
+    let file = scratch.path().join("a-file");
+    std::fs::write(&file, b"x").expect("file");
+    let err = fold(&broker, &Store::Dir(file), &target, 0, 95, limits)
+        .await
+        .expect_err("unwritable");
+    assert_eq!(err.frontier, 0, "{err}");
+    let err = fold(
+        &broker,
+        &Store::ObjectStore("no_such_bucket".into()),
+        &target,
+        0,
+        95,
+        limits,
+    )
+    .await
+    .expect_err("no bucket");
+    assert_eq!(err.frontier, 0, "{err}");
+}
