@@ -41,10 +41,12 @@ pub fn cut(
     whole: bool,
     limits: Limits,
 ) -> Vec<Cut> {
-    let mut out = Vec::new();
-    let mut first = frontier + 1;
-    let mut current: Vec<Record> = Vec::new();
-    let mut bytes = 0usize;
+    let mut open = Open {
+        out: Vec::new(),
+        first: frontier + 1,
+        records: Vec::new(),
+        bytes: 0,
+    };
     for r in records {
         if r.seq <= frontier || r.seq > slice_end {
             continue;
@@ -52,45 +54,47 @@ pub fn cut(
         let s = size(&r);
         // Close the open segment before this record if it would pass the
         // byte limit (a single record over it still gets a segment).
-        if !current.is_empty() && bytes + s > limits.segment_bytes {
-            let last = r.seq - 1;
-            out.push(Cut {
-                first_seq: first,
-                last_seq: last,
-                records: std::mem::take(&mut current),
-            });
-            first = last + 1;
-            bytes = 0;
-            if out.len() == limits.fold_per_tick {
-                return out;
-            }
+        if !open.records.is_empty()
+            && open.bytes + s > limits.segment_bytes
+            && open.close(r.seq - 1) == limits.fold_per_tick
+        {
+            return open.out;
         }
-        bytes += s;
+        open.bytes += s;
         let seq = r.seq;
-        current.push(r);
-        if current.len() == limits.segment_records {
-            out.push(Cut {
-                first_seq: first,
-                last_seq: seq,
-                records: std::mem::take(&mut current),
-            });
-            first = seq + 1;
-            bytes = 0;
-            if out.len() == limits.fold_per_tick {
-                return out;
-            }
+        open.records.push(r);
+        if open.records.len() == limits.segment_records && open.close(seq) == limits.fold_per_tick {
+            return open.out;
         }
     }
     // The rest, and any sequences the log does not hold up to the slice's
     // end, close the slice, but only when the read covered all of it.
-    if whole && first <= slice_end {
-        out.push(Cut {
-            first_seq: first,
-            last_seq: slice_end,
-            records: current,
-        });
+    if whole && open.first <= slice_end {
+        open.close(slice_end);
     }
-    out
+    open.out
+}
+
+/// The segments cut so far and the one being filled.
+struct Open {
+    out: Vec<Cut>,
+    first: u64,
+    records: Vec<Record>,
+    bytes: usize,
+}
+
+impl Open {
+    /// Closes the open segment at `last`; returns how many are cut.
+    fn close(&mut self, last: u64) -> usize {
+        self.out.push(Cut {
+            first_seq: self.first,
+            last_seq: last,
+            records: std::mem::take(&mut self.records),
+        });
+        self.first = last + 1;
+        self.bytes = 0;
+        self.out.len()
+    }
 }
 
 #[cfg(test)]

@@ -149,22 +149,7 @@ impl Broker {
         }
         let err = |e: String| format!("reading {stream} {from}..={to}: {e}");
         let read = async {
-            let s = self
-                .js
-                .get_stream(stream)
-                .await
-                .map_err(|e| err(e.to_string()))?;
-            let consumer = s
-                .create_consumer(async_nats::jetstream::consumer::pull::OrderedConfig {
-                    deliver_policy:
-                        async_nats::jetstream::consumer::DeliverPolicy::ByStartSequence {
-                            start_sequence: from.max(1),
-                        },
-                    max_expires: std::time::Duration::from_secs(4),
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| err(e.to_string()))?;
+            let (s, consumer) = self.reader_from(stream, from, false).await.map_err(err)?;
             let name = consumer.cached_info().name.clone();
             let announced = consumer.cached_info().num_pending;
             let walk = async {

@@ -423,21 +423,7 @@ impl Broker {
         }
         let err = |e: String| format!("age proof on {stream}: {e}");
         let scan = async {
-            let s = self
-                .js
-                .get_stream(stream)
-                .await
-                .map_err(|e| err(e.to_string()))?;
-            let consumer = s
-                .create_consumer(OrderedConfig {
-                    deliver_policy: DeliverPolicy::ByStartSequence {
-                        start_sequence: from.max(1),
-                    },
-                    headers_only: true,
-                    ..Default::default()
-                })
-                .await
-                .map_err(|e| err(e.to_string()))?;
+            let (s, consumer) = self.reader_from(stream, from, true).await.map_err(err)?;
             let name = consumer.cached_info().name.clone();
             let announced = consumer.cached_info().num_pending;
             let walk = async {
@@ -482,6 +468,41 @@ impl Broker {
         tokio::time::timeout(READ_TIMEOUT * 3, scan)
             .await
             .map_err(|_| err(format!("no end within {}s", READ_TIMEOUT.as_secs() * 3)))?
+    }
+
+    /// An ordered reader of `stream` from sequence `from` (only the
+    /// headers, or whole records), with the stream handle its delete needs.
+    /// Pulls expire after 4 s, so a lost pull is noticed inside the read's
+    /// bound.
+    pub(crate) async fn reader_from(
+        &self,
+        stream: &str,
+        from: u64,
+        headers_only: bool,
+    ) -> Result<
+        (
+            async_nats::jetstream::stream::Stream,
+            async_nats::jetstream::consumer::Consumer<OrderedConfig>,
+        ),
+        String,
+    > {
+        let s = self
+            .js
+            .get_stream(stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let consumer = s
+            .create_consumer(OrderedConfig {
+                deliver_policy: DeliverPolicy::ByStartSequence {
+                    start_sequence: from.max(1),
+                },
+                headers_only,
+                max_expires: Duration::from_secs(4),
+                ..Default::default()
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok((s, consumer))
     }
 
     /// The first retained sequence stamped at or after `at`, or `None` when

@@ -57,6 +57,16 @@ pub fn test_config(url: &str) -> Config {
     c
 }
 
+/// The domain's log as the fleet creates it: its records and its gate
+/// subject, `discard: new`, `max_bytes`, `replicas`.
+fn log_config(max_bytes: i64, replicas: usize) -> jetstream::stream::Config {
+    let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
+    let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    let mut log = log_stream(STREAM, &subjects, max_bytes);
+    log.num_replicas = replicas;
+    log
+}
+
 pub struct Fleet {
     pub server: Server,
     /// The other servers of a cluster ([`Fleet::cluster`]); empty for one.
@@ -74,43 +84,32 @@ impl Fleet {
 
     /// As [`Fleet::new`], with the stream's `max_bytes` set.
     pub async fn with_max_bytes(records: u64, max_bytes: i64) -> Fleet {
-        let server = Server::start();
-        let js = server.js().await;
-        let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
-        let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
-        create_stream(&js, log_stream(STREAM, &subjects, max_bytes)).await;
-        let config = test_config(&server.url());
-        let fleet = Fleet {
-            server,
-            peers: Vec::new(),
-            js,
-            config,
-        };
-        let broker = fleet.broker().await;
-        for spec in crewlet::buckets::contract_buckets(&fleet.config) {
-            broker.ensure_bucket(&spec).await.expect("create bucket");
-        }
-        fleet.publish(records).await;
-        fleet
+        Self::set_up(Server::start(), Vec::new(), max_bytes, records).await
     }
 
     /// A three-server cluster with the domain's stream and every bucket
     /// at three replicas, `records` records in the log.
     pub async fn cluster(records: u64) -> Fleet {
         let mut cluster = super::cluster::Cluster::start(3).await;
-        let urls = cluster.urls();
         let server = cluster.servers.remove(0);
+        Self::set_up(server, cluster.servers, GIB, records).await
+    }
+
+    /// The domain's log (R3 with peers), the buckets, `records` records.
+    async fn set_up(server: Server, peers: Vec<Server>, max_bytes: i64, records: u64) -> Fleet {
         let js = server.js().await;
-        let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
-        let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
-        let mut log = log_stream(STREAM, &subjects, GIB);
-        log.num_replicas = 3;
-        create_stream(&js, log).await;
-        let mut config = test_config(&urls);
-        config.buckets.replicas = 3;
+        let replicas = if peers.is_empty() { 1 } else { 3 };
+        create_stream(&js, log_config(max_bytes, replicas)).await;
+        let url = std::iter::once(&server)
+            .chain(peers.iter())
+            .map(Server::url)
+            .collect::<Vec<_>>()
+            .join(",");
+        let mut config = test_config(&url);
+        config.buckets.replicas = replicas;
         let fleet = Fleet {
             server,
-            peers: cluster.servers,
+            peers,
             js,
             config,
         };
@@ -304,9 +303,7 @@ impl Fleet {
     /// `created`).
     pub async fn recreate_stream(&self) {
         self.js.delete_stream(STREAM).await.expect("delete");
-        let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
-        let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
-        create_stream(&self.js, log_stream(STREAM, &subjects, GIB)).await;
+        create_stream(&self.js, log_config(GIB, 1)).await;
     }
 
     /// The log's files in the server's store.
