@@ -592,7 +592,7 @@ pub fn load_config(cli: &Cli) -> Result<Loaded, Exit> {
     let file = path.display().to_string();
     match checked.config {
         Some(mut config) => {
-            let server = apply_connection(cli, &text, &mut config)?;
+            let server = apply_connection(cli, checked.has_nats_section, &mut config)?;
             Ok(Loaded {
                 path,
                 config,
@@ -643,13 +643,14 @@ pub fn connection_flags(cli: &Cli) -> connection::Flags {
 /// Replaces `config.nats`'s connection settings with the effective ones
 /// (cli.md's precedence). A context that cannot be read is a
 /// configuration error (exit 2).
-pub fn apply_connection(cli: &Cli, text: &str, config: &mut Config) -> Result<Server, Exit> {
+pub fn apply_connection(
+    cli: &Cli,
+    file_has_nats: bool,
+    config: &mut Config,
+) -> Result<Server, Exit> {
     let var = |k: &str| std::env::var(k).ok();
     let flags = connection_flags(cli);
     let dir = connection::nats_dir(var("XDG_CONFIG_HOME").as_deref(), var("HOME").as_deref());
-    let file_has_nats = serde_yaml::from_str::<serde_yaml::Value>(text)
-        .ok()
-        .is_some_and(|v| v.get("nats").is_some());
     let selected = dir.as_deref().and_then(connection::selected_context);
     let chosen = connection::choose_context(
         flags.context.as_deref(),

@@ -9,9 +9,6 @@ use crate::config::{self, Config, Problem, Severity, SourceMap};
 use crate::exit::Exit;
 use crate::stream_check;
 
-/// The buckets nodes (and their tools) write, which `init` creates.
-const NODE_WRITTEN: [&str; 5] = ["presence", "positions", "holds", "backups", "snapshots"];
-
 /// Whether the broker checks ran, and if not why.
 enum BrokerChecks {
     Ran,
@@ -33,7 +30,7 @@ pub async fn run(cli: &Cli) -> Exit {
             let mut config = config.clone();
             server = Some(exit_on_err!(super::apply_connection(
                 cli,
-                &text,
+                checked.has_nats_section,
                 &mut config
             )));
             broker_problems(&config, &checked.source, &mut problems).await
@@ -129,8 +126,9 @@ async fn broker_problems(
     // sidecar's own buckets (floors, duty, gates) are created by `run` and
     // the gestures, so their absence is not a problem.
     let servers = b.cluster_servers();
-    for (field, name) in config.buckets.all() {
-        let node_written = NODE_WRITTEN.contains(&field);
+    for spec in crate::buckets::contract_buckets(config) {
+        let (field, name) = (spec.role, spec.name.as_str());
+        let node_written = !spec.sidecar_owned;
         match b.bucket_settings(name).await {
             Ok(Some(have)) => found.extend(stream_check::replica_warning(
                 &format!("buckets.{field}"),

@@ -382,6 +382,9 @@ pub struct Checked {
     pub config: Option<Config>,
     pub problems: Vec<Problem>,
     pub source: SourceMap,
+    /// The file has a `nats:` section (the `nats` CLI's selected context is
+    /// used only for a file without one).
+    pub has_nats_section: bool,
 }
 
 impl Checked {
@@ -403,14 +406,29 @@ pub fn check(text: &str) -> Checked {
                 config: None,
                 problems: vec![p],
                 source: SourceMap::default(),
+                has_nats_section: false,
             };
         }
     };
     let mut problems = Vec::new();
-    let config = parse_sections(text, &mut problems);
-    if let Some(config) = &config {
+    // Parsed once; the sections, the quoting of durations and the caller's
+    // question about `nats:` all read this value.
+    let root: Option<serde_yaml::Value> = match serde_yaml::from_str(text) {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let mut p = Problem::error("(syntax)", format!("not valid YAML: {e}"));
+            p.line = e.location().map(|l| l.line());
+            problems.push(p);
+            None
+        }
+    };
+    let has_nats_section = root.as_ref().is_some_and(|r| r.get("nats").is_some());
+    let config = root
+        .clone()
+        .and_then(|root| parse_sections(root, &mut problems));
+    if let (Some(config), Some(root)) = (&config, &root) {
         let mut found = config.validate();
-        quote_durations(text, config, &mut found);
+        quote_durations(root, config, &mut found);
         problems.extend(found);
     }
     // A section that failed to parse is replaced by its defaults so that the
@@ -449,6 +467,7 @@ pub fn check(text: &str) -> Checked {
         config: if ok { config } else { None },
         problems,
         source,
+        has_nats_section,
     }
 }
 
@@ -477,10 +496,7 @@ fn mentions(message: &str, field: &str) -> bool {
 
 /// A range error quotes the duration as the file wrote it (`"2400h"`), not
 /// as it reads back (`100d`).
-fn quote_durations(text: &str, config: &Config, problems: &mut [Problem]) {
-    let Ok(root) = serde_yaml::from_str::<serde_yaml::Value>(text) else {
-        return;
-    };
+fn quote_durations(root: &serde_yaml::Value, config: &Config, problems: &mut [Problem]) {
     for p in problems {
         let Some(key) = p.field.strip_prefix("retention.") else {
             continue;
@@ -527,16 +543,7 @@ const PARSE: &str = "__parse";
 /// As [`PARSE`], for one field taken out of a section that then parsed.
 const PARSE_FIELD: &str = "__parse_field";
 
-fn parse_sections(text: &str, problems: &mut Vec<Problem>) -> Option<Config> {
-    let root: serde_yaml::Value = match serde_yaml::from_str(text) {
-        Ok(v) => v,
-        Err(e) => {
-            let mut p = Problem::error("(syntax)", format!("not valid YAML: {e}"));
-            p.line = e.location().map(|l| l.line());
-            problems.push(p);
-            return None;
-        }
-    };
+fn parse_sections(root: serde_yaml::Value, problems: &mut Vec<Problem>) -> Option<Config> {
     let map = match root {
         serde_yaml::Value::Mapping(m) => m,
         serde_yaml::Value::Null => serde_yaml::Mapping::new(),

@@ -72,23 +72,7 @@ async fn the_duty_fails_over_when_its_holder_is_killed() {
     let f = Fleet::cluster(40).await;
     f.healthy(&[("node-1", 30), ("node-2", 30)], 40).await;
     let s = Scratch::new();
-    let urls: Vec<String> = {
-        let mut servers = vec![&f.server];
-        servers.extend(f.peers.iter());
-        (0..3)
-            .map(|first| {
-                let mut u = vec![servers[first].url()];
-                u.extend(
-                    servers
-                        .iter()
-                        .enumerate()
-                        .filter(|(i, _)| *i != first)
-                        .map(|(_, s)| s.url()),
-                );
-                u.join(",")
-            })
-            .collect()
-    };
+    let urls: Vec<String> = (0..3).map(|i| f.url_from(i)).collect();
     let mut sidecars: Vec<std::process::Child> = (0..3)
         .map(|i| {
             let cfg = s.write(

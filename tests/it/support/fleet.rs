@@ -123,8 +123,23 @@ impl Fleet {
 
     /// The URL clients use: every server of a cluster, comma-separated.
     pub fn url(&self) -> String {
-        let mut urls = vec![self.server.url()];
-        urls.extend(self.peers.iter().map(Server::url));
+        self.url_from(0)
+    }
+
+    /// Every server's URL, server `first` first (a sidecar beside a server
+    /// lists its own first); 0 is [`Fleet::server`], then the peers.
+    pub fn url_from(&self, first: usize) -> String {
+        let all: Vec<String> = std::iter::once(&self.server)
+            .chain(self.peers.iter())
+            .map(Server::url)
+            .collect();
+        let mut urls = vec![all[first].clone()];
+        urls.extend(
+            all.iter()
+                .enumerate()
+                .filter(|(i, _)| *i != first)
+                .map(|(_, u)| u.clone()),
+        );
         urls.join(",")
     }
 
