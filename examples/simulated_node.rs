@@ -53,6 +53,7 @@ async fn main() -> anyhow::Result<()> {
         gate_subject: Some(gate),
         gate_reserve: true,
         feed_consumer: None,
+        archive: None,
     };
     while let Err(e) = broker.ensure_log_stream(&domain, replicas).await {
         eprintln!("waiting to create {stream}: {e}");

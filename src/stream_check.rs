@@ -264,6 +264,7 @@ mod tests {
             gate_subject: Some("crewlet.tracker.gate".into()),
             gate_reserve: true,
             feed_consumer: None,
+            archive: None,
         }
     }
 

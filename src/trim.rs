@@ -117,6 +117,7 @@ pub async fn read_domain(
         young_seq,
         absorbed: None,
         clock,
+        archive: None,
     }
 }
 
@@ -137,7 +138,8 @@ pub struct Fresh {
 pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateTime<Utc>) -> Fresh {
     let (raw, parsed) = broker.read_all(&config.buckets).await;
     let policy = Policy::from_config(config, session);
-    let reads = read_domains(broker, config, &policy, now).await;
+    let mut reads = read_domains(broker, config, &policy, now).await;
+    read_archives(broker, config, &parsed, &mut reads).await;
     let answers = compute_all(config, &policy, &parsed, &reads, now);
     Fresh {
         raw,
@@ -161,6 +163,54 @@ pub async fn read_domains(
             .map(|d| read_domain(broker, d, policy.min_age, now)),
     )
     .await
+}
+
+/// The log, generation and incarnation an archived domain's segments
+/// belong to, from this read (`None` when the stream or floors row cannot
+/// be read: the answer then concludes nothing anyway).
+pub fn archive_target(
+    parsed: &ParsedRows,
+    domain: &crate::config::Domain,
+    read: &DomainRead,
+) -> Option<crate::archive::fold::Target> {
+    let incarnation = floor::incarnation(parsed, &domain.stream, read)?;
+    Some(crate::archive::fold::Target {
+        stream: domain.stream.clone(),
+        generation: incarnation.generation,
+        stream_created: incarnation.stream_created.to_rfc3339(),
+    })
+}
+
+/// The archive state the floors row this tick read published for `stream`
+/// (none when it does not parse: the answer says so).
+fn published_archive(
+    parsed: &ParsedRows,
+    stream: &str,
+) -> Option<crate::archive::state::ArchiveState> {
+    let (p, _) = parsed.published(stream).ok()??;
+    serde_json::from_value(p.archive?).ok()
+}
+
+/// Reads every archived domain's archive, concurrently, after stream info
+/// (which names the incarnation its segments belong to).
+pub async fn read_archives(
+    broker: &Broker,
+    config: &Config,
+    parsed: &ParsedRows,
+    reads: &mut [DomainRead],
+) {
+    let found = futures::future::join_all(config.domains.iter().zip(reads.iter()).map(
+        |(d, read)| async move {
+            let archive = d.archive.as_ref()?;
+            let target = archive_target(parsed, d, read)?;
+            let published = published_archive(parsed, &d.stream);
+            Some(crate::archive::read(broker, &archive.store(), &target, published.as_ref()).await)
+        },
+    ))
+    .await;
+    for (read, found) in reads.iter_mut().zip(found) {
+        read.archive = found;
+    }
 }
 
 /// Every domain's answer from what was read: pure.
@@ -252,7 +302,14 @@ impl Sidecar {
         if self.duty.holds() && self.absorb_gates(&mut raw, &parsed, &mut reads).await {
             parsed.reparse_gates(&raw.gates);
         }
-        let answers = compute_all(&self.config, &policy, &parsed, &reads, now);
+        read_archives(&self.broker, &self.config, &parsed, &mut reads).await;
+        let mut answers = compute_all(&self.config, &policy, &parsed, &reads, now);
+        if self.duty.holds() {
+            // Fold before the publish: the answer published is the one the
+            // archive's new frontier bounds.
+            self.fold_all(&policy, &parsed, &mut reads, &mut answers, now)
+                .await;
+        }
         let mut domains: Vec<DomainTick> = answers
             .into_iter()
             .map(|answer| DomainTick {
@@ -338,6 +395,86 @@ impl Sidecar {
             }
         }
         touched
+    }
+
+    /// Folds each archived domain whose answer concluded: the slice
+    /// `(frontier, T]`, `T` the minimum of the other six terms, then
+    /// computes its answer again with the new frontier (archive.md, The
+    /// fold). A fold error leaves the frontier at the last durable segment.
+    async fn fold_all(
+        &self,
+        policy: &Policy,
+        parsed: &ParsedRows,
+        reads: &mut [DomainRead],
+        answers: &mut [Answer],
+        now: DateTime<Utc>,
+    ) {
+        let mut folded = false;
+        for (i, d) in self.config.domains.iter().enumerate() {
+            let (Some(archive), Some(answer), Some(read)) =
+                (&d.archive, answers.get(i), reads.get_mut(i))
+            else {
+                continue;
+            };
+            let (Some(to), Some(from)) = (
+                floor::fold_to(answer),
+                answer.archive.as_ref().and_then(|a| a.frontier),
+            ) else {
+                continue;
+            };
+            let Some(target) = archive_target(parsed, d, read) else {
+                continue;
+            };
+            let Some(found) = read.archive.as_mut() else {
+                continue;
+            };
+            // A fold may take at most a tick, so that the tick stays inside
+            // its lease; what it did not reach waits for the next one.
+            let deadline = tokio::time::Instant::now() + self.config.retention.tick.0;
+            let store = archive.store();
+            let result = crate::archive::fold::fold(
+                &self.broker,
+                &store,
+                &target,
+                (from, to),
+                archive.limits(),
+                deadline,
+            )
+            .await;
+            let (written, error) = match result {
+                Ok(f) => {
+                    if !f.written.is_empty() {
+                        tracing::info!(event = "archive_folded", domain = %d.name, segments = f.written.len(), already_there = f.already_there, frontier = f.frontier, "folded into the archive");
+                    }
+                    (f.written, None)
+                }
+                Err(e) => {
+                    tracing::warn!(event = "archive_failing", domain = %d.name, segment = e.segment.as_deref().unwrap_or("-"), frontier = e.frontier, error = %e.reason, "the fold stopped; nothing past the frontier is purged");
+                    (e.written, Some((e.segment, e.reason)))
+                }
+            };
+            folded |= !written.is_empty();
+            if let Ok(listing) = found.listing.as_mut() {
+                for w in &written {
+                    found.verified.push((w.name.clone(), Ok(())));
+                    listing.retain(|l| l.name != w.name);
+                    listing.push(w.clone());
+                }
+                listing.sort_by(|a, b| a.name.cmp(&b.name));
+            }
+            found.fold = Some(crate::archive::state::FoldOutcome {
+                at: crate::rows::Instant(crate::clock::broker_now(self.offset, Utc::now())),
+                segments: written.len(),
+                error,
+            });
+            let at = read.clock.map_or(now, |c| c.broker);
+            if let Some(slot) = answers.get_mut(i) {
+                *slot = floor::compute(d, policy, parsed, read, at);
+            }
+        }
+        if folded {
+            failpoint("after_fold").await;
+        }
     }
 
     /// Publishes the answer with compare-and-set on the revision read this
@@ -604,9 +741,10 @@ fn log_domain(d: &DomainTick, holder: bool) {
 /// Fault injection for the crash and race tests (docs/testing.md): with
 /// `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as
 /// a kill would leave it; with `CREWLET_FAILPOINT=<name>:sleep=<ms>` it
-/// pauses there, so that a test can act inside the window. The only point
-/// is `after_publish`: the answer is published and the purge it licenses
-/// is not sent yet. Inert unless set.
+/// pauses there, so that a test can act inside the window. The points:
+/// `after_fold` (segments are durable, the answer naming them is not
+/// published) and `after_publish` (the answer is published and the purge
+/// it licenses is not sent yet). Inert unless set.
 async fn failpoint(name: &str) {
     let Ok(v) = std::env::var("CREWLET_FAILPOINT") else {
         return;

@@ -16,6 +16,7 @@ use crate::stream_check::bypass_remedy;
 /// Every alarm there is (cli.md, Alarms); each has a runbook entry
 /// (docs/runbook.md), which a test checks.
 pub const NAMES: &[&str] = &[
+    "archive_failing",
     "backup_age",
     "broker_retention_bypass",
     "clock_skew",
@@ -255,7 +256,7 @@ fn domain_alarms(
                 alarm: "term_unreadable",
                 domain: d(),
                 measurement: format!("{} is unreadable: {error}", t.term.as_str()),
-                remedy: unreadable_remedy(t.term, *cause),
+                remedy: unreadable_remedy(a, t.term, *cause),
             });
         }
     }
@@ -292,6 +293,30 @@ fn domain_alarms(
                     a.stream
                 ),
                 remedy: gates_remedy(a, fault, &p.gates_bucket),
+            });
+        }
+    }
+
+    if let Some(arch) = a.archive.as_ref().filter(|s| !s.unreadable) {
+        if let Some(error) = &arch.error {
+            let since = arch
+                .failing_since
+                .map(|s| format!(" since {s} ({} ago)", human::age(since(now, s))))
+                .unwrap_or_default();
+            let at = arch
+                .failing_segment
+                .as_deref()
+                .map(|s| format!(" at {s}"))
+                .unwrap_or_default();
+            out.push(Alarm {
+                alarm: "archive_failing",
+                domain: d(),
+                measurement: format!(
+                    "the fold of {}{at} is failing{since}: {error}; nothing past the frontier {} is purged",
+                    a.stream,
+                    arch.frontier.unwrap_or(0)
+                ),
+                remedy: archive_remedy(a, &arch.store),
             });
         }
     }
@@ -363,7 +388,7 @@ pub fn announce_command(stream: &str) -> String {
     format!("crewlet retention backup announce -node NODE -id ID -position {stream}=SEQ -verified")
 }
 
-fn unreadable_remedy(term: TermName, cause: Cause) -> String {
+fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> String {
     match (cause, term) {
         (Cause::MissingBucket, _) => "create the missing bucket: crewlet retention init".into(),
         (Cause::AheadOfLog, _) => {
@@ -374,6 +399,8 @@ fn unreadable_remedy(term: TermName, cause: Cause) -> String {
         (_, TermName::BackupFloor) => "fix or delete the backup row named above".into(),
         (_, TermName::FeedAckFloor) => "check that the feed consumer exists on the stream (nats consumer ls <stream>) and the broker answers".into(),
         (_, TermName::AgeFloor) => "check that the stream exists and the broker answers (nats stream info <stream>)".into(),
+        (Cause::Archive, TermName::ArchiveFloor) => format!("segments the archive had published are gone from its store: restore them from a copy of the store (crewlet retention verify-archive -stream {} lists what is there); nothing is purged until they are back", a.stream),
+        (_, TermName::ArchiveFloor) => format!("check the archive's store ({}) and the broker; crewlet retention verify-archive -stream {} reads every segment", a.archive.as_ref().map_or("", |s| s.store.as_str()), a.stream),
     }
 }
 
@@ -411,7 +438,20 @@ fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc
         TermName::SnapshotFloor => "too few counted nodes hold a verified snapshot: check the nodes' snapshot skip reasons (crewlet retention snapshots)".into(),
         TermName::FeedAckFloor => format!("the feed consumer on {} is not acknowledging: fix the feed", a.stream),
         TermName::AgeFloor => "nothing to do: min_age holds the trim".into(),
+        TermName::ArchiveFloor => format!("the archive's fold is behind: see archive_failing if it fires; otherwise raise archive.fold_per_tick so that each tick folds more (crewlet retention verify-archive -stream {} shows what is archived)", a.stream),
     }
+}
+
+fn archive_remedy(a: &Answer, store: &str) -> String {
+    let check = match store.split_once(':') {
+        Some(("object_store", b)) => format!("check the object store {b} (nats object info {b}: does it exist, is its stream full or at a limit?)"),
+        Some(("dir", d)) => format!("check the directory {d} (free space, permissions, the mount)"),
+        _ => "check the archive's store".into(),
+    };
+    format!(
+        "{check}; the next tick retries from the frontier; crewlet retention verify-archive -stream {} reads every segment and names the bad one",
+        a.stream
+    )
 }
 
 fn gates_remedy(a: &Answer, fault: &GateFault, bucket: &str) -> String {

@@ -8,6 +8,7 @@ use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use super::state::Listed;
 use super::{segment, Put};
 
 /// Why the directory store did not do what was asked.
@@ -114,27 +115,33 @@ pub fn get(root: &Path, name: &str) -> Result<Vec<u8>, DirError> {
     fs::read(&path).map_err(|e| io(&path, e))
 }
 
-/// Every segment name of `stream` at `generation`, in sequence order. A
-/// file there that is not a segment name (a temporary file of a fold that
-/// crashed) is not listed.
-pub fn list(root: &Path, stream: &str, generation: u64) -> Result<Vec<String>, DirError> {
+/// Every segment of `stream` at `generation`, in sequence order, with its
+/// size. A file there that is not a segment name (a temporary file of a
+/// fold that crashed) is not listed.
+pub fn list(root: &Path, stream: &str, generation: u64) -> Result<Vec<Listed>, DirError> {
     let dir = root.join(stream).join(generation.to_string());
     let entries = match fs::read_dir(&dir) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
         Err(e) => return Err(io(&dir, e)),
     };
-    let mut names = Vec::new();
+    let mut out = Vec::new();
     for entry in entries {
         let entry = entry.map_err(|e| io(&dir, e))?;
         let file = entry.file_name().to_string_lossy().to_string();
         let name = format!("{stream}/{generation}/{file}");
-        if segment::parse_name(&name).is_some() {
-            names.push(name);
+        if let Some((_, _, first_seq, last_seq)) = segment::parse_name(&name) {
+            let bytes = entry.metadata().map_err(|e| io(&entry.path(), e))?.len();
+            out.push(Listed {
+                name,
+                first_seq,
+                last_seq,
+                bytes,
+            });
         }
     }
-    names.sort();
-    Ok(names)
+    out.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(out)
 }
 
 #[cfg(test)]
@@ -159,7 +166,12 @@ mod tests {
         assert_eq!(get(root.path(), &a).expect("get"), b"one");
         // A leftover temporary file is not a segment.
         std::fs::write(root.path().join("S/0/.junk.tmp-1"), b"x").expect("junk");
-        assert_eq!(list(root.path(), "S", 0).expect("list"), [a, b]);
+        let names: Vec<String> = list(root.path(), "S", 0)
+            .expect("list")
+            .into_iter()
+            .map(|l| l.name)
+            .collect();
+        assert_eq!(names, [a, b]);
         assert!(list(root.path(), "S", 1).expect("list").is_empty());
         assert!(matches!(
             put(root.path(), "../x.seg", b""),

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 
 use super::cut::{cut, Limits};
 use super::segment::{self, Compression, Range};
+use super::state::{ListError, Listed};
 use super::{dir, Put};
 use crate::broker::Broker;
 
@@ -34,8 +35,10 @@ pub struct Target {
 pub struct Folded {
     /// The last sequence durably archived (the seventh term).
     pub frontier: u64,
-    pub segments: usize,
-    /// Segments that were already there with the same bytes.
+    /// The segments written (or found already there with the same bytes),
+    /// each read back and verified, in order.
+    pub written: Vec<Listed>,
+    /// How many of them were already there.
     pub already_there: usize,
 }
 
@@ -46,10 +49,22 @@ pub struct FoldError {
     pub stream: String,
     /// The last durable sequence: nothing past it may be purged.
     pub frontier: u64,
+    /// The segment it was writing, when it was on one.
+    pub segment: Option<String>,
     pub reason: String,
+    /// The segments durably written before it stopped.
+    pub written: Vec<Listed>,
 }
 
 impl Store {
+    /// How the published archive state names the store.
+    pub fn id(&self) -> String {
+        match self {
+            Store::ObjectStore(b) => format!("object_store:{b}"),
+            Store::Dir(d) => format!("dir:{}", d.display()),
+        }
+    }
+
     async fn put(&self, broker: &Broker, name: &str, bytes: &[u8]) -> Result<Put, String> {
         match self {
             Store::ObjectStore(bucket) => broker.put_segment(bucket, name, bytes).await,
@@ -57,49 +72,113 @@ impl Store {
         }
     }
 
-    async fn get(&self, broker: &Broker, name: &str) -> Result<Vec<u8>, String> {
+    /// The bytes of segment `name`.
+    pub async fn get(&self, broker: &Broker, name: &str) -> Result<Vec<u8>, String> {
         match self {
             Store::ObjectStore(bucket) => broker
                 .get_segment(bucket, name)
                 .await?
-                .ok_or_else(|| format!("{bucket}/{name} is gone right after it was written")),
+                .ok_or_else(|| format!("{bucket}/{name} is not in the store")),
             Store::Dir(root) => dir::get(root, name).map_err(|e| e.to_string()),
+        }
+    }
+
+    /// Every segment of `stream` at `generation`, in sequence order.
+    pub async fn list(
+        &self,
+        broker: &Broker,
+        stream: &str,
+        generation: u64,
+    ) -> Result<Vec<Listed>, ListError> {
+        match self {
+            Store::ObjectStore(bucket) => broker.list_segments(bucket, stream, generation).await,
+            Store::Dir(root) => match dir::list(root, stream, generation) {
+                Ok(l) => Ok(l),
+                Err(e) => Err(ListError {
+                    missing: false,
+                    message: e.to_string(),
+                }),
+            },
         }
     }
 }
 
+/// Reads segment `name` back and checks it: it decodes (checksum
+/// included), and its header is the log, generation, incarnation and range
+/// its name says.
+pub async fn verify(
+    broker: &Broker,
+    store: &Store,
+    target: &Target,
+    name: &str,
+) -> Result<segment::Segment, String> {
+    let bytes = store.get(broker, name).await?;
+    check(&bytes, target, name)
+}
+
+/// The pure half of [`verify`].
+pub fn check(bytes: &[u8], target: &Target, name: &str) -> Result<segment::Segment, String> {
+    let seg = segment::decode(bytes).map_err(|e| e.to_string())?;
+    let h = &seg.header;
+    let named = segment::parse_name(name);
+    if named.as_ref().map(|(s, g, f, l)| (s.as_str(), *g, *f, *l))
+        != Some((h.stream.as_str(), h.generation, h.first_seq, h.last_seq))
+    {
+        return Err(format!(
+            "its header says {}/{} {}..={}, its name says otherwise",
+            h.stream, h.generation, h.first_seq, h.last_seq
+        ));
+    }
+    if h.stream != target.stream || h.generation != target.generation {
+        return Err(format!("it belongs to {}/{}", h.stream, h.generation));
+    }
+    if h.stream_created != target.stream_created {
+        return Err(format!(
+            "it was folded from the incarnation created {}, not {}",
+            h.stream_created, target.stream_created
+        ));
+    }
+    Ok(seg)
+}
+
 /// Folds `(frontier, to]` into `store`, at most `limits.fold_per_tick`
-/// segments. Each segment is read back and verified after it is written:
-/// a segment that does not decode to what was written stops the fold.
+/// segments, reading until `deadline` at the latest. Each segment is read
+/// back and verified after it is written: a segment that does not decode
+/// to what was written stops the fold.
 pub async fn fold(
     broker: &Broker,
     store: &Store,
     target: &Target,
-    frontier: u64,
-    to: u64,
+    span: (u64, u64),
     limits: Limits,
+    deadline: tokio::time::Instant,
 ) -> Result<Folded, FoldError> {
-    let stop = |frontier: u64, reason: String| FoldError {
-        stream: target.stream.clone(),
-        frontier,
-        reason,
-    };
+    let (frontier, to) = span;
     let mut done = Folded {
         frontier,
-        segments: 0,
+        written: Vec::new(),
         already_there: 0,
+    };
+    let stop = |done: &Folded, segment: Option<&str>, reason: String| FoldError {
+        stream: target.stream.clone(),
+        frontier: done.frontier,
+        segment: segment.map(str::to_string),
+        reason,
+        written: done.written.clone(),
     };
     if to <= frontier {
         return Ok(done);
     }
-    let want = limits.segment_records.saturating_mul(limits.fold_per_tick);
+    let budget = (
+        limits.segment_records.saturating_mul(limits.fold_per_tick),
+        limits.segment_bytes.saturating_mul(limits.fold_per_tick),
+    );
     let records = broker
-        .read_slice(&target.stream, frontier + 1, to, want)
+        .read_slice(&target.stream, frontier + 1, to, budget, deadline)
         .await
-        .map_err(|e| stop(frontier, e))?;
-    // The read covered the slice when it returned fewer records than it
-    // could and its last record is the slice's end; a shorter read leaves
-    // the tail for a later tick.
+        .map_err(|e| stop(&done, None, e))?;
+    // The read covered the slice when its last record is the slice's end;
+    // a shorter read leaves the tail for a later tick.
     let whole = records.last().map(|r| r.seq) == Some(to);
     for c in cut(records, frontier, to, whole, limits) {
         let range = Range {
@@ -110,28 +189,34 @@ pub async fn fold(
             last_seq: c.last_seq,
         };
         let count = c.records.len();
-        let bytes = segment::encode(&range, &c.records, Compression::Zstd)
-            .map_err(|e| stop(done.frontier, e.to_string()))?;
         let name = segment::name(&target.stream, target.generation, c.first_seq, c.last_seq);
+        let bytes = segment::encode(&range, &c.records, Compression::Zstd)
+            .map_err(|e| stop(&done, Some(&name), e.to_string()))?;
         let put = store
             .put(broker, &name, &bytes)
             .await
-            .map_err(|e| stop(done.frontier, e))?;
+            .map_err(|e| stop(&done, Some(&name), e))?;
         // Read back before the frontier moves past it.
         let back = store
             .get(broker, &name)
             .await
-            .map_err(|e| stop(done.frontier, e))?;
-        let verified =
-            segment::decode(&back).map_err(|e| stop(done.frontier, format!("{name}: {e}")))?;
+            .map_err(|e| stop(&done, Some(&name), e))?;
+        let verified = check(&back, target, &name)
+            .map_err(|e| stop(&done, Some(&name), format!("{name} read back: {e}")))?;
         if verified.records.len() != count || back != bytes {
             return Err(stop(
-                done.frontier,
+                &done,
+                Some(&name),
                 format!("{name} reads back other than it was written"),
             ));
         }
         done.frontier = c.last_seq;
-        done.segments += 1;
+        done.written.push(Listed {
+            name,
+            first_seq: c.first_seq,
+            last_seq: c.last_seq,
+            bytes: bytes.len() as u64,
+        });
         if put == Put::AlreadyThere {
             done.already_there += 1;
         }

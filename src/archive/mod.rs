@@ -1,15 +1,19 @@
 //! The archive (fold before trim): records leave the live log only after
 //! they are durably archived in segments. This module holds the segment
-//! format, how a slice is cut, the directory store and one fold into
-//! either store; the fold's place in the tick (the seventh term, the
-//! floors row's archive state) comes next, and until it does an `archive:`
-//! in the configuration is refused, so that nothing is ever purged on the
-//! promise of an archive the tick does not keep.
+//! format, how a slice is cut, the directory store, one fold into either
+//! store, and the archive's state (the seventh term, `archive_floor`).
+//! The tick (src/trim.rs) reads each archived domain's archive, folds for
+//! the duty holder, and never purges past the frontier.
 
 pub mod cut;
 pub mod dir;
 pub mod fold;
 pub mod segment;
+pub mod state;
+
+use crate::broker::Broker;
+use fold::{Store, Target};
+use state::{ArchiveRead, ArchiveState};
 
 /// What putting a segment into a store did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,23 +23,36 @@ pub enum Put {
     AlreadyThere,
 }
 
-#[cfg(test)]
-mod tests {
-    /// Until the fold exists, a configured archive is an error, never a
-    /// promise the trim would not keep.
-    #[test]
-    fn an_archive_section_is_refused_until_the_fold_exists() {
-        let checked = crate::config::check(
-            "node: {id: n1}\nretention: {backup_owner: x}\ndomains: [{name: t, stream: T, archive: {dir: /var/lib/crewlet/archive}}]\n",
-        );
-        assert!(checked.config.is_none());
-        assert!(
-            checked
-                .problems
-                .iter()
-                .any(|p| p.field.starts_with("domains[0]") && p.message.contains("archive")),
-            "{:?}",
-            checked.problems
-        );
+/// The most segments past the published frontier read back in one tick
+/// (the rest are adopted by later ticks; none is folded over meanwhile).
+pub const VERIFY_PER_TICK: usize = 64;
+
+/// Reads one domain's archive for a tick or `status`: the listing of the
+/// current generation, and every segment past the published frontier read
+/// back and checked (normally none: the holder publishes what it folds).
+pub async fn read(
+    broker: &Broker,
+    store: &Store,
+    target: &Target,
+    published: Option<&ArchiveState>,
+) -> ArchiveRead {
+    let published = published.filter(|p| p.store == store.id());
+    let listing = store.list(broker, &target.stream, target.generation).await;
+    let mut verified = Vec::new();
+    if let Ok(l) = &listing {
+        for name in state::to_verify(l, published, VERIFY_PER_TICK) {
+            let checked = fold::verify(broker, store, target, &name).await.map(|_| ());
+            let failed = checked.is_err();
+            verified.push((name, checked));
+            if failed {
+                break;
+            }
+        }
+    }
+    ArchiveRead {
+        store: store.id(),
+        listing,
+        verified,
+        fold: None,
     }
 }

@@ -8,6 +8,7 @@ use tokio::io::AsyncReadExt;
 
 use super::Broker;
 use crate::archive::segment::Record;
+use crate::archive::state::{ListError, Listed};
 use crate::archive::{segment, Put};
 
 impl Broker {
@@ -74,32 +75,66 @@ impl Broker {
             .map_err(|e| format!("writing {name} to {bucket}: {e}"))
     }
 
-    /// Every segment name of `stream` at `generation` in the bucket, in
-    /// sequence order (deleted objects and other names are not listed).
+    /// Every segment of `stream` at `generation` in the bucket, in
+    /// sequence order, with its stored size (deleted objects and other
+    /// names are not listed). A bucket that does not exist says so.
     pub async fn list_segments(
         &self,
         bucket: &str,
         stream: &str,
         generation: u64,
-    ) -> Result<Vec<String>, String> {
-        let store = self.object_store(bucket).await?;
-        let mut list = store
-            .list()
-            .await
-            .map_err(|e| format!("listing {bucket}: {e}"))?;
-        let prefix = format!("{stream}/{generation}/");
-        let mut names = Vec::new();
-        while let Some(info) = list.next().await {
-            let info = info.map_err(|e| format!("listing {bucket}: {e}"))?;
-            if !info.deleted
-                && info.name.starts_with(&prefix)
-                && segment::parse_name(&info.name).is_some()
-            {
-                names.push(info.name);
+    ) -> Result<Vec<Listed>, ListError> {
+        let failed = |message: String| ListError {
+            missing: false,
+            message,
+        };
+        let store = match self.js.get_object_store(bucket).await {
+            Ok(s) => s,
+            Err(e) => {
+                let missing =
+                    matches!(self.stream_config(&format!("OBJ_{bucket}")).await, Ok(None));
+                return Err(ListError {
+                    missing,
+                    message: if missing {
+                        format!("object store {bucket} does not exist; run crewlet retention init")
+                    } else {
+                        format!("object store {bucket}: {e}")
+                    },
+                });
             }
-        }
-        names.sort();
-        Ok(names)
+        };
+        let list = async {
+            let mut list = store
+                .list()
+                .await
+                .map_err(|e| failed(format!("listing {bucket}: {e}")))?;
+            let prefix = format!("{stream}/{generation}/");
+            let mut out = Vec::new();
+            while let Some(info) = list.next().await {
+                let info = info.map_err(|e| failed(format!("listing {bucket}: {e}")))?;
+                if info.deleted || !info.name.starts_with(&prefix) {
+                    continue;
+                }
+                if let Some((_, _, first_seq, last_seq)) = segment::parse_name(&info.name) {
+                    out.push(Listed {
+                        name: info.name,
+                        first_seq,
+                        last_seq,
+                        bytes: info.size as u64,
+                    });
+                }
+            }
+            out.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(out)
+        };
+        tokio::time::timeout(self.read_timeout, list)
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "listing {bucket}: no answer within {}",
+                    crate::config::Dur(self.read_timeout)
+                ))
+            })?
     }
 }
 
@@ -132,61 +167,70 @@ pub fn header_block(headers: Option<&async_nats::HeaderMap>) -> Vec<u8> {
 }
 
 impl Broker {
-    /// Records `from..=to` of `stream`, at most `max_records`, in sequence
-    /// order, read by one ordered consumer (never a request per record).
-    /// The read ends at `to`, at `max_records`, or where the reader's
-    /// server has nothing more (a replica behind, or the log's end): the
-    /// caller archives only up to the last record returned.
+    /// Records `from..=to` of `stream`, at most `max_records` and about
+    /// `max_bytes` (as the cutter counts them), in sequence order, read by
+    /// one ordered consumer (never a request per record). The read ends at
+    /// `to`, at either budget, at `deadline` (what was read by then is
+    /// returned), or where the reader's server has nothing more (a replica
+    /// behind, or the log's end): the caller archives only up to the last
+    /// record returned.
     pub async fn read_slice(
         &self,
         stream: &str,
         from: u64,
         to: u64,
-        max_records: usize,
+        budget: (usize, usize),
+        deadline: tokio::time::Instant,
     ) -> Result<Vec<Record>, String> {
+        let (max_records, max_bytes) = budget;
         if to < from || max_records == 0 {
             return Ok(Vec::new());
         }
         let err = |e: String| format!("reading {stream} {from}..={to}: {e}");
-        let read = async {
-            let (s, consumer) = self.reader_from(stream, from, false).await.map_err(err)?;
-            let name = consumer.cached_info().name.clone();
-            let announced = consumer.cached_info().num_pending;
-            let walk = async {
-                let mut out = Vec::new();
-                if announced == 0 {
-                    return Ok(out);
-                }
-                let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
-                while let Some(m) = messages.next().await {
-                    let m = m.map_err(|e| err(e.to_string()))?;
-                    let info = m.info().map_err(|e| err(e.to_string()))?;
-                    let seq = info.stream_sequence;
-                    if seq > to {
-                        break;
-                    }
-                    let pending = info.pending;
-                    let time_ns = i64::try_from(info.published.unix_timestamp_nanos())
-                        .map_err(|_| err(format!("record {seq}: a timestamp past 2262")))?;
-                    out.push(Record {
-                        seq,
-                        time_ns,
-                        subject: m.subject.to_string(),
-                        headers: header_block(m.headers.as_ref()),
-                        data: m.payload.to_vec(),
-                    });
-                    if seq == to || out.len() >= max_records || pending == 0 {
-                        break;
-                    }
-                }
-                Ok(out)
+        let (s, consumer) =
+            tokio::time::timeout_at(deadline, self.reader_from(stream, from, false))
+                .await
+                .map_err(|_| err("no reader before the tick's deadline".into()))?
+                .map_err(err)?;
+        let name = consumer.cached_info().name.clone();
+        let announced = consumer.cached_info().num_pending;
+        let walk = async {
+            let mut out = Vec::new();
+            if announced == 0 {
+                return Ok(out);
             }
-            .await;
-            let _ = s.delete_consumer(&name).await;
-            walk
-        };
-        tokio::time::timeout(super::read::READ_TIMEOUT * 3, read)
-            .await
-            .map_err(|_| err("no end within 30s".into()))?
+            let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
+            let mut bytes = 0usize;
+            loop {
+                let m = match tokio::time::timeout_at(deadline, messages.next()).await {
+                    Err(_) | Ok(None) => break,
+                    Ok(Some(m)) => m.map_err(|e| err(e.to_string()))?,
+                };
+                let info = m.info().map_err(|e| err(e.to_string()))?;
+                let seq = info.stream_sequence;
+                if seq > to {
+                    break;
+                }
+                let pending = info.pending;
+                let time_ns = i64::try_from(info.published.unix_timestamp_nanos())
+                    .map_err(|_| err(format!("record {seq}: a timestamp past 2262")))?;
+                let record = Record {
+                    seq,
+                    time_ns,
+                    subject: m.subject.to_string(),
+                    headers: header_block(m.headers.as_ref()),
+                    data: m.payload.to_vec(),
+                };
+                bytes += crate::archive::cut::size(&record);
+                out.push(record);
+                if seq == to || out.len() >= max_records || bytes >= max_bytes || pending == 0 {
+                    break;
+                }
+            }
+            Ok(out)
+        }
+        .await;
+        let _ = s.delete_consumer(&name).await;
+        walk
     }
 }

@@ -246,6 +246,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
         gate_subject: None,
         gate_reserve: true,
         feed_consumer: None,
+        archive: None,
     };
     let policy = Policy {
         min_age: Duration::ZERO,
@@ -270,6 +271,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
         young_seq: Ok(None),
         absorbed: None,
         clock: None,
+        archive: None,
     };
     let mut out = Vec::new();
     let _ = floor::compute(&domain, &policy, &parsed, &read, now);

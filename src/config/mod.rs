@@ -10,6 +10,7 @@ pub mod connection;
 pub mod duration;
 mod locate;
 pub mod resolve;
+pub mod size;
 
 use std::fmt;
 use std::path::PathBuf;
@@ -293,6 +294,130 @@ pub struct Domain {
     /// The durable consumer whose ack floor is `feed_ack_floor`; unset: `n/a`.
     #[serde(default)]
     pub feed_consumer: Option<String>,
+    /// Fold before trim: records leave the log only once archived here;
+    /// unset: no archive, `archive_floor` is `n/a`.
+    #[serde(default)]
+    pub archive: Option<ArchiveConfig>,
+}
+
+/// `domains[].archive` — where and how the log is folded before it is
+/// trimmed (exactly one of `object_store` and `dir`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArchiveConfig {
+    /// A JetStream Object Store bucket (`init` creates it).
+    #[serde(default)]
+    pub object_store: Option<String>,
+    /// Or a local directory (absolute).
+    #[serde(default)]
+    pub dir: Option<PathBuf>,
+    /// At most this many records per segment.
+    #[serde(default = "default_segment_records")]
+    pub segment_records: u64,
+    /// And at most this many bytes before compression.
+    #[serde(default = "default_segment_bytes")]
+    pub segment_bytes: size::Size,
+    /// At most this many segments folded per tick.
+    #[serde(default = "default_fold_per_tick")]
+    pub fold_per_tick: u64,
+}
+
+/// The bounds archive.md fixes.
+pub const SEGMENT_RECORDS: (u64, u64) = (1, 1_000_000);
+pub const SEGMENT_BYTES: (u64, u64) = (64 << 10, 256 << 20);
+pub const FOLD_PER_TICK: (u64, u64) = (1, 1024);
+
+fn default_segment_records() -> u64 {
+    10_000
+}
+fn default_segment_bytes() -> size::Size {
+    size::Size(8 << 20)
+}
+fn default_fold_per_tick() -> u64 {
+    16
+}
+
+impl ArchiveConfig {
+    /// The store segments go to (the object store when, against
+    /// validation, both are set).
+    pub fn store(&self) -> crate::archive::fold::Store {
+        match (&self.object_store, &self.dir) {
+            (Some(b), _) => crate::archive::fold::Store::ObjectStore(b.clone()),
+            (None, Some(d)) => crate::archive::fold::Store::Dir(d.clone()),
+            (None, None) => crate::archive::fold::Store::ObjectStore(String::new()),
+        }
+    }
+
+    pub fn limits(&self) -> crate::archive::cut::Limits {
+        let n = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+        crate::archive::cut::Limits {
+            segment_records: n(self.segment_records),
+            segment_bytes: n(self.segment_bytes.0),
+            fold_per_tick: n(self.fold_per_tick),
+        }
+    }
+
+    fn validate(&self, at: &dyn Fn(&str) -> String, out: &mut Vec<Problem>) {
+        match (&self.object_store, &self.dir) {
+            (Some(_), Some(_)) => out.push(Problem::error(
+                at("archive"),
+                "names both object_store and dir; an archive is one store: keep one of the two",
+            )),
+            (None, None) => out.push(Problem::error(
+                at("archive"),
+                "names no store; set object_store (a JetStream Object Store bucket) or dir (a local directory)",
+            )),
+            _ => {}
+        }
+        if let Some(b) = &self.object_store {
+            if let Err(e) = rows::check_bucket_name(b) {
+                out.push(Problem::error(
+                    at("archive.object_store"),
+                    format!("bucket name {e}"),
+                ));
+            }
+        }
+        if let Some(d) = &self.dir {
+            if !d.is_absolute() {
+                out.push(Problem::error(
+                    at("archive.dir"),
+                    format!("{:?} is relative; write an absolute path, so that the archive does not move with the directory the sidecar starts in", d.display().to_string()),
+                ));
+            }
+        }
+        let range = |field: &str, v: u64, (lo, hi): (u64, u64), show: &dyn Fn(u64) -> String| {
+            (!(lo..=hi).contains(&v)).then(|| {
+                Problem::error(
+                    at(&format!("archive.{field}")),
+                    format!(
+                        "{} is out of range; allowed: {} to {}",
+                        show(v),
+                        show(lo),
+                        show(hi)
+                    ),
+                )
+            })
+        };
+        let plain = |v: u64| v.to_string();
+        out.extend(range(
+            "segment_records",
+            self.segment_records,
+            SEGMENT_RECORDS,
+            &plain,
+        ));
+        out.extend(range(
+            "segment_bytes",
+            self.segment_bytes.0,
+            SEGMENT_BYTES,
+            &size::show,
+        ));
+        out.extend(range(
+            "fold_per_tick",
+            self.fold_per_tick,
+            FOLD_PER_TICK,
+            &plain,
+        ));
+    }
 }
 
 fn default_true() -> bool {
@@ -602,6 +727,7 @@ fn parse_sections(root: serde_yaml::Value, problems: &mut Vec<Problem>) -> Optio
                     gate_subject: None,
                     gate_reserve: true,
                     feed_consumer: None,
+                    archive: None,
                 });
                 domains.push(domain);
             }
@@ -1035,6 +1161,9 @@ impl Config {
                         format!("consumer name {e}"),
                     ));
                 }
+            }
+            if let Some(a) = &d.archive {
+                a.validate(&at, out);
             }
             let earlier = &self.domains[..i];
             if !d.name.is_empty() {

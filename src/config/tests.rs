@@ -317,3 +317,71 @@ fn durations_print_as_written() {
         assert_eq!(d.to_string(), want, "{text}");
     }
 }
+
+#[test]
+fn an_archive_is_one_store_within_the_bounds_of_archive_md() {
+    let with = |archive: &str| {
+        check(&format!(
+            "node: {{id: n1}}\nretention: {{backup_owner: x}}\ndomains:\n  - name: t\n    stream: T\n    archive: {archive}\n"
+        ))
+    };
+    let ok = with("{object_store: crewlet_archive}");
+    let a = ok.config.expect("valid").domains[0]
+        .archive
+        .clone()
+        .expect("archive");
+    assert_eq!(
+        (a.segment_records, a.segment_bytes.0, a.fold_per_tick),
+        (10_000, 8 << 20, 16)
+    );
+    assert!(with("{dir: /var/lib/crewlet/archive, segment_bytes: 64KiB, segment_records: 1000000, fold_per_tick: 1024}").config.is_some());
+    for (archive, field, says) in [
+        ("{object_store: a, dir: /x}", "domains[0].archive", "both"),
+        (
+            "{segment_records: 5}",
+            "domains[0].archive",
+            "names no store",
+        ),
+        ("{dir: relative/path}", "domains[0].archive.dir", "absolute"),
+        (
+            "{object_store: 'no spaces'}",
+            "domains[0].archive.object_store",
+            "bucket name",
+        ),
+        (
+            "{dir: /x, segment_records: 0}",
+            "domains[0].archive.segment_records",
+            "1 to 1000000",
+        ),
+        (
+            "{dir: /x, segment_bytes: 1KiB}",
+            "domains[0].archive.segment_bytes",
+            "64KiB to 256MiB",
+        ),
+        (
+            "{dir: /x, segment_bytes: 8MB}",
+            "domains[0].archive.segment_bytes",
+            "MiB",
+        ),
+        (
+            "{dir: /x, fold_per_tick: 2000}",
+            "domains[0].archive.fold_per_tick",
+            "1 to 1024",
+        ),
+        (
+            "{dir: /x, folds: 2}",
+            "domains[0].archive.folds",
+            "unknown field",
+        ),
+    ] {
+        let c = with(archive);
+        assert!(c.config.is_none(), "{archive}");
+        assert!(
+            c.problems
+                .iter()
+                .any(|p| p.field == field && p.message.contains(says)),
+            "{archive}: {:?}",
+            c.problems
+        );
+    }
+}

@@ -8,11 +8,13 @@ use serde::{Deserialize, Serialize, Serializer};
 use super::counted::{counted_set, Generation};
 use super::parsed::ParsedRows;
 use super::{terms, DomainRead, Policy};
+use crate::archive::state::{self as archive_state, ArchiveState};
 use crate::config::Domain;
 use crate::rows::{Incarnation, Instant};
 use crate::stream_check::{bypasses, Bypass};
 
-/// The six terms, in the order of the terms table (ties sort this way).
+/// The six terms, and the seventh on an archived domain, in the order of
+/// the terms table (ties sort this way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TermName {
@@ -22,6 +24,7 @@ pub enum TermName {
     SnapshotFloor,
     FeedAckFloor,
     AgeFloor,
+    ArchiveFloor,
 }
 
 impl TermName {
@@ -33,6 +36,7 @@ impl TermName {
             TermName::SnapshotFloor => "snapshot_floor",
             TermName::FeedAckFloor => "feed_ack_floor",
             TermName::AgeFloor => "age_floor",
+            TermName::ArchiveFloor => "archive_floor",
         }
     }
 }
@@ -62,6 +66,8 @@ pub enum Cause {
     AheadOfLog,
     /// The broker did not answer, or answered an error.
     Read,
+    /// The archive's segments do not reach its published frontier.
+    Archive,
 }
 
 /// One term of the answer.
@@ -321,6 +327,9 @@ pub struct Answer {
     /// the answer is computed), or a pin or the age proof found just
     /// before the purge. Null when nothing did.
     pub purge_clamped_by: Option<PurgeClamp>,
+    /// On an archived domain: the archive's frontier and state (null
+    /// without an archive).
+    pub archive: Option<ArchiveState>,
     pub by: String,
     pub session: String,
     pub at: Instant,
@@ -366,6 +375,10 @@ pub struct PublishedFloor {
     /// a field that only informs must never make the row unreadable.
     #[serde(default, deserialize_with = "lenient")]
     pub gate_view: Option<PublishedGateView>,
+    /// The archive state as published, parsed where it is used: a shape
+    /// that does not parse makes `archive_floor` unreadable, not the row.
+    #[serde(default)]
+    pub archive: Option<serde_json::Value>,
 }
 
 /// The part of a published gates view the next reader needs.
@@ -494,6 +507,17 @@ pub fn compute(
     );
     let age = terms::age_floor(&read.stream, &read.young_seq, policy.min_age);
     let mut terms = vec![applied, min_hold, backup, snapshot, feed, age];
+    let archive = domain.archive.as_ref().map(|_| {
+        let published = previous
+            .as_ref()
+            .ok()
+            .and_then(|p| p.as_ref())
+            .and_then(|(p, _)| p.archive.as_ref());
+        archive_of(read, published, state.map_or(0, |s| s.first_seq), at)
+    });
+    if let Some(a) = &archive {
+        terms.push(terms::archive_floor(a));
+    }
 
     let any_unreadable = terms
         .iter()
@@ -521,7 +545,11 @@ pub fn compute(
         .filter(|t| matches!(t.state, TermState::Unreadable { .. }))
         .map(|t| t.term)
         .collect();
-    if let Some(age_seq) = terms.last().and_then(Term::seq) {
+    let age_seq = terms
+        .iter()
+        .find(|t| t.term == TermName::AgeFloor)
+        .and_then(Term::seq);
+    if let Some(age_seq) = age_seq {
         let mut below: Vec<(u64, TermName)> = terms
             .iter()
             .filter_map(|t| t.seq().filter(|s| *s < age_seq).map(|s| (s, t.term)))
@@ -619,6 +647,7 @@ pub fn compute(
             )
         }),
         purge_clamped_by: None,
+        archive,
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,
@@ -629,6 +658,47 @@ pub fn compute(
         answer.purge_clamped_by = Some(PurgeClamp::Gates);
     }
     answer
+}
+
+/// The archive of an archived domain as this read sees it: what was read
+/// of it, against the state the floors row published.
+fn archive_of(
+    read: &DomainRead,
+    published: Option<&serde_json::Value>,
+    log_first_seq: u64,
+    now: Instant,
+) -> ArchiveState {
+    let unreadable = |store: String, why: String| ArchiveState {
+        store,
+        frontier: None,
+        first_archived: None,
+        segments: 0,
+        bytes: 0,
+        last_fold_at: None,
+        error: Some(why),
+        failing_segment: None,
+        failing_since: Some(now),
+        unreadable: true,
+        missing_bucket: false,
+        may_fold: false,
+    };
+    let Some(r) = &read.archive else {
+        return unreadable(String::new(), "the archive was not read".into());
+    };
+    let published = match published
+        .filter(|v| !v.is_null())
+        .map(|v| serde_json::from_value::<ArchiveState>(v.clone()))
+    {
+        None => None,
+        Some(Ok(p)) => Some(p),
+        Some(Err(e)) => {
+            return unreadable(
+                r.store.clone(),
+                format!("the floors row's archive state does not parse ({e})"),
+            )
+        }
+    };
+    archive_state::assess(r, published.as_ref(), log_first_seq, now)
 }
 
 /// The gates view of `stream` as this read sees it (floor.md, The gates

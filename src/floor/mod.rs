@@ -107,6 +107,9 @@ pub struct DomainRead {
     /// The broker's clock in the stream-info answer (floor.md, Clocks):
     /// this domain's answer is computed at that instant.
     pub clock: Option<crate::clock::Reading>,
+    /// On an archived domain: its archive as read (and folded) this tick;
+    /// `None` when not read (the term is then unreadable).
+    pub archive: Option<crate::archive::state::ArchiveRead>,
 }
 
 /// The policy the answer is computed under, taken from the configuration.
@@ -260,6 +263,31 @@ pub fn retired_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
 /// (`now - min_age`), it is young and must stay.
 pub fn is_young(stamped: Instant, cutoff: chrono::DateTime<chrono::Utc>) -> bool {
     stamped.0 >= cutoff
+}
+
+/// How far the fold may go this tick (archive.md, The fold): the minimum
+/// `T` of the six terms other than `archive_floor`, at most `last_seq`;
+/// `None` when the answer concludes nothing (NOT READY, a term
+/// unreadable) or the archive cannot be folded from its frontier.
+pub fn fold_to(answer: &Answer) -> Option<u64> {
+    if answer.not_ready.is_some() || answer.stream_error.is_some() {
+        return None;
+    }
+    let archive = answer.archive.as_ref()?;
+    if archive.unreadable || !archive.may_fold {
+        return None;
+    }
+    let six = || {
+        answer
+            .terms
+            .iter()
+            .filter(|t| t.term != TermName::ArchiveFloor)
+    };
+    if six().any(Term::state_is_unreadable) {
+        return None;
+    }
+    let t = six().filter_map(Term::seq).min().unwrap_or(answer.last_seq);
+    Some(t.min(answer.last_seq))
 }
 
 /// `Some(trim_to + 1)` exactly when `first_seq < trim_to + 1 <= last_seq + 1`.

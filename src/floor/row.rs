@@ -9,6 +9,7 @@ use serde::Serialize;
 use super::answer::{
     Answer, FloorState, GateView, NotReady, PurgeClamp, Term, TermName, WouldPurge,
 };
+use crate::archive::state::ArchiveState;
 use crate::rows::Instant;
 use crate::stream_check::Bypass;
 
@@ -45,6 +46,7 @@ pub struct FloorsRow<'a> {
     pub published_at: Option<Instant>,
     pub gate_view: Option<&'a GateView>,
     pub purge_clamped_by: Option<PurgeClamp>,
+    pub archive: Option<&'a ArchiveState>,
     pub by: &'a str,
     pub session: &'a str,
     pub at: Instant,
@@ -83,6 +85,7 @@ impl<'a> From<&'a Answer> for FloorsRow<'a> {
             published_at: a.published_at,
             gate_view: a.gate_view.as_ref(),
             purge_clamped_by: a.purge_clamped_by,
+            archive: a.archive.as_ref(),
             by: &a.by,
             session: &a.session,
             at: a.at,
@@ -117,6 +120,7 @@ mod tests {
         assert_eq!(
             keys,
             [
+                "archive",
                 "at",
                 "backup_age_secs",
                 "backup_stale",

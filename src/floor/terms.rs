@@ -326,3 +326,31 @@ pub fn age_floor(
         None => value(TermName::AgeFloor, s.last_seq, None, None),
     }
 }
+
+/// `archive_floor`: the archive's frontier, the highest sequence durably
+/// folded in this generation (archive.md, The seventh term).
+pub fn archive_floor(a: &crate::archive::state::ArchiveState) -> Term {
+    let state = match a.frontier {
+        Some(seq) if !a.unreadable => TermState::Value {
+            seq,
+            reason: (seq == 0).then(|| "nothing has been folded into the archive yet".to_string()),
+        },
+        _ => TermState::Unreadable {
+            error: a
+                .error
+                .clone()
+                .unwrap_or_else(|| "the archive cannot be read".into()),
+            cause: if a.missing_bucket {
+                Cause::MissingBucket
+            } else {
+                Cause::Archive
+            },
+        },
+    };
+    Term {
+        term: TermName::ArchiveFloor,
+        state,
+        detail: Some(a.store.clone()),
+        binding: false,
+    }
+}

@@ -81,6 +81,7 @@ impl World {
                 gate_subject: None,
                 gate_reserve: true,
                 feed_consumer: None,
+                archive: None,
             },
         };
         w.node("node-1", true, Some(900));
@@ -218,6 +219,7 @@ impl World {
             young_seq: self.young.clone(),
             absorbed: self.absorbed.clone(),
             clock: None,
+            archive: None,
         };
         compute(
             &self.domain,

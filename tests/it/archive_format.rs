@@ -217,7 +217,10 @@ async fn the_object_store_keeps_segments_whole_and_never_replaces_one() {
         broker
             .list_segments("crewlet_archive", "S", 0)
             .await
-            .expect("list"),
+            .expect("list")
+            .into_iter()
+            .map(|l| l.name)
+            .collect::<Vec<_>>(),
         [na, nb]
     );
     assert!(broker
@@ -232,6 +235,10 @@ async fn the_object_store_keeps_segments_whole_and_never_replaces_one() {
             .expect("get"),
         None
     );
+}
+
+fn later() -> tokio::time::Instant {
+    tokio::time::Instant::now() + std::time::Duration::from_secs(30)
 }
 
 /// The fold's reader: a slice of the log in one ordered read, each record
@@ -264,7 +271,7 @@ async fn a_slice_is_read_whole_in_order_with_headers_and_times() {
     }
     let broker = f.broker().await;
     let slice = broker
-        .read_slice(STREAM, 11, 40, 100_000)
+        .read_slice(STREAM, 11, 40, (100_000, usize::MAX), later())
         .await
         .expect("slice");
     assert_eq!(
@@ -291,7 +298,7 @@ async fn a_slice_is_read_whole_in_order_with_headers_and_times() {
     // Read again: byte for byte the same (a re-fold writes the same segment).
     assert_eq!(
         broker
-            .read_slice(STREAM, 11, 40, 100_000)
+            .read_slice(STREAM, 11, 40, (100_000, usize::MAX), later())
             .await
             .expect("again"),
         slice
@@ -299,13 +306,13 @@ async fn a_slice_is_read_whole_in_order_with_headers_and_times() {
     // Bounded by the count, and by the log's end.
     assert_eq!(
         broker
-            .read_slice(STREAM, 11, 40, 5)
+            .read_slice(STREAM, 11, 40, (5, usize::MAX), later())
             .await
             .expect("five")
             .len(),
         5
     );
-    let tail = broker.read_slice(STREAM, 45, 60, 100).await.expect("tail");
+    let tail = broker.read_slice(STREAM, 45, 60, (100, usize::MAX), later()).await.expect("tail");
     assert_eq!(
         tail.iter().map(|r| r.seq).collect::<Vec<_>>(),
         (45..=50).collect::<Vec<_>>()
@@ -358,22 +365,19 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
     ] {
         // At most three segments a tick: 1..=60, then 61..=90 with a
         // partial tail only because the slice ends at 90.
-        let first = fold(&broker, &store, &target, 0, 90, limits)
+        let first = fold(&broker, &store, &target, (0, 90), limits, later())
             .await
             .expect("fold");
-        assert_eq!((first.frontier, first.segments), (60, 3), "{store:?}");
-        let second = fold(&broker, &store, &target, 60, 90, limits)
+        assert_eq!((first.frontier, first.written.len()), (60, 3), "{store:?}");
+        let second = fold(&broker, &store, &target, (60, 90), limits, later())
             .await
             .expect("fold");
-        assert_eq!((second.frontier, second.segments), (90, 2), "{store:?}");
+        assert_eq!((second.frontier, second.written.len()), (90, 2), "{store:?}");
         let names = match &store {
             Store::ObjectStore(b) => broker.list_segments(b, STREAM, 0).await.expect("list"),
             Store::Dir(d) => crewlet::archive::dir::list(d, STREAM, 0).expect("list"),
         };
-        let ranges: Vec<(u64, u64)> = names
-            .iter()
-            .filter_map(|n| crewlet::archive::segment::parse_name(n).map(|(_, _, a, b)| (a, b)))
-            .collect();
+        let ranges: Vec<(u64, u64)> = names.iter().map(|l| (l.first_seq, l.last_seq)).collect();
         assert_eq!(
             ranges,
             [(1, 20), (21, 40), (41, 60), (61, 80), (81, 90)],
@@ -381,7 +385,7 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
         );
         // A crash before the publish: the next tick folds the same range
         // again and writes the same segments.
-        let again = fold(&broker, &store, &target, 0, 90, limits)
+        let again = fold(&broker, &store, &target, (0, 90), limits, later())
             .await
             .expect("re-fold");
         assert_eq!((again.frontier, again.already_there), (60, 3), "{store:?}");
@@ -390,7 +394,7 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
     let dir = scratch.path().join("archive");
     let name = crewlet::archive::segment::name(STREAM, 0, 61, 80);
     std::fs::write(dir.join(&name), b"not this segment").expect("tamper");
-    let err = fold(&broker, &Store::Dir(dir.clone()), &target, 60, 95, limits)
+    let err = fold(&broker, &Store::Dir(dir.clone()), &target, (60, 95), limits, later())
         .await
         .expect_err("a conflict");
     assert_eq!(err.frontier, 60, "{err}");
@@ -398,7 +402,7 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
     // A directory that cannot be written, and a bucket that does not exist.
     let file = scratch.path().join("a-file");
     std::fs::write(&file, b"x").expect("file");
-    let err = fold(&broker, &Store::Dir(file), &target, 0, 95, limits)
+    let err = fold(&broker, &Store::Dir(file), &target, (0, 95), limits, later())
         .await
         .expect_err("unwritable");
     assert_eq!(err.frontier, 0, "{err}");
@@ -406,9 +410,9 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
         &broker,
         &Store::ObjectStore("no_such_bucket".into()),
         &target,
-        0,
-        95,
+        (0, 95),
         limits,
+        later(),
     )
     .await
     .expect_err("no bucket");

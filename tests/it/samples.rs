@@ -94,6 +94,7 @@ async fn status_samples_are_what_the_binary_prints() {
         gate_subject: Some("crewlet.pages.gate".into()),
         gate_reserve: true,
         feed_consumer: None,
+        archive: None,
     });
     let mut sidecar = crewlet::trim::Sidecar::new(config, f.broker().await);
     sidecar.tick().await;
