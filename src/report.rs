@@ -252,6 +252,43 @@ fn term_row(t: &crate::floor::Term) -> (String, String, String) {
     }
 }
 
+/// The archive's state in one or two lines of `status`.
+fn archive_line(arch: &crate::archive::state::ArchiveState) -> String {
+    let store = arch.store.replacen(':', " ", 1);
+    let held = match (arch.first_archived, arch.frontier) {
+        (Some(first), Some(frontier)) => format!(
+            "{first}..{frontier} in {} segment(s), {}",
+            arch.segments,
+            human::bytes(arch.bytes)
+        ),
+        _ => "no segment yet".into(),
+    };
+    let fold = arch
+        .last_fold_at
+        .map(|t| format!(", last fold {t}"))
+        .unwrap_or_default();
+    let frontier = arch
+        .frontier
+        .map_or_else(|| "-".to_string(), |f| f.to_string());
+    let mut out = format!("  ARCHIVE {store}: frontier {frontier}, {held}{fold}\n");
+    if let Some(e) = &arch.error {
+        let at = arch
+            .failing_segment
+            .as_deref()
+            .map(|s| format!(" at {s}"))
+            .unwrap_or_default();
+        let what = if arch.unreadable {
+            "the archive is unreadable"
+        } else {
+            "the fold is failing"
+        };
+        out.push_str(&format!(
+            "  {what}{at}: {e}; nothing past {frontier} is purged\n"
+        ));
+    }
+    out
+}
+
 /// Lays rows out in columns, two spaces apart, the last column unpadded.
 pub fn table(rows: &[Vec<String>], indent: &str) -> String {
     let cols = rows.iter().map(Vec::len).max().unwrap_or(0);
@@ -373,6 +410,9 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
                     skipped.seq, skipped.reason
                 ));
             }
+        }
+        if let Some(arch) = &a.archive {
+            out.push_str(&archive_line(arch));
         }
         for w in &a.stream_warnings {
             out.push_str(&format!("  warning: {w}\n"));

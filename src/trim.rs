@@ -742,10 +742,11 @@ fn log_domain(d: &DomainTick, holder: bool) {
 /// `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as
 /// a kill would leave it; with `CREWLET_FAILPOINT=<name>:sleep=<ms>` it
 /// pauses there, so that a test can act inside the window. The points:
-/// `after_fold` (segments are durable, the answer naming them is not
-/// published) and `after_publish` (the answer is published and the purge
+/// `after_segment` (a segment of a fold is durable, the next is not
+/// written yet), `after_fold` (segments are durable, the answer naming
+/// them is not published) and `after_publish` (the answer is published and the purge
 /// it licenses is not sent yet). Inert unless set.
-async fn failpoint(name: &str) {
+pub(crate) async fn failpoint(name: &str) {
     let Ok(v) = std::env::var("CREWLET_FAILPOINT") else {
         return;
     };

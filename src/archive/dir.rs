@@ -101,6 +101,29 @@ pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
     Ok(Put::Written)
 }
 
+/// Whether a fold could write under `root`: a file can be created,
+/// synced and removed in it or, while it does not exist yet (the first
+/// fold creates it), in the nearest directory above it that does. Nothing
+/// is left behind.
+pub fn check_writable(root: &Path) -> Result<(), DirError> {
+    let mut at = root;
+    while !at.exists() {
+        at = at.parent().unwrap_or(Path::new("/"));
+    }
+    if !at.is_dir() {
+        return Err(io(at, std::io::Error::other("is not a directory")));
+    }
+    let probe = at.join(format!(".crewlet-probe-{}", std::process::id()));
+    let written = OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .open(&probe)
+        .and_then(|mut f| f.write_all(b"probe").and_then(|()| f.sync_all()));
+    let _ = fs::remove_file(&probe);
+    written.map_err(|e| io(at, e))
+}
+
 fn read_if_there(path: &Path) -> Result<Option<Vec<u8>>, DirError> {
     match fs::read(path) {
         Ok(b) => Ok(Some(b)),

@@ -192,15 +192,26 @@ pub async fn fold(
         let name = segment::name(&target.stream, target.generation, c.first_seq, c.last_seq);
         let bytes = segment::encode(&range, &c.records, Compression::Zstd)
             .map_err(|e| stop(&done, Some(&name), e.to_string()))?;
-        let put = store
-            .put(broker, &name, &bytes)
-            .await
-            .map_err(|e| stop(&done, Some(&name), e))?;
+        // Each store call is bounded like a read: a store that hangs
+        // stops the fold, it does not stall the tick past its lease.
+        let limit = broker.read_timeout;
+        let late = |what: &str| {
+            format!(
+                "{what} {name}: no answer within {}",
+                crate::config::Dur(limit)
+            )
+        };
+        let put = match tokio::time::timeout(limit, store.put(broker, &name, &bytes)).await {
+            Ok(r) => r,
+            Err(_) => Err(late("writing")),
+        }
+        .map_err(|e| stop(&done, Some(&name), e))?;
         // Read back before the frontier moves past it.
-        let back = store
-            .get(broker, &name)
-            .await
-            .map_err(|e| stop(&done, Some(&name), e))?;
+        let back = match tokio::time::timeout(limit, store.get(broker, &name)).await {
+            Ok(r) => r,
+            Err(_) => Err(late("reading back")),
+        }
+        .map_err(|e| stop(&done, Some(&name), e))?;
         let verified = check(&back, target, &name)
             .map_err(|e| stop(&done, Some(&name), format!("{name} read back: {e}")))?;
         if verified.records.len() != count || back != bytes {
@@ -220,6 +231,7 @@ pub async fn fold(
         if put == Put::AlreadyThere {
             done.already_there += 1;
         }
+        crate::trim::failpoint("after_segment").await;
     }
     Ok(done)
 }

@@ -35,6 +35,32 @@ pub async fn run(cli: &Cli) -> Exit {
             }
         }
     }
+    // The archives' object stores, each once, with the buckets' replicas.
+    let mut stores: Vec<&str> = loaded
+        .config
+        .domains
+        .iter()
+        .filter_map(|d| d.archive.as_ref()?.object_store.as_deref())
+        .collect();
+    stores.sort_unstable();
+    stores.dedup();
+    for bucket in stores {
+        let replicas = loaded.config.buckets.replicas;
+        match broker.ensure_object_store(bucket, replicas).await {
+            Ok(created) => {
+                let outcome = if created { "created" } else { "exists" };
+                if !cli.json {
+                    println!("{outcome:<8} {:<10} {bucket}", "archive");
+                }
+                rows.push(serde_json::json!({"role": "archive", "bucket": bucket, "outcome": outcome, "warnings": []}));
+            }
+            Err(e) => {
+                failed = true;
+                eprintln!("error: {e}");
+                rows.push(serde_json::json!({"role": "archive", "bucket": bucket, "outcome": "failed", "error": e}));
+            }
+        }
+    }
     if cli.json {
         println!("{}", serde_json::json!({"buckets": rows}));
     }

@@ -174,6 +174,27 @@ async fn broker_problems(
             Err(e) => found.push(Problem::error(format!("domains[{i}].stream"), e.to_string())),
         }
     }
+    for (i, d) in config.domains.iter().enumerate() {
+        let Some(archive) = &d.archive else { continue };
+        if let Some(bucket) = &archive.object_store {
+            match b.stream_config(&format!("OBJ_{bucket}")).await {
+                Ok(Some(_)) => {}
+                Ok(None) => found.push(Problem::error(
+                    format!("domains[{i}].archive.object_store"),
+                    format!("object store {bucket} does not exist on the broker at {}; the archive would be unreadable and nothing trimmed: run crewlet retention init", b.url),
+                )),
+                Err(e) => found.push(Problem::error(format!("domains[{i}].archive.object_store"), e.to_string())),
+            }
+        }
+        if let Some(dir) = &archive.dir {
+            if let Err(e) = crate::archive::dir::check_writable(dir) {
+                found.push(Problem::error(
+                    format!("domains[{i}].archive.dir"),
+                    format!("{e}; the fold could not write a segment there and nothing would be trimmed"),
+                ));
+            }
+        }
+    }
     for mut p in found {
         p.line = source.line_of(&p.field);
         problems.push(p);

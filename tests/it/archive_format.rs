@@ -312,7 +312,10 @@ async fn a_slice_is_read_whole_in_order_with_headers_and_times() {
             .len(),
         5
     );
-    let tail = broker.read_slice(STREAM, 45, 60, (100, usize::MAX), later()).await.expect("tail");
+    let tail = broker
+        .read_slice(STREAM, 45, 60, (100, usize::MAX), later())
+        .await
+        .expect("tail");
     assert_eq!(
         tail.iter().map(|r| r.seq).collect::<Vec<_>>(),
         (45..=50).collect::<Vec<_>>()
@@ -372,7 +375,11 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
         let second = fold(&broker, &store, &target, (60, 90), limits, later())
             .await
             .expect("fold");
-        assert_eq!((second.frontier, second.written.len()), (90, 2), "{store:?}");
+        assert_eq!(
+            (second.frontier, second.written.len()),
+            (90, 2),
+            "{store:?}"
+        );
         let names = match &store {
             Store::ObjectStore(b) => broker.list_segments(b, STREAM, 0).await.expect("list"),
             Store::Dir(d) => crewlet::archive::dir::list(d, STREAM, 0).expect("list"),
@@ -394,17 +401,31 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
     let dir = scratch.path().join("archive");
     let name = crewlet::archive::segment::name(STREAM, 0, 61, 80);
     std::fs::write(dir.join(&name), b"not this segment").expect("tamper");
-    let err = fold(&broker, &Store::Dir(dir.clone()), &target, (60, 95), limits, later())
-        .await
-        .expect_err("a conflict");
+    let err = fold(
+        &broker,
+        &Store::Dir(dir.clone()),
+        &target,
+        (60, 95),
+        limits,
+        later(),
+    )
+    .await
+    .expect_err("a conflict");
     assert_eq!(err.frontier, 60, "{err}");
     assert!(err.reason.contains("never overwritten"), "{err}");
     // A directory that cannot be written, and a bucket that does not exist.
     let file = scratch.path().join("a-file");
     std::fs::write(&file, b"x").expect("file");
-    let err = fold(&broker, &Store::Dir(file), &target, (0, 95), limits, later())
-        .await
-        .expect_err("unwritable");
+    let err = fold(
+        &broker,
+        &Store::Dir(file),
+        &target,
+        (0, 95),
+        limits,
+        later(),
+    )
+    .await
+    .expect_err("unwritable");
     assert_eq!(err.frontier, 0, "{err}");
     let err = fold(
         &broker,

@@ -4,6 +4,7 @@
 
 mod support;
 
+mod archive;
 mod archive_format;
 mod cluster;
 mod connect;

@@ -229,6 +229,7 @@ async fn json_schema_is_stable_and_stream_filters() {
     assert_eq!(v["duty_holder"], "node-1");
     let d = &v["domains"][0];
     let want = [
+        "archive",
         "at",
         "backup_age_secs",
         "backup_stale",

@@ -1,0 +1,504 @@
+//! The archive in the tick (archive.md) against a real broker: fold before
+//! trim into either store, the seventh term, the floors row's archive
+//! state, adoption after a crash, and every fault leaving the frontier at
+//! the last durable segment with nothing past it purged.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use crate::support::fleet::*;
+use crate::support::Scratch;
+use crewlet::archive::fold::Store;
+use crewlet::config::{size::Size, ArchiveConfig};
+use crewlet::floor::{TermName, TermState};
+use crewlet::trim::TickReport;
+
+const BUCKET: &str = "crewlet_archive";
+
+fn archive(store: &Store, segment_records: u64, fold_per_tick: u64) -> ArchiveConfig {
+    let (object_store, dir) = match store {
+        Store::ObjectStore(b) => (Some(b.clone()), None),
+        Store::Dir(d) => (None, Some(d.clone())),
+    };
+    ArchiveConfig {
+        object_store,
+        dir,
+        segment_records,
+        segment_bytes: Size(8 << 20),
+        fold_per_tick,
+    }
+}
+
+/// A healthy fleet of 100 records whose nodes have applied 90, archived
+/// into `store` 20 records a segment, two segments a tick.
+async fn archived_fleet(store: &Store) -> Fleet {
+    let mut f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    f.config.domains[0].archive = Some(archive(store, 20, 2));
+    if let Store::ObjectStore(b) = store {
+        f.broker()
+            .await
+            .ensure_object_store(b, 1)
+            .await
+            .expect("bucket");
+    }
+    f
+}
+
+fn term(r: &TickReport, name: TermName) -> String {
+    let t = r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .find(|t| t.term == name)
+        .expect("term");
+    match &t.state {
+        TermState::Value { seq, .. } => format!("value {seq}"),
+        TermState::Unbounded => "unbounded".into(),
+        TermState::NotApplicable => "n/a".into(),
+        TermState::Unreadable { error, .. } => format!("unreadable: {error}"),
+    }
+}
+
+fn alarms(r: &TickReport) -> Vec<String> {
+    r.alarms.iter().map(|a| a.line()).collect()
+}
+
+/// Every record the archive holds, decoded from its segments (checksums
+/// verified), with the segments' ranges.
+async fn archived(f: &Fleet, store: &Store) -> (Vec<(u64, u64)>, Vec<(u64, Vec<u8>)>) {
+    let broker = f.broker().await;
+    let listed = store.list(&broker, STREAM, 0).await.expect("list");
+    let mut records = Vec::new();
+    for l in &listed {
+        let bytes = store.get(&broker, &l.name).await.expect("get");
+        let seg = crewlet::archive::segment::decode(&bytes).expect("decode");
+        records.extend(seg.records.into_iter().map(|r| (r.seq, r.data)));
+    }
+    (
+        listed.iter().map(|l| (l.first_seq, l.last_seq)).collect(),
+        records,
+    )
+}
+
+/// The invariant with an archive: every record below the log's first
+/// sequence is in a verified segment, with the data it was published with.
+async fn nothing_purged_unarchived(f: &Fleet, store: &Store) {
+    let first = f.first_seq().await;
+    let (_, records) = archived(f, store).await;
+    for seq in 1..first {
+        let data = records.iter().find(|(s, _)| *s == seq).map(|(_, d)| d);
+        assert_eq!(
+            data.map(|d| String::from_utf8_lossy(d).into_owned()),
+            // The fleet publishes r0, r1, … in batches of 100 and 20.
+            Some(format!("r{}", (seq - 1) % 100)),
+            "record {seq} was purged (first_seq {first}) but is not archived"
+        );
+    }
+}
+
+fn stores(scratch: &Path) -> [Store; 2] {
+    [
+        Store::ObjectStore(BUCKET.into()),
+        Store::Dir(scratch.join("archive")),
+    ]
+}
+
+#[tokio::test]
+async fn the_tick_folds_before_it_trims_into_either_store() {
+    let scratch = tempfile::tempdir().expect("dir");
+    for store in stores(scratch.path()) {
+        let f = archived_fleet(&store).await;
+        let mut s = f.sidecar().await;
+        // Two segments a tick: the archive binds the trim at 40, then 80,
+        // then the nodes at 90 (a last, partial segment: the slice ends).
+        for (frontier, first_seq) in [(40, 41), (80, 81), (90, 91)] {
+            let r = s.tick().await;
+            assert_eq!(
+                term(&r, TermName::ArchiveFloor),
+                format!("value {frontier}"),
+                "{store:?}"
+            );
+            assert_eq!(r.domains[0].answer.trim_to, frontier, "{store:?}");
+            assert_eq!(f.first_seq().await, first_seq, "{store:?}");
+            nothing_purged_unarchived(&f, &store).await;
+            assert!(
+                !alarms(&r).iter().any(|a| a.contains("archive")),
+                "{:?}",
+                alarms(&r)
+            );
+        }
+        let (ranges, records) = archived(&f, &store).await;
+        assert_eq!(
+            ranges,
+            [(1, 20), (21, 40), (41, 60), (61, 80), (81, 90)],
+            "{store:?}"
+        );
+        assert_eq!(
+            records.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
+            (1..=90).collect::<Vec<_>>()
+        );
+        // The floors row carries the archive's state.
+        let row = f.floors_row().await.expect("row");
+        let a = &row["archive"];
+        assert_eq!(a["frontier"], 90, "{a}");
+        assert_eq!(a["first_archived"], 1);
+        assert_eq!(a["segments"], 5);
+        assert!(a["bytes"].as_u64().is_some_and(|b| b > 0), "{a}");
+        assert!(a["last_fold_at"].is_string(), "{a}");
+        assert!(a["error"].is_null(), "{a}");
+        assert_eq!(a["store"], store.id());
+        let terms: Vec<&str> = row["terms"]
+            .as_array()
+            .expect("terms")
+            .iter()
+            .filter_map(|t| t["term"].as_str())
+            .collect();
+        assert_eq!(terms.last(), Some(&"archive_floor"));
+        // Nothing more to fold: the next tick writes nothing new.
+        let r = s.tick().await;
+        assert_eq!(term(&r, TermName::ArchiveFloor), "value 90");
+        assert_eq!(archived(&f, &store).await.0.len(), 5);
+    }
+}
+
+#[tokio::test]
+async fn without_an_archive_there_is_no_seventh_term() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10), ("node-2", 10)], 10).await;
+    let r = f.sidecar().await.tick().await;
+    assert!(r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .all(|t| t.term != TermName::ArchiveFloor));
+    assert!(f.floors_row().await.expect("row")["archive"].is_null());
+}
+
+#[tokio::test]
+async fn a_dry_run_folds_and_purges_nothing() {
+    let scratch = tempfile::tempdir().expect("dir");
+    let store = Store::Dir(scratch.path().join("archive"));
+    let mut f = archived_fleet(&store).await;
+    f.config.trim.enabled = false;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 40");
+    assert_eq!(f.first_seq().await, 1, "a dry run purges nothing");
+    let would = r.domains[0].answer.would_purge.expect("would purge");
+    assert_eq!(would.last_seq, 40, "bounded by the archive");
+    assert_eq!(archived(&f, &store).await.0, [(1, 20), (21, 40)]);
+}
+
+#[tokio::test]
+async fn a_tick_that_concludes_nothing_folds_nothing() {
+    let scratch = tempfile::tempdir().expect("dir");
+    let store = Store::Dir(scratch.path().join("archive"));
+    let f = archived_fleet(&store).await;
+    f.put(
+        crewlet::config::Buckets::default().holds.as_str(),
+        &format!("{STREAM}.bad"),
+        serde_json::json!({"not": "a hold"}),
+    )
+    .await;
+    let r = f.sidecar().await.tick().await;
+    assert!(term(&r, TermName::MinHold).starts_with("unreadable"));
+    assert!(archived(&f, &store).await.0.is_empty(), "nothing folded");
+    assert_eq!(f.first_seq().await, 1);
+}
+
+/// Any fold error: the frontier stays at the last durable segment, nothing
+/// past it is purged, `archive_failing` says where and why, and a later
+/// tick retries.
+#[tokio::test]
+async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
+    let scratch = tempfile::tempdir().expect("dir");
+    let root = scratch.path().join("archive");
+    let store = Store::Dir(root.clone());
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 41);
+    // The generation's directory becomes a file: no segment can be made.
+    let gen = root.join(STREAM).join("0");
+    let aside = scratch.path().join("aside");
+    std::fs::rename(&gen, &aside).expect("move");
+    std::fs::write(&gen, b"in the way").expect("block");
+    let r = s.tick().await;
+    // The published segments are gone from where the listing looks: the
+    // archive cannot be read at all, so nothing is purged.
+    assert!(
+        term(&r, TermName::ArchiveFloor).starts_with("unreadable"),
+        "{}",
+        term(&r, TermName::ArchiveFloor)
+    );
+    assert_eq!(f.first_seq().await, 41);
+    // Back in place, but the next segment cannot be written (a directory
+    // stands where its temporary file goes; root is refused that too):
+    // the fold fails and the term stays at 40.
+    std::fs::remove_file(&gen).expect("unblock");
+    std::fs::rename(&aside, &gen).expect("back");
+    let next = "00000000000000000041-00000000000000000060.seg";
+    let blocker = gen.join(format!(".{next}.tmp-{}", std::process::id()));
+    std::fs::create_dir(&blocker).expect("blocker");
+    let r = s.tick().await;
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 40");
+    assert_eq!(f.first_seq().await, 41, "nothing past the frontier");
+    let failing: Vec<String> = alarms(&r)
+        .into_iter()
+        .filter(|a| a.starts_with("ALARM archive_failing tracker"))
+        .collect();
+    assert_eq!(failing.len(), 1, "{:?}", alarms(&r));
+    assert!(failing[0].contains(next), "{}", failing[0]);
+    assert!(
+        failing[0].contains(&root.display().to_string()),
+        "the remedy names the directory: {}",
+        failing[0]
+    );
+    let row = f.floors_row().await.expect("row");
+    assert!(row["archive"]["error"].is_string(), "{}", row["archive"]);
+    assert!(row["archive"]["failing_since"].is_string());
+    // status, which does not fold, still shows the holder's finding.
+    let fresh = crewlet::trim::answers(&f.broker().await, &f.config, "", chrono::Utc::now()).await;
+    assert!(fresh.answers[0]
+        .archive
+        .as_ref()
+        .and_then(|a| a.error.as_ref())
+        .is_some());
+    std::fs::remove_dir(&blocker).expect("unblock");
+    // The next tick retries from the frontier.
+    let r = s.tick().await;
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(f.first_seq().await, 81);
+    assert!(!alarms(&r).iter().any(|a| a.contains("archive_failing")));
+    nothing_purged_unarchived(&f, &store).await;
+}
+
+#[tokio::test]
+async fn an_object_store_that_fills_up_holds_the_trim_at_the_frontier() {
+    let f = archived_fleet(&Store::Dir(PathBuf::from("/unused"))).await;
+    // Room for about one segment of 20 records.
+    f.js.create_object_store(async_nats::jetstream::object_store::Config {
+        bucket: "small_archive".into(),
+        max_bytes: 1200,
+        ..Default::default()
+    })
+    .await
+    .expect("bucket");
+    let mut f = f;
+    let store = Store::ObjectStore("small_archive".into());
+    f.config.domains[0].archive = Some(archive(&store, 20, 2));
+    let r = f.sidecar().await.tick().await;
+    let frontier = match &r.domains[0].answer.terms.last().expect("term").state {
+        TermState::Value { seq, .. } => *seq,
+        other => panic!("{other:?}"),
+    };
+    assert!(frontier < 40, "the second segment did not fit: {frontier}");
+    assert_eq!(
+        f.first_seq().await,
+        frontier + 1,
+        "nothing past the frontier"
+    );
+    assert!(
+        alarms(&r)
+            .iter()
+            .any(|a| a.starts_with("ALARM archive_failing tracker") && a.contains("small_archive")),
+        "{:?}",
+        alarms(&r)
+    );
+    nothing_purged_unarchived(&f, &store).await;
+}
+
+#[tokio::test]
+async fn a_missing_bucket_is_unreadable_and_names_init() {
+    let f = archived_fleet(&Store::Dir(PathBuf::from("/unused"))).await;
+    let mut f = f;
+    f.config.domains[0].archive = Some(archive(&Store::ObjectStore("never_made".into()), 20, 2));
+    let r = f.sidecar().await.tick().await;
+    assert!(term(&r, TermName::ArchiveFloor).contains("does not exist"));
+    assert_eq!(r.domains[0].answer.trim_to, 0);
+    assert_eq!(f.first_seq().await, 1, "nothing purged");
+    assert!(
+        alarms(&r)
+            .iter()
+            .any(|a| a.starts_with("ALARM term_unreadable tracker")
+                && a.contains("archive_floor")
+                && a.contains("crewlet retention init")),
+        "{:?}",
+        alarms(&r)
+    );
+}
+
+#[tokio::test]
+async fn segments_missing_below_the_published_frontier_make_the_archive_unreadable() {
+    let scratch = tempfile::tempdir().expect("dir");
+    let root = scratch.path().join("archive");
+    let store = Store::Dir(root.clone());
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 81);
+    let gone = root.join(crewlet::archive::segment::name(STREAM, 0, 61, 80));
+    std::fs::remove_file(&gone).expect("remove");
+    let r = s.tick().await;
+    assert!(
+        term(&r, TermName::ArchiveFloor).contains("missing"),
+        "{}",
+        term(&r, TermName::ArchiveFloor)
+    );
+    assert_eq!(f.first_seq().await, 81, "nothing purged");
+    assert!(alarms(&r)
+        .iter()
+        .any(|a| a.contains("term_unreadable") && a.contains("verify-archive")));
+    // The published frontier is kept while the archive is unreadable.
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(row["archive"]["frontier"], 80, "{}", row["archive"]);
+}
+
+/// A crash between writing segments and publishing: the segments past the
+/// published frontier are verified and adopted; one with other content is
+/// never overwritten and holds the trim at the frontier.
+#[tokio::test]
+async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopted() {
+    let scratch = Scratch::new();
+    let root = scratch.dir.path().join("archive");
+    let store = Store::Dir(root.clone());
+    let f = archived_fleet(&store).await;
+    let cfg = scratch.write(
+        "crewlet.yaml",
+        &format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, archive: {{dir: {}, segment_records: 20, fold_per_tick: 2}}}}]\n",
+            f.url(),
+            root.display()
+        ),
+    );
+    // min_age 3s: wait until the records are old enough to go.
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let run = crate::support::crewlet_env(
+        &[
+            "retention",
+            "run",
+            "--once",
+            "--config",
+            cfg.to_str().expect("utf-8"),
+        ],
+        &[("CREWLET_FAILPOINT", "after_fold")],
+    );
+    assert_ne!(
+        run.code,
+        0,
+        "aborted at the failpoint: {}",
+        run.stderr
+    );
+    assert_eq!(archived(&f, &store).await.0, [(1, 20), (21, 40)]);
+    assert!(f.floors_row().await.is_none(), "nothing published");
+    assert_eq!(f.first_seq().await, 1, "nothing purged");
+    // Any reader adopts both once verified (nothing published: from the
+    // log's first record)...
+    let mut s = f.sidecar().await;
+    let r = s.tick().await;
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 40");
+    // ...and the next holder, once the dead one's lease has expired,
+    // folds on from 40.
+    let mut r = s.tick().await;
+    for _ in 0..20 {
+        if matches!(r.duty, crewlet::duty::DutyStatus::Held) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        r = s.tick().await;
+    }
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(f.first_seq().await, 81);
+    nothing_purged_unarchived(&f, &store).await;
+
+    // A segment past the published frontier with other content: never
+    // overwritten, and nothing past the frontier is purged.
+    f.publish(20).await;
+    f.healthy(&[("node-1", 120), ("node-2", 120)], 120).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let bad = root.join(crewlet::archive::segment::name(STREAM, 0, 81, 100));
+    std::fs::write(&bad, b"CRWLSEG\x01 not a segment").expect("plant");
+    let r = s.tick().await;
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(f.first_seq().await, 81);
+    let failing: Vec<String> = alarms(&r)
+        .into_iter()
+        .filter(|a| a.contains("archive_failing"))
+        .collect();
+    assert!(
+        failing.iter().any(|a| a.contains("does not verify")
+            && a.contains("00000000000000000081-00000000000000000100.seg")),
+        "{failing:?}"
+    );
+    assert_eq!(
+        std::fs::read(&bad).expect("still there"),
+        b"CRWLSEG\x01 not a segment"
+    );
+    // Moved aside, the fold goes on.
+    std::fs::remove_file(&bad).expect("aside");
+    let r = s.tick().await;
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 120");
+    assert_eq!(f.first_seq().await, 121);
+    nothing_purged_unarchived(&f, &store).await;
+}
+
+/// The broker lost in the middle of a fold (between two segments): the
+/// segment written before stays, nothing is published or purged, and once
+/// the broker is back the next tick adopts it and goes on.
+#[tokio::test]
+async fn a_broker_lost_mid_fold_leaves_the_frontier_at_the_last_durable_segment() {
+    let scratch = Scratch::new();
+    let store = Store::ObjectStore(BUCKET.into());
+    let mut f = archived_fleet(&store).await;
+    let cfg = scratch.write(
+        "crewlet.yaml",
+        &format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, archive: {{object_store: {BUCKET}, segment_records: 20, fold_per_tick: 2}}}}]\n",
+            f.url()
+        ),
+    );
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"));
+    cmd.args([
+        "retention",
+        "run",
+        "--once",
+        "--config",
+        cfg.to_str().expect("utf-8"),
+    ])
+    .env_remove("NATS_URL")
+    .env("CREWLET_FAILPOINT", "after_segment:sleep=2000")
+    .stdout(std::process::Stdio::null())
+    .stderr(std::process::Stdio::piped());
+    let child = cmd.spawn().expect("crewlet");
+    // The first segment is durable; the broker goes while the fold waits.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    f.server.kill();
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    assert_ne!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    f.server.restart();
+    let f = f;
+    assert!(
+        eventually(20, || async {
+            f.broker().await.stream_state(STREAM).await.is_ok()
+        })
+        .await,
+        "the broker is back"
+    );
+    assert_eq!(f.first_seq().await, 1, "nothing purged");
+    assert!(f.floors_row().await.is_none(), "nothing published");
+    assert_eq!(archived(&f, &store).await.0, [(1, 20)]);
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term(&r, TermName::ArchiveFloor), "value 60");
+    assert_eq!(f.first_seq().await, 61);
+    nothing_purged_unarchived(&f, &store).await;
+}
