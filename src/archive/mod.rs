@@ -8,8 +8,10 @@
 pub mod cut;
 pub mod dir;
 pub mod fold;
+pub mod merge;
 pub mod segment;
 pub mod state;
+pub mod verify;
 
 use crate::broker::Broker;
 use fold::{Store, Target};

@@ -12,6 +12,7 @@ macro_rules! exit_on_err {
     };
 }
 
+mod archive;
 pub mod args;
 mod bench;
 mod demo;
@@ -286,6 +287,40 @@ pub enum Retention {
     /// Readmit an evicted node once it has caught up: refused below the
     /// floor on any log; otherwise a gate record on every log.
     Readmit(GestureArgs),
+    /// Records from a sequence on, in order: those below the live log's
+    /// first sequence from the archive, the rest from the log. Exit 1
+    /// `trimmed` for a start below everything readable (--clamp starts at
+    /// the first readable record instead), 2 bad input.
+    Read(ReadArgs),
+    /// Read every segment of a domain's archive back and check it:
+    /// checksums, counts, ranges, contiguity, and no gap before the live
+    /// log. Exit 0 sound, 1 any problem. Writes nothing.
+    VerifyArchive(VerifyArchiveArgs),
+}
+
+/// `read` options.
+#[derive(Debug, clap::Args)]
+pub struct ReadArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// The first sequence to read [default: the first readable].
+    #[arg(long, value_name = "N")]
+    pub from: Option<u64>,
+    /// At most this many records (1 to 10000).
+    #[arg(long, value_name = "M", default_value_t = 100)]
+    pub limit: usize,
+    /// Start at the first readable record when --from is below it.
+    #[arg(long)]
+    pub clamp: bool,
+}
+
+/// `verify-archive` options.
+#[derive(Debug, clap::Args)]
+pub struct VerifyArchiveArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
 }
 
 /// `evict` / `readmit` options.
@@ -503,6 +538,10 @@ pub async fn run(cli: Cli) -> Exit {
         }
         Command::Retention(Retention::Readmit(args)) => {
             gesture::run(&cli, crate::rows::GateSign::Readmit, args).await
+        }
+        Command::Retention(Retention::Read(args)) => archive::read(&cli, args).await,
+        Command::Retention(Retention::VerifyArchive(args)) => {
+            archive::verify_archive(&cli, args).await
         }
         Command::Demo(args) => demo::run(&cli, args).await,
         Command::Bench(args) if args.probe => bench::probe(&cli).await,

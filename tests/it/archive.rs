@@ -384,12 +384,7 @@ async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopte
         ],
         &[("CREWLET_FAILPOINT", "after_fold")],
     );
-    assert_ne!(
-        run.code,
-        0,
-        "aborted at the failpoint: {}",
-        run.stderr
-    );
+    assert_ne!(run.code, 0, "aborted at the failpoint: {}", run.stderr);
     assert_eq!(archived(&f, &store).await.0, [(1, 20), (21, 40)]);
     assert!(f.floors_row().await.is_none(), "nothing published");
     assert_eq!(f.first_seq().await, 1, "nothing purged");
@@ -501,4 +496,344 @@ async fn a_broker_lost_mid_fold_leaves_the_frontier_at_the_last_durable_segment(
     assert_eq!(term(&r, TermName::ArchiveFloor), "value 60");
     assert_eq!(f.first_seq().await, 61);
     nothing_purged_unarchived(&f, &store).await;
+}
+
+/// The configuration file an operator would write for `store`.
+fn operator_yaml(f: &Fleet, store: &Store) -> String {
+    let archive = match store {
+        Store::ObjectStore(b) => {
+            format!("{{object_store: {b}, segment_records: 20, fold_per_tick: 2}}")
+        }
+        Store::Dir(d) => format!(
+            "{{dir: {}, segment_records: 20, fold_per_tick: 2}}",
+            d.display()
+        ),
+    };
+    format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - name: tracker\n    stream: {STREAM}\n    gate_subject: crewlet.tracker.gate\n    archive: {archive}\n",
+        f.url()
+    )
+}
+
+fn seqs(v: &serde_json::Value) -> Vec<u64> {
+    v["records"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|r| r["seq"].as_u64()).collect())
+        .unwrap_or_default()
+}
+
+#[tokio::test]
+async fn read_merges_the_archive_and_the_log_with_no_gap_or_overlap_at_the_seam() {
+    use base64::Engine;
+    let scratch = tempfile::tempdir().expect("dir");
+    for store in stores(scratch.path()) {
+        let f = archived_fleet(&store).await;
+        let mut s = f.sidecar().await;
+        s.tick().await;
+        s.tick().await;
+        assert_eq!(f.first_seq().await, 81, "1..80 archived and purged");
+        let op = crate::support::Operator::with_yaml(&operator_yaml(&f, &store));
+        // Across the seam: 75..80 from the archive, 81.. from the log.
+        let (run, v) = op.json(&[
+            "retention",
+            "read",
+            "-stream",
+            "tracker",
+            "--from",
+            "75",
+            "--limit",
+            "10",
+        ]);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(seqs(&v), (75..=84).collect::<Vec<_>>(), "{store:?}");
+        let sources: Vec<&str> = v["records"]
+            .as_array()
+            .expect("records")
+            .iter()
+            .filter_map(|r| r["source"].as_str())
+            .collect();
+        assert_eq!(
+            sources,
+            [["archive"; 6].as_slice(), ["log"; 4].as_slice()].concat()
+        );
+        let b64 = base64::engine::general_purpose::STANDARD;
+        for r in v["records"].as_array().expect("records") {
+            let seq = r["seq"].as_u64().expect("seq");
+            let data = b64
+                .decode(r["data"].as_str().expect("data"))
+                .expect("base64");
+            assert_eq!(data, format!("r{}", seq - 1).into_bytes(), "record {seq}");
+            assert_eq!(r["subject"], format!("{STREAM}.records"));
+            assert!(r["time"].as_str().is_some_and(|t| t.ends_with('Z')), "{r}");
+        }
+        assert_eq!(v["next"], 85);
+        assert_eq!(v["first_readable"], 1);
+        // The whole history by default, in order, each record once.
+        let (_, v) = op.json(&["retention", "read", "-stream", "tracker", "--limit", "1000"]);
+        assert_eq!(seqs(&v), (1..=100).collect::<Vec<_>>(), "{store:?}");
+        // Text: one line per record, where it came from, the data as text.
+        let run = op.run(&[
+            "retention",
+            "read",
+            "-stream",
+            "tracker",
+            "--from",
+            "80",
+            "--limit",
+            "2",
+        ]);
+        assert_eq!(run.code, 0, "{run:?}");
+        let lines: Vec<&str> = run.stdout.lines().collect();
+        assert!(lines[0].starts_with("SEQ"), "{}", run.stdout);
+        assert!(
+            lines[1].starts_with("80 ")
+                && lines[1].contains("archive")
+                && lines[1].ends_with("r79"),
+            "{}",
+            run.stdout
+        );
+        assert!(
+            lines[2].starts_with("81 ") && lines[2].contains(" log ") && lines[2].ends_with("r80"),
+            "{}",
+            run.stdout
+        );
+        // The next page's command is printed, and works.
+        let more = run
+            .stderr
+            .lines()
+            .find(|l| l.starts_with("more: "))
+            .expect("more");
+        let next: Vec<&str> = more
+            .trim_start_matches("more: crewlet ")
+            .split(' ')
+            .collect();
+        let run = op.run(&next);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(
+            run.stdout
+                .lines()
+                .nth(1)
+                .is_some_and(|l| l.starts_with("82 ")),
+            "{}",
+            run.stdout
+        );
+    }
+}
+
+#[tokio::test]
+async fn a_read_below_everything_readable_is_trimmed_and_bad_input_is_refused() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 40), ("node-2", 40)], 95).await;
+    f.sidecar().await.tick().await;
+    assert_eq!(f.first_seq().await, 41);
+    let op =
+        crate::support::Operator::with_yaml(&crate::support::basic_config(&f.url(), STREAM, ""));
+    // No archive: the log alone, and below its first sequence is trimmed.
+    let (run, v) = op.json(&["retention", "read", "-stream", "tracker", "--from", "5"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(
+        v,
+        serde_json::json!({"error": "trimmed", "first_readable": 41})
+    );
+    let run = op.run(&["retention", "read", "-stream", "tracker", "--from", "5"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("trimmed: the first readable sequence is 41"),
+        "{run:?}"
+    );
+    assert!(run.stdout.is_empty(), "{run:?}");
+    let (run, v) = op.json(&[
+        "retention",
+        "read",
+        "-stream",
+        "tracker",
+        "--from",
+        "5",
+        "--clamp",
+        "--limit",
+        "3",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(seqs(&v), [41, 42, 43]);
+    // Past the end: nothing, not an error.
+    let (run, v) = op.json(&["retention", "read", "-stream", "tracker", "--from", "500"]);
+    assert_eq!((run.code, seqs(&v).len()), (0, 0), "{run:?}");
+    for (args, says) in [
+        (vec!["--from", "0"], "start at 1"),
+        (vec!["--limit", "0"], "1 to 10000"),
+        (vec!["--limit", "10001"], "1 to 10000"),
+        (vec!["--from", "-3"], "-3"),
+        (vec!["--from", "x"], "x"),
+    ] {
+        let mut all = vec!["retention", "read", "-stream", "tracker"];
+        all.extend(args.iter());
+        let run = op.run(&all);
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains(says), "{args:?}: {run:?}");
+    }
+    let run = op.run(&["retention", "read", "-stream", "nope"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("not configured"), "{run:?}");
+}
+
+#[tokio::test]
+async fn verify_archive_proves_a_sound_archive_and_names_each_problem() {
+    let scratch = tempfile::tempdir().expect("dir");
+    for store in stores(scratch.path()) {
+        let f = archived_fleet(&store).await;
+        let mut s = f.sidecar().await;
+        s.tick().await;
+        s.tick().await;
+        let op = crate::support::Operator::with_yaml(&operator_yaml(&f, &store));
+        let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(v["sound"], true, "{v}");
+        assert_eq!(
+            (v["segments"].as_u64(), v["records"].as_u64()),
+            (Some(4), Some(80)),
+            "{v}"
+        );
+        assert_eq!(
+            (v["first_archived"].as_u64(), v["last_archived"].as_u64()),
+            (Some(1), Some(80))
+        );
+        assert_eq!(v["published_frontier"], 80);
+        assert_eq!(v["first_seq"], 81);
+        let run = op.run(&["retention", "verify-archive", "-stream", "tracker"]);
+        assert!(
+            run.stdout.contains("4 segment(s), 80 record(s)") && run.stdout.contains("sound:"),
+            "{run:?}"
+        );
+    }
+    // Faults, in the directory store where a test can reach the files.
+    let store = Store::Dir(scratch.path().join("faults"));
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    s.tick().await;
+    let op = crate::support::Operator::with_yaml(&operator_yaml(&f, &store));
+    let root = scratch.path().join("faults");
+    let name = |a, b| root.join(crewlet::archive::segment::name(STREAM, 0, a, b));
+    // A flipped byte in a body: the checksum names the segment.
+    let mut bytes = std::fs::read(name(41, 60)).expect("read");
+    let last = bytes.len() - 1;
+    bytes[last] ^= 0xff;
+    std::fs::write(name(41, 60), &bytes).expect("corrupt");
+    // A segment gone: a gap, and the published frontier still reached.
+    std::fs::remove_file(name(21, 40)).expect("remove");
+    let before: Vec<_> = walk(&root);
+    let row_before = f.floors_row().await;
+    let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(v["sound"], false);
+    let problems: Vec<String> = v["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .filter_map(|p| p.as_str().map(String::from))
+        .collect();
+    assert!(
+        problems.iter().any(
+            |p| p.contains("00000000000000000041-00000000000000000060.seg")
+                && p.contains("SHA-256")
+        ),
+        "{problems:?}"
+    );
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("gap:") && p.contains("21..40")),
+        "{problems:?}"
+    );
+    assert_eq!(problems.len(), 2, "{problems:?}");
+    let run = op.run(&["retention", "verify-archive", "-stream", "tracker"]);
+    assert_eq!(run.code, 1);
+    assert!(run.stdout.contains("2 problem(s)"), "{run:?}");
+    // It wrote nothing.
+    assert_eq!(walk(&root), before);
+    assert_eq!(f.floors_row().await, row_before);
+    // A domain without an archive is bad input.
+    let op =
+        crate::support::Operator::with_yaml(&crate::support::basic_config(&f.url(), STREAM, ""));
+    let run = op.run(&["retention", "verify-archive", "-stream", "tracker"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("has no archive"), "{run:?}");
+}
+
+/// Every file under `root` with its bytes.
+fn walk(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
+    let mut out = Vec::new();
+    let mut dirs = vec![root.to_path_buf()];
+    while let Some(d) = dirs.pop() {
+        for e in std::fs::read_dir(&d).expect("dir").flatten() {
+            let p = e.path();
+            if p.is_dir() {
+                dirs.push(p);
+            } else {
+                out.push((p.clone(), std::fs::read(&p).expect("file")));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[tokio::test]
+async fn init_creates_the_archive_bucket_and_validate_checks_the_store() {
+    let f = Fleet::new(0).await;
+    let store = Store::ObjectStore("fresh_archive".into());
+    let op = crate::support::Operator::with_yaml(&operator_yaml(&f, &store));
+    let run = op.run(&["validate"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("domains[0].archive.object_store")
+            && run
+                .stdout
+                .contains("object store fresh_archive does not exist")
+            && run.stdout.contains("crewlet retention init"),
+        "{run:?}"
+    );
+    let run = op.run(&["retention", "init"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.lines().any(|l| l.starts_with("created")
+            && l.contains("archive")
+            && l.ends_with("fresh_archive")),
+        "{run:?}"
+    );
+    let run = op.run(&["retention", "init"]);
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with("exists") && l.ends_with("fresh_archive")),
+        "{run:?}"
+    );
+    let run = op.run(&["validate"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    // A directory that cannot be written (a file stands in its way).
+    let scratch = tempfile::tempdir().expect("dir");
+    let file = scratch.path().join("a-file");
+    std::fs::write(&file, b"x").expect("file");
+    let op =
+        crate::support::Operator::with_yaml(&operator_yaml(&f, &Store::Dir(file.join("archive"))));
+    let run = op.run(&["validate"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("domains[0].archive.dir") && run.stdout.contains("not a directory"),
+        "{run:?}"
+    );
+    // One that can: valid, and validate leaves nothing behind.
+    let op = crate::support::Operator::with_yaml(&operator_yaml(
+        &f,
+        &Store::Dir(scratch.path().join("new/archive")),
+    ));
+    let run = op.run(&["validate"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        walk(scratch.path()).len(),
+        1,
+        "only the file that was there"
+    );
+    assert!(!scratch.path().join("new").exists());
 }

@@ -1,0 +1,258 @@
+//! `crewlet retention read` (the merge read of archive and live log) and
+//! `crewlet retention verify-archive` (every segment read back and
+//! checked; writes nothing).
+
+use base64::Engine;
+use serde_json::json;
+
+use super::{Cli, ReadArgs, VerifyArchiveArgs};
+use crate::archive::merge::{self, MergeError};
+use crate::archive::state::ArchiveState;
+use crate::config::{Config, Domain};
+use crate::exit::Exit;
+use crate::human;
+
+fn domain_of(config: &Config, stream: &str) -> Result<Domain, Exit> {
+    config.domain(stream).cloned().ok_or_else(|| {
+        eprintln!(
+            "error: -stream {stream:?} is not configured; configured: {}",
+            super::configured(config)
+        );
+        Exit::Usage
+    })
+}
+
+/// Data as a person reads it: the text when it is printable, else its size.
+fn printable(data: &[u8]) -> String {
+    match std::str::from_utf8(data) {
+        Ok(t) if !t.chars().any(|c| c.is_control() && c != '\t') => t.to_string(),
+        _ => format!("({} bytes)", data.len()),
+    }
+}
+
+pub async fn read(cli: &Cli, args: &ReadArgs) -> Exit {
+    if let Err(MergeError::Input(e)) = merge::check_input(args.from, args.limit) {
+        eprintln!("error: {e}");
+        return Exit::Usage;
+    }
+    let loaded = exit_on_err!(super::load_config(cli));
+    let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
+    let broker = exit_on_err!(super::connect(&loaded.config).await);
+    let merged = match merge::read(
+        &broker,
+        &loaded.config,
+        &domain,
+        args.from,
+        args.limit,
+        args.clamp,
+    )
+    .await
+    {
+        Ok(m) => m,
+        Err(MergeError::Trimmed { first_readable }) => {
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({"error": "trimmed", "first_readable": first_readable})
+                );
+            } else {
+                eprintln!("trimmed: the first readable sequence is {first_readable}");
+                eprintln!(
+                    "to start there: crewlet retention read -stream {} --from {first_readable} (or add --clamp)",
+                    args.stream
+                );
+            }
+            return Exit::Attention;
+        }
+        Err(MergeError::Input(e)) => {
+            eprintln!("error: {e}");
+            return Exit::Usage;
+        }
+        Err(MergeError::Archive(e)) => {
+            eprintln!("error: {e}");
+            return Exit::Attention;
+        }
+        Err(MergeError::Unreachable(e)) => {
+            eprintln!("error: {e}");
+            return Exit::Unreachable;
+        }
+    };
+    let b64 = base64::engine::general_purpose::STANDARD;
+    if cli.json {
+        let records: Vec<serde_json::Value> = merged
+            .records
+            .iter()
+            .map(|(r, archived)| {
+                let mut headers = serde_json::Map::new();
+                for (k, v) in merge::header_pairs(&r.headers) {
+                    if let Some(list) = headers.entry(k).or_insert_with(|| json!([])).as_array_mut()
+                    {
+                        list.push(json!(v));
+                    }
+                }
+                json!({
+                    "seq": r.seq,
+                    "time": merge::time_of(r),
+                    "subject": r.subject,
+                    "headers": headers,
+                    "data": b64.encode(&r.data),
+                    "source": if *archived { "archive" } else { "log" },
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            json!({
+                "stream": domain.stream,
+                "first_readable": merged.first_readable,
+                "first_seq": merged.first_seq,
+                "last_seq": merged.last_seq,
+                "records": records,
+                "next": merged.next,
+            })
+        );
+    } else {
+        let rows: Vec<Vec<String>> = merged
+            .records
+            .iter()
+            .map(|(r, archived)| {
+                let headers: Vec<String> = merge::header_pairs(&r.headers)
+                    .into_iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect();
+                vec![
+                    r.seq.to_string(),
+                    merge::time_of(r),
+                    if *archived { "archive" } else { "log" }.into(),
+                    r.subject.clone(),
+                    if headers.is_empty() {
+                        "-".into()
+                    } else {
+                        headers.join(",")
+                    },
+                    printable(&r.data),
+                ]
+            })
+            .collect();
+        let mut all = vec![["SEQ", "TIME", "FROM", "SUBJECT", "HEADERS", "DATA"]
+            .map(String::from)
+            .to_vec()];
+        all.extend(rows);
+        print!("{}", crate::report::table(&all, ""));
+        if merged.records.len() == args.limit && merged.next <= merged.last_seq {
+            eprintln!(
+                "more: crewlet retention read -stream {} --from {} --limit {}",
+                args.stream, merged.next, args.limit
+            );
+        }
+    }
+    Exit::Ok
+}
+
+pub async fn verify_archive(cli: &Cli, args: &VerifyArchiveArgs) -> Exit {
+    let loaded = exit_on_err!(super::load_config(cli));
+    let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
+    let Some(archive) = &domain.archive else {
+        eprintln!(
+            "error: domain {} has no archive; configure domains[].archive (object_store or dir) to fold it before it is trimmed",
+            domain.name
+        );
+        return Exit::Usage;
+    };
+    let broker = exit_on_err!(super::connect(&loaded.config).await);
+    let live = match broker.stream_state(&domain.stream).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Unreachable;
+        }
+    };
+    let store = archive.store();
+    let target = match merge::target_of(&broker, &loaded.config, &domain, live.created).await {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return if matches!(e, MergeError::Unreachable(_)) {
+                Exit::Unreachable
+            } else {
+                Exit::Attention
+            };
+        }
+    };
+    // The frontier the floors row promised, for this store, with segments
+    // behind it.
+    let published = match broker
+        .kv_entry(&loaded.config.buckets.floors, &domain.stream)
+        .await
+    {
+        Ok(Some(e)) => crate::floor::PublishedFloor::parse(&domain.stream, &e.value)
+            .ok()
+            .and_then(|p| p.archive)
+            .and_then(|v| serde_json::from_value::<ArchiveState>(v).ok())
+            .filter(|a| a.store == store.id() && a.first_archived.is_some())
+            .and_then(|a| a.frontier),
+        Ok(None) => None,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Unreachable;
+        }
+    };
+    let report = match crate::archive::verify::verify(
+        &broker,
+        &store,
+        &target,
+        live.first_seq,
+        live.last_seq,
+        published,
+    )
+    .await
+    {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Exit::Unreachable;
+        }
+    };
+    if cli.json {
+        let mut v = serde_json::to_value(&report).unwrap_or_default();
+        if let Some(o) = v.as_object_mut() {
+            o.insert("sound".into(), json!(report.sound()));
+        }
+        println!("{v}");
+    } else {
+        println!(
+            "archive of {} ({}), generation {}, in {}",
+            domain.name, report.stream, report.generation, report.store
+        );
+        let range = match (report.first_archived, report.last_archived) {
+            (Some(a), Some(b)) => format!("covering {a}..{b}"),
+            _ => "no segment yet".into(),
+        };
+        println!(
+            "  {} segment(s), {} record(s), {}, {range}",
+            report.segments,
+            report.records,
+            human::bytes(report.bytes)
+        );
+        let frontier = report
+            .published_frontier
+            .map_or_else(|| "none".to_string(), |p| p.to_string());
+        println!(
+            "  live log {}..{}; published frontier {frontier}",
+            report.first_seq, report.last_seq
+        );
+        for p in &report.problems {
+            println!("problem: {p}");
+        }
+        if report.sound() {
+            println!("sound: every segment verifies, the segments are contiguous, and the archive meets the live log");
+        } else {
+            println!("{} problem(s)", report.problems.len());
+        }
+    }
+    if report.sound() {
+        Exit::Ok
+    } else {
+        Exit::Attention
+    }
+}
