@@ -304,12 +304,17 @@ pub struct ReadArgs {
     /// The stream (or domain name).
     #[arg(long, value_name = "STREAM")]
     pub stream: String,
-    /// The first sequence to read [default: the first readable].
-    #[arg(long, value_name = "N")]
-    pub from: Option<u64>,
+    /// The first sequence to read (1 or more) [default: the first readable].
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub from: Option<String>,
     /// At most this many records (1 to 10000).
-    #[arg(long, value_name = "M", default_value_t = 100)]
-    pub limit: usize,
+    #[arg(
+        long,
+        value_name = "M",
+        default_value = "100",
+        allow_hyphen_values = true
+    )]
+    pub limit: String,
     /// Start at the first readable record when --from is below it.
     #[arg(long)]
     pub clamp: bool,

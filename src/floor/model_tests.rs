@@ -4,7 +4,10 @@
 //! is older than `min_age`; and, on a log that takes gate records, the gates
 //! view of this incarnation has absorbed it. The model asks that of every
 //! record one at a time; the real code takes a minimum of terms and clamps
-//! the purge to the view's cursor. They must agree on the purge point, and
+//! the purge to the view's cursor. With an archive, a record may go only
+//! if it is in a segment the archive can vouch for: one at or below the
+//! published frontier, or read back and verified, with every segment
+//! before it the same, and nothing the frontier promised missing. They must agree on the purge point, and
 //! the purge must never take a record the model keeps.
 
 use proptest::prelude::*;
@@ -42,6 +45,70 @@ struct Case {
     gates: Option<CursorCase>,
     /// The floors row belongs to another `created`: NOT READY.
     recreated: bool,
+    archive: Option<ArchiveCase>,
+}
+
+/// An archived domain's archive as listed this tick.
+#[derive(Debug, Clone)]
+struct ArchiveCase {
+    /// (first, last, verified this tick: None when not read back).
+    segments: Vec<(u64, u64, Option<bool>)>,
+    /// (first_archived, frontier) the floors row published, when it had
+    /// segments behind it.
+    published: Option<(u64, u64)>,
+    listing_fails: bool,
+}
+
+/// A run of segments from `start` (lengths 1..=8), then perhaps a gap and a
+/// stray one, perhaps one taken out of the middle; a published frontier at
+/// a segment's end, between ends, or none.
+fn archive_case(first: u64, last: u64) -> impl Strategy<Value = ArchiveCase> {
+    (
+        prop_oneof![Just(1u64), Just(first), (1..=first + 2)],
+        prop::collection::vec((1u64..=8, prop::option::weighted(0.8, prop::bool::weighted(0.85))), 0..8),
+        prop::option::weighted(0.2, (1u64..=3, 1u64..=5)),
+        prop::option::weighted(0.1, 0usize..8),
+        prop_oneof![2 => Just(None), 3 => (0usize..8).prop_map(Some), 1 => (0usize..8).prop_map(|i| Some(i + 100))],
+        prop::bool::weighted(0.03),
+    )
+        .prop_map(move |(start, lens, stray, removed, published_at, listing_fails)| {
+            let mut segments = Vec::new();
+            let mut at = start;
+            for (len, verified) in lens {
+                let end = at + len - 1;
+                if end > last {
+                    break;
+                }
+                segments.push((at, end, verified));
+                at = end + 1;
+            }
+            let ends: Vec<(u64, u64)> = segments.iter().map(|(a, b, _)| (*a, *b)).collect();
+            let published = published_at.and_then(|i| {
+                let a = ends.first()?.0;
+                match ends.get(i) {
+                    Some((_, end)) => Some((a, *end)),
+                    // Past the segments, or between two ends.
+                    None if i >= 100 => ends.get(i - 100).map(|(_, end)| (a, end + 1)),
+                    None => None,
+                }
+            });
+            if let Some((gap, len)) = stray {
+                let s = at + gap;
+                if s + len - 1 <= last {
+                    segments.push((s, s + len - 1, Some(true)));
+                }
+            }
+            if let Some(i) = removed {
+                if i < segments.len() {
+                    segments.remove(i);
+                }
+            }
+            ArchiveCase {
+                segments,
+                published,
+                listing_fails,
+            }
+        })
 }
 
 /// The gates view's cursor for the log.
@@ -116,9 +183,23 @@ fn case() -> impl Strategy<Value = Case> {
             prop::array::uniform5(prop::bool::weighted(0.05)),
             prop::option::weighted(0.5, cursor_case(last)),
             prop::bool::weighted(0.05),
+            prop::option::weighted(0.5, archive_case(1, last)),
         )
             .prop_map(
-                |(first, last, nodes, holds, backup, feed, young, k, missing, gates, recreated)| {
+                |(
+                    first,
+                    last,
+                    nodes,
+                    holds,
+                    backup,
+                    feed,
+                    young,
+                    k,
+                    missing,
+                    gates,
+                    recreated,
+                    archive,
+                )| {
                     Case {
                         first,
                         last,
@@ -131,6 +212,7 @@ fn case() -> impl Strategy<Value = Case> {
                         missing,
                         gates,
                         recreated,
+                        archive,
                     }
                 },
             )
@@ -236,6 +318,67 @@ fn world(c: &Case) -> World {
             "floor": null, "trim_floor_state": "none", "at": ts(-10)}),
         );
     }
+    if let Some(a) = &c.archive {
+        use crate::archive::state::{ArchiveRead, ListError, Listed};
+        let name = |f: u64, l: u64| crate::archive::segment::name(S, 0, f, l);
+        w.domain.archive = Some(crate::config::ArchiveConfig {
+            object_store: None,
+            dir: Some("/a".into()),
+            segment_records: 10,
+            segment_bytes: crate::config::size::Size(1 << 20),
+            fold_per_tick: 1,
+        });
+        let mut listing: Vec<Listed> = a
+            .segments
+            .iter()
+            .map(|(f, l, _)| Listed {
+                name: name(*f, *l),
+                first_seq: *f,
+                last_seq: *l,
+                bytes: 1,
+            })
+            .collect();
+        listing.sort_by(|x, y| x.name.cmp(&y.name));
+        w.archive = Some(ArchiveRead {
+            store: "dir:/a".into(),
+            listing: if a.listing_fails {
+                Err(ListError {
+                    missing: false,
+                    message: "listing failed".into(),
+                })
+            } else {
+                Ok(listing)
+            },
+            verified: a
+                .segments
+                .iter()
+                .filter_map(|(f, l, v)| {
+                    v.map(|ok| {
+                        (
+                            name(*f, *l),
+                            if ok {
+                                Ok(())
+                            } else {
+                                Err("checksum".to_string())
+                            },
+                        )
+                    })
+                })
+                .collect(),
+            fold: None,
+        });
+        if let Some((first_archived, frontier)) = a.published {
+            let created = if c.recreated {
+                "2026-10-01T00:00:00Z"
+            } else {
+                CREATED
+            };
+            w.floor_row(json!({"stream": S, "generation": 0, "stream_created": created,
+                "floor": null, "trim_floor_state": "none", "at": ts(-10),
+                "archive": {"store": "dir:/a", "frontier": frontier, "first_archived": first_archived,
+                            "segments": 1, "bytes": 1, "last_fold_at": null, "error": null}}));
+        }
+    }
     let buckets = [
         &mut w.presence,
         &mut w.positions,
@@ -259,6 +402,65 @@ fn absorbed(c: &Case, r: u64) -> bool {
         Some(CursorCase::At(seq)) => seq <= c.last && r <= seq,
         Some(_) => false,
     }
+}
+
+/// Can the archive vouch for record `r` (archive.md, The seventh term)?
+/// Records below where its segments start are gone from both (or were
+/// never archived: an empty archive starts below the log). Otherwise `r`
+/// must lie in a segment of the run that starts with the first listed
+/// one and has no gap or overlap up to it, each of the run's segments up
+/// to it at or below the published frontier or verified this tick; a
+/// published frontier must end a segment of that run, starting no later
+/// than the published first; and an unpublished archive must meet the log.
+fn archived(c: &Case, r: u64) -> bool {
+    let Some(a) = &c.archive else {
+        return true;
+    };
+    if a.listing_fails {
+        return false;
+    }
+    let mut segs: Vec<(u64, u64, Option<bool>)> = a.segments.clone();
+    segs.sort_by_key(|s| (s.0, s.1));
+    let mut run = Vec::new();
+    for s in segs {
+        match run.last() {
+            None => run.push(s),
+            Some((_, l, _)) if *l + 1 == s.0 => run.push(s),
+            Some(_) => break,
+        }
+    }
+    if let Some((published_first, frontier)) = a.published {
+        let starts_in_time = run.first().is_some_and(|s| s.0 <= published_first);
+        if !starts_in_time || !run.iter().any(|s| s.1 == frontier) {
+            return false;
+        }
+    }
+    let Some(start) = run.first().map(|s| s.0) else {
+        return r < c.first;
+    };
+    if a.published.is_none() && start > c.first.max(1) {
+        return r < c.first;
+    }
+    if r < start {
+        return true;
+    }
+    let trusted = |s: &(u64, u64, Option<bool>)| {
+        a.published.is_some_and(|(_, p)| s.1 <= p) || s.2 == Some(true)
+    };
+    for s in &run {
+        if !trusted(s) {
+            return false;
+        }
+        if r <= s.1 {
+            return true;
+        }
+    }
+    false
+}
+
+/// May `r` go: the six rules, and the archive's.
+fn may_go_all(c: &Case, r: u64) -> bool {
+    may_go(c, r) && archived(c, r)
 }
 
 /// The reference model, written from the English rules and nothing else.
@@ -339,14 +541,14 @@ proptest! {
         let a = world(&c).answer();
         // The model's answer: the longest run 1..=r where every record may go.
         let mut expect = 0;
-        while expect < c.last && may_go(&c, expect + 1) {
+        while expect < c.last && may_go_all(&c, expect + 1) {
             expect += 1;
         }
         prop_assert_eq!(a.trim_to, expect, "case {:?}\nanswer terms {:?}", c, a.terms);
         // The purge: exactly the records that may go and are absorbed, from
         // first_seq on.
         let mut upto = c.first - 1;
-        while upto < c.last && may_go(&c, upto + 1) && absorbed(&c, upto + 1) {
+        while upto < c.last && may_go_all(&c, upto + 1) && absorbed(&c, upto + 1) {
             upto += 1;
         }
         let want = (upto >= c.first).then_some(upto + 1);
@@ -354,7 +556,7 @@ proptest! {
         if let Some(target) = purge_target(&a) {
             prop_assert!(target > c.first && target <= c.last + 1);
             for r in c.first..target {
-                prop_assert!(may_go(&c, r) && absorbed(&c, r), "purge to {} takes {} which the model keeps", target, r);
+                prop_assert!(may_go_all(&c, r) && absorbed(&c, r), "purge to {} takes {} which the model keeps", target, r);
             }
         }
         // The published floor is never below a previous one and covers trim_to.

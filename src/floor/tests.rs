@@ -38,6 +38,8 @@ pub(crate) struct World {
     pub absorbed: Option<Result<(), String>>,
     pub policy: Policy,
     pub domain: Domain,
+    /// On an archived domain: what was read of its archive.
+    pub archive: Option<crate::archive::state::ArchiveRead>,
 }
 
 impl World {
@@ -83,6 +85,7 @@ impl World {
                 feed_consumer: None,
                 archive: None,
             },
+            archive: None,
         };
         w.node("node-1", true, Some(900));
         w.backup("node-1", "b1", 800, -3600, true, true);
@@ -219,7 +222,7 @@ impl World {
             young_seq: self.young.clone(),
             absorbed: self.absorbed.clone(),
             clock: None,
-            archive: None,
+            archive: self.archive.clone(),
         };
         compute(
             &self.domain,

@@ -13,8 +13,12 @@
 //! absorbed by the tick itself; beside them, gate rows and cursors written
 //! as an earlier tick (or another incarnation) would have left them.
 //!
+//! With an archive (`random_fleets_with_an_archive`), a record may also go
+//! only once it is in a segment: every purged record is then read back from
+//! the store, decoded and compared with the record as it was on the log.
+//!
 //! `CREWLET_MODEL_N` sets the number of scenarios (default 200) on one
-//! server, `CREWLET_MODEL_CLUSTER_N` on a three-server cluster with R3 logs
+//! server, `CREWLET_MODEL_ARCHIVE_N` those with an archive (default 60), `CREWLET_MODEL_CLUSTER_N` on a three-server cluster with R3 logs
 //! and buckets (default 20); `CREWLET_MODEL_SEED` replays a run. A failure prints the seed and the
 //! scenario.
 
@@ -136,6 +140,44 @@ struct Scenario {
     floors: Floors,
     /// The gate records, in log order, at the log's end: (node, evict).
     records: Vec<(usize, bool)>,
+    archive: Option<Arch>,
+}
+
+/// An archived domain's archive.
+#[derive(Debug, Clone)]
+struct Arch {
+    object_store: bool,
+    segment_records: u64,
+    fold_per_tick: u64,
+    /// The records purged before the tick were folded first (by a tick
+    /// that did not publish): the tick must adopt those segments.
+    pre_folded: bool,
+    fault: ArchFault,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ArchFault {
+    None,
+    /// The store refuses every segment (a file where the directory goes;
+    /// an object store with no room).
+    Unwritable,
+    /// The object store bucket does not exist (a directory store: the same
+    /// as Unwritable).
+    MissingBucket,
+}
+
+fn arch(r: &mut Rng, pre: u64) -> Arch {
+    Arch {
+        object_store: r.chance(50),
+        segment_records: r.range(1, 8),
+        fold_per_tick: r.range(1, 3),
+        pre_folded: pre > 0 && r.chance(50),
+        fault: match r.range(0, 19) {
+            0 => ArchFault::Unwritable,
+            1 => ArchFault::MissingBucket,
+            _ => ArchFault::None,
+        },
+    }
 }
 
 fn scenario(seed: u64) -> Scenario {
@@ -247,6 +289,7 @@ fn scenario(seed: u64) -> Scenario {
         cursor,
         floors,
         records: Vec::new(),
+        archive: None,
     };
     // Record gates only on a gated log; elsewhere they are rows or nothing.
     for (i, n) in s.nodes.iter_mut().enumerate() {
@@ -264,6 +307,20 @@ fn scenario(seed: u64) -> Scenario {
     // feed were drawn over the whole log.
     s.last += s.records.len() as u64;
     s
+}
+
+/// A scenario with an archive: the same fleet, drawn from the same seed,
+/// and an archive drawn after it.
+fn archived_scenario(seed: u64) -> Scenario {
+    let mut s = scenario(seed);
+    let mut r = Rng(seed ^ 0xA5A5_A5A5_A5A5_A5A5);
+    s.archive = Some(arch(&mut r, s.pre));
+    s
+}
+
+/// Where a directory store of scenario `n` lives.
+fn arch_dir(n: u64) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("crewlet-model-{}-{n}", std::process::id()))
 }
 
 /// Is node `n` out of the counted set (evicted past the fence window)?
@@ -411,6 +468,83 @@ async fn build(
     for a in acks {
         a.await.expect("ack");
     }
+    let created_at = crewlet::broker::read::instant_of(st.cached_info().created);
+    if let Some(a) = &s.archive {
+        let store = if a.object_store {
+            let bucket = format!("m{n}_archive");
+            match a.fault {
+                ArchFault::MissingBucket => {}
+                ArchFault::Unwritable => {
+                    js.create_object_store(async_nats::jetstream::object_store::Config {
+                        bucket: bucket.clone(),
+                        max_bytes: 64,
+                        num_replicas: replicas,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("object store");
+                }
+                ArchFault::None => {
+                    js.create_object_store(async_nats::jetstream::object_store::Config {
+                        bucket: bucket.clone(),
+                        num_replicas: replicas,
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("object store");
+                    crate::support::wait_for_leader(js, &format!("OBJ_{bucket}")).await;
+                }
+            }
+            crewlet::archive::fold::Store::ObjectStore(bucket)
+        } else {
+            let dir = arch_dir(n);
+            let _ = std::fs::remove_dir_all(&dir);
+            if a.fault != ArchFault::None {
+                std::fs::write(&dir, b"in the way").expect("blocker");
+            }
+            crewlet::archive::fold::Store::Dir(dir)
+        };
+        config.domains[0].archive = Some(crewlet::config::ArchiveConfig {
+            object_store: match &store {
+                crewlet::archive::fold::Store::ObjectStore(b) => Some(b.clone()),
+                crewlet::archive::fold::Store::Dir(_) => None,
+            },
+            dir: match &store {
+                crewlet::archive::fold::Store::Dir(d) => Some(d.clone()),
+                crewlet::archive::fold::Store::ObjectStore(_) => None,
+            },
+            segment_records: a.segment_records,
+            segment_bytes: crewlet::config::size::Size(8 << 20),
+            fold_per_tick: a.fold_per_tick,
+        });
+        if a.pre_folded && a.fault == ArchFault::None && s.floors != Floors::Recreated {
+            let broker = crewlet::broker::connect(url, &config.nats, "model-fold")
+                .await
+                .expect("connect");
+            let target = crewlet::archive::fold::Target {
+                stream: stream.clone(),
+                generation: if s.floors == Floors::Reanchored { 1 } else { 0 },
+                stream_created: created_at.to_rfc3339(),
+            };
+            let limits = crewlet::archive::cut::Limits {
+                segment_records: a.segment_records as usize,
+                segment_bytes: 8 << 20,
+                fold_per_tick: 1024,
+            };
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+            let folded = crewlet::archive::fold::fold(
+                &broker,
+                &store,
+                &target,
+                (0, s.pre),
+                limits,
+                deadline,
+            )
+            .await
+            .expect("pre-fold");
+            assert_eq!(folded.frontier, s.pre, "pre-folded");
+        }
+    }
     if s.pre > 0 {
         st.purge().sequence(s.pre + 1).await.expect("pre-purge");
     }
@@ -441,7 +575,7 @@ async fn build(
             .await
             .expect("gate ack");
     }
-    let created = crewlet::broker::read::instant_of(st.cached_info().created).to_rfc3339();
+    let created = created_at.to_rfc3339();
     // The generation positions and snapshots of this incarnation carry.
     let gen = if s.floors == Floors::Reanchored { 1 } else { 0 };
     let b = &config.buckets;
@@ -634,6 +768,15 @@ async fn build(
 
 async fn teardown(js: &async_nats::jetstream::Context, config: &crewlet::config::Config) {
     let _ = js.delete_stream(&config.domains[0].stream).await;
+    if let Some(a) = &config.domains[0].archive {
+        if let Some(b) = &a.object_store {
+            let _ = js.delete_object_store(b).await;
+        }
+        if let Some(d) = &a.dir {
+            let _ = std::fs::remove_dir_all(d);
+            let _ = std::fs::remove_file(d);
+        }
+    }
     for (_, b) in config.buckets.all() {
         let _ = js.delete_key_value(b).await;
     }
@@ -664,7 +807,57 @@ async fn random_fleets_on_a_cluster_purge_exactly_what_the_model_allows() {
     run_model(&js, &cluster.urls(), 3, count).await;
 }
 
+/// The scenarios with an archive (archive.md): besides the six rules, a
+/// record goes only once it is in a verified segment.
+#[tokio::test]
+async fn random_fleets_with_an_archive() {
+    let count: u64 = std::env::var("CREWLET_MODEL_ARCHIVE_N")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let server = Server::start();
+    let js = server.js().await;
+    run_model_of(&js, &server.url(), 1, count, archived_scenario).await;
+}
+
+/// What the archive of an archived scenario holds: every record with its
+/// segment's range, decoded (checksums verified).
+async fn archive_contents(
+    broker: &crewlet::broker::Broker,
+    config: &crewlet::config::Config,
+    generation: u64,
+) -> (Vec<(u64, u64)>, Vec<crewlet::archive::segment::Record>) {
+    let Some(a) = &config.domains[0].archive else {
+        return (Vec::new(), Vec::new());
+    };
+    let store = a.store();
+    let stream = &config.domains[0].stream;
+    let Ok(listed) = store.list(broker, stream, generation).await else {
+        return (Vec::new(), Vec::new());
+    };
+    let mut records = Vec::new();
+    for l in &listed {
+        let bytes = store.get(broker, &l.name).await.expect("segment");
+        let seg = crewlet::archive::segment::decode(&bytes).expect("a segment that decodes");
+        records.extend(seg.records);
+    }
+    (
+        listed.iter().map(|l| (l.first_seq, l.last_seq)).collect(),
+        records,
+    )
+}
+
 async fn run_model(js: &async_nats::jetstream::Context, url: &str, replicas: usize, count: u64) {
+    run_model_of(js, url, replicas, count, scenario).await
+}
+
+async fn run_model_of(
+    js: &async_nats::jetstream::Context,
+    url: &str,
+    replicas: usize,
+    count: u64,
+    draw: fn(u64) -> Scenario,
+) {
     let base: u64 = std::env::var("CREWLET_MODEL_SEED")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -678,12 +871,23 @@ async fn run_model(js: &async_nats::jetstream::Context, url: &str, replicas: usi
     let mut blocked = 0;
     for n in 0..count {
         let seed = base.wrapping_add(n);
-        let s = scenario(seed);
+        let s = draw(seed);
         let config = build(js, &s, n, url, replicas).await;
         let broker = crewlet::broker::connect(url, &config.nats, "model")
             .await
             .expect("connect");
-        let mut sidecar = crewlet::trim::Sidecar::new(config.clone(), broker);
+        // The log as it is before the tick, to compare the archive with.
+        let before = broker
+            .read_slice(
+                &config.domains[0].stream,
+                s.pre + 1,
+                s.last,
+                (usize::MAX, usize::MAX),
+                tokio::time::Instant::now() + Duration::from_secs(30),
+            )
+            .await
+            .expect("the log before the tick");
+        let mut sidecar = crewlet::trim::Sidecar::new(config.clone(), broker.clone());
         let report = sidecar.tick().await;
         let after = js
             .get_stream(&config.domains[0].stream)
@@ -697,7 +901,18 @@ async fn run_model(js: &async_nats::jetstream::Context, url: &str, replicas: usi
         while allowed < s.last && may_go(&s, allowed + 1) {
             allowed += 1;
         }
-        let expect_first = first.max(allowed + 1);
+        // With an archive, its frontier bounds the purge too (checked
+        // below against what the store holds).
+        let frontier = s.archive.as_ref().map(|_| {
+            report.domains[0]
+                .answer
+                .archive
+                .as_ref()
+                .filter(|a| !a.unreadable)
+                .and_then(|a| a.frontier)
+                .unwrap_or(0)
+        });
+        let expect_first = first.max(allowed.min(frontier.unwrap_or(u64::MAX)) + 1);
         let ctx = || {
             format!(
                 "seed {seed} (replay: CREWLET_MODEL_SEED={seed} CREWLET_MODEL_N=1)\nscenario {s:#?}\nterms {:#?}",
@@ -717,6 +932,73 @@ async fn run_model(js: &async_nats::jetstream::Context, url: &str, replicas: usi
             "the purge stopped short of what the model allows\n{}",
             ctx()
         );
+        if let (Some(a), Some(f)) = (&s.archive, frontier) {
+            let generation = report.domains[0].answer.generation;
+            let (ranges, archived) = archive_contents(&broker, &config, generation).await;
+            // Every purged record is in a segment, exactly as it was.
+            for r in first..after {
+                let was = before
+                    .iter()
+                    .find(|x| x.seq == r)
+                    .expect("on the log before");
+                let kept = archived.iter().find(|x| x.seq == r);
+                assert_eq!(
+                    kept,
+                    Some(was),
+                    "record {r} was purged but is not archived as it was\n{}",
+                    ctx()
+                );
+            }
+            if a.fault != ArchFault::None {
+                assert_eq!(
+                    after,
+                    first,
+                    "a store that refuses holds the trim\n{}",
+                    ctx()
+                );
+                let fold_ran = report.domains[0]
+                    .answer
+                    .archive
+                    .as_ref()
+                    .is_some_and(|x| x.error.is_some());
+                assert!(
+                    fold_ran || allowed < first || s.floors == Floors::Recreated,
+                    "the fault is reported\n{}",
+                    ctx()
+                );
+            } else {
+                // The segments are contiguous and end at the frontier.
+                assert!(
+                    ranges.windows(2).all(|w| w[0].1 + 1 == w[1].0),
+                    "contiguous {ranges:?}\n{}",
+                    ctx()
+                );
+                if let Some(last) = ranges.last() {
+                    assert_eq!(
+                        last.1,
+                        f,
+                        "the frontier is the last segment's end\n{}",
+                        ctx()
+                    );
+                }
+                // One tick folds at most fold_per_tick segments past what
+                // was there, and when anything may go, as far as it can.
+                let budget = s.pre + a.segment_records * a.fold_per_tick;
+                assert!(
+                    f <= budget.min(s.last),
+                    "frontier {f} past the tick's budget {budget}\n{}",
+                    ctx()
+                );
+                if allowed >= first {
+                    assert!(
+                        f >= allowed.min(budget),
+                        "frontier {f} stopped short of {}\n{}",
+                        allowed.min(budget),
+                        ctx()
+                    );
+                }
+            }
+        }
         if after > first {
             purged_some += 1;
         } else {
