@@ -41,59 +41,90 @@ pub fn cut(
     whole: bool,
     limits: Limits,
 ) -> Vec<Cut> {
-    let mut open = Open {
-        out: Vec::new(),
-        first: frontier + 1,
-        records: Vec::new(),
-        bytes: 0,
-    };
+    let mut cutter = Cutter::new(frontier, slice_end, limits);
+    let mut out = Vec::new();
     for r in records {
-        if r.seq <= frontier || r.seq > slice_end {
-            continue;
+        let (cuts, done) = cutter.push(r);
+        out.extend(cuts);
+        if done {
+            return out;
+        }
+    }
+    out.extend(cutter.finish(whole));
+    out
+}
+
+/// The same cut, record by record, so that a segment can be written while
+/// the rest of the slice is still being read.
+pub struct Cutter {
+    first: u64,
+    slice_end: u64,
+    records: Vec<Record>,
+    bytes: usize,
+    cut: usize,
+    limits: Limits,
+}
+
+impl Cutter {
+    pub fn new(frontier: u64, slice_end: u64, limits: Limits) -> Cutter {
+        Cutter {
+            first: frontier + 1,
+            slice_end,
+            records: Vec::new(),
+            bytes: 0,
+            cut: 0,
+            limits,
+        }
+    }
+
+    /// Adds the next record; returns the segments it closed and whether
+    /// the tick's `fold_per_tick` is reached (push no more).
+    pub fn push(&mut self, r: Record) -> (Vec<Cut>, bool) {
+        let mut out = Vec::new();
+        if r.seq < self.first || r.seq > self.slice_end || self.done() {
+            return (out, self.done());
         }
         let s = size(&r);
         // Close the open segment before this record if it would pass the
         // byte limit (a single record over it still gets a segment).
-        if !open.records.is_empty()
-            && open.bytes + s > limits.segment_bytes
-            && open.close(r.seq - 1) == limits.fold_per_tick
-        {
-            return open.out;
+        if !self.records.is_empty() && self.bytes + s > self.limits.segment_bytes {
+            out.push(self.close(r.seq - 1));
+            if self.done() {
+                return (out, true);
+            }
         }
-        open.bytes += s;
+        self.bytes += s;
         let seq = r.seq;
-        open.records.push(r);
-        if open.records.len() == limits.segment_records && open.close(seq) == limits.fold_per_tick {
-            return open.out;
+        self.records.push(r);
+        if self.records.len() == self.limits.segment_records {
+            out.push(self.close(seq));
         }
+        (out, self.done())
     }
-    // The rest, and any sequences the log does not hold up to the slice's
-    // end, close the slice, but only when the read covered all of it.
-    if whole && open.first <= slice_end {
-        open.close(slice_end);
+
+    /// The rest, and any sequences the log does not hold up to the slice's
+    /// end, close the slice, but only when the read covered all of it.
+    pub fn finish(mut self, whole: bool) -> Option<Cut> {
+        (whole && !self.done() && self.first <= self.slice_end).then(|| {
+            let end = self.slice_end;
+            self.close(end)
+        })
     }
-    open.out
-}
 
-/// The segments cut so far and the one being filled.
-struct Open {
-    out: Vec<Cut>,
-    first: u64,
-    records: Vec<Record>,
-    bytes: usize,
-}
+    fn done(&self) -> bool {
+        self.cut >= self.limits.fold_per_tick
+    }
 
-impl Open {
-    /// Closes the open segment at `last`; returns how many are cut.
-    fn close(&mut self, last: u64) -> usize {
-        self.out.push(Cut {
+    fn close(&mut self, last: u64) -> Cut {
+        let c = Cut {
             first_seq: self.first,
             last_seq: last,
             records: std::mem::take(&mut self.records),
-        });
+        };
         self.first = last + 1;
         self.bytes = 0;
-        self.out.len()
+        self.cut += 1;
+        c
     }
 }
 

@@ -6,7 +6,7 @@
 
 use std::path::PathBuf;
 
-use super::cut::{cut, Limits};
+use super::cut::{Cut, Cutter, Limits};
 use super::segment::{self, Compression, Range};
 use super::state::{ListError, Listed};
 use super::{dir, Put};
@@ -145,6 +145,11 @@ pub fn check(bytes: &[u8], target: &Target, name: &str) -> Result<segment::Segme
 /// segments, reading until `deadline` at the latest. Each segment is read
 /// back and verified after it is written: a segment that does not decode
 /// to what was written stops the fold.
+///
+/// Reading, cutting and writing overlap: the slice streams from the
+/// broker while the segment before is compressed, written and read back
+/// (compression and checking on a blocking thread), in order, one segment
+/// at a time, so the frontier only ever moves over durable segments.
 pub async fn fold(
     broker: &Broker,
     store: &Store,
@@ -154,17 +159,10 @@ pub async fn fold(
     deadline: tokio::time::Instant,
 ) -> Result<Folded, FoldError> {
     let (frontier, to) = span;
-    let mut done = Folded {
+    let done = Folded {
         frontier,
         written: Vec::new(),
         already_there: 0,
-    };
-    let stop = |done: &Folded, segment: Option<&str>, reason: String| FoldError {
-        stream: target.stream.clone(),
-        frontier: done.frontier,
-        segment: segment.map(str::to_string),
-        reason,
-        written: done.written.clone(),
     };
     if to <= frontier {
         return Ok(done);
@@ -173,65 +171,120 @@ pub async fn fold(
         limits.segment_records.saturating_mul(limits.fold_per_tick),
         limits.segment_bytes.saturating_mul(limits.fold_per_tick),
     );
-    let records = broker
-        .read_slice(&target.stream, frontier + 1, to, budget, deadline)
-        .await
-        .map_err(|e| stop(&done, None, e))?;
-    // The read covered the slice when its last record is the slice's end;
-    // a shorter read leaves the tail for a later tick.
-    let whole = records.last().map(|r| r.seq) == Some(to);
-    for c in cut(records, frontier, to, whole, limits) {
-        let range = Range {
-            stream: target.stream.clone(),
-            generation: target.generation,
-            stream_created: target.stream_created.clone(),
-            first_seq: c.first_seq,
-            last_seq: c.last_seq,
-        };
-        let count = c.records.len();
-        let name = segment::name(&target.stream, target.generation, c.first_seq, c.last_seq);
-        let bytes = segment::encode(&range, &c.records, Compression::Zstd)
-            .map_err(|e| stop(&done, Some(&name), e.to_string()))?;
-        // Each store call is bounded like a read: a store that hangs
-        // stops the fold, it does not stall the tick past its lease.
-        let limit = broker.read_timeout;
-        let late = |what: &str| {
-            format!(
-                "{what} {name}: no answer within {}",
-                crate::config::Dur(limit)
-            )
-        };
-        let put = match tokio::time::timeout(limit, store.put(broker, &name, &bytes)).await {
-            Ok(r) => r,
-            Err(_) => Err(late("writing")),
+    let (tx, mut rx) = tokio::sync::mpsc::channel(limits.segment_records.clamp(1, 65_536));
+    let (seg_tx, mut seg_rx) = tokio::sync::mpsc::channel::<Cut>(1);
+    let read = broker.read_slice_to(&target.stream, frontier + 1, to, budget, deadline, tx);
+    let cutting = async move {
+        let mut cutter = Cutter::new(frontier, to, limits);
+        let mut last = None;
+        while let Some(r) = rx.recv().await {
+            last = Some(r.seq);
+            let (cuts, finished) = cutter.push(r);
+            for c in cuts {
+                if seg_tx.send(c).await.is_err() {
+                    return;
+                }
+            }
+            if finished {
+                return;
+            }
         }
-        .map_err(|e| stop(&done, Some(&name), e))?;
-        // Read back before the frontier moves past it.
-        let back = match tokio::time::timeout(limit, store.get(broker, &name)).await {
-            Ok(r) => r,
-            Err(_) => Err(late("reading back")),
+        // The read covered the slice when its last record is the slice's
+        // end; a shorter read leaves the tail for a later tick.
+        if let Some(c) = cutter.finish(last == Some(to)) {
+            let _ = seg_tx.send(c).await;
         }
-        .map_err(|e| stop(&done, Some(&name), e))?;
-        let verified = check(&back, target, &name)
-            .map_err(|e| stop(&done, Some(&name), format!("{name} read back: {e}")))?;
-        if verified.records.len() != count || back != bytes {
-            return Err(stop(
-                &done,
-                Some(&name),
-                format!("{name} reads back other than it was written"),
-            ));
+    };
+    let writing = async move {
+        let mut done = done;
+        while let Some(c) = seg_rx.recv().await {
+            if let Err(e) = write_one(broker, store, target, c, &mut done).await {
+                return (done, Some(e));
+            }
         }
-        done.frontier = c.last_seq;
-        done.written.push(Listed {
-            name,
-            first_seq: c.first_seq,
-            last_seq: c.last_seq,
-            bytes: bytes.len() as u64,
-        });
-        if put == Put::AlreadyThere {
-            done.already_there += 1;
-        }
-        crate::trim::failpoint("after_segment").await;
+        (done, None)
+    };
+    let (read, (), (done, failed)) = tokio::join!(read, cutting, writing);
+    let stop = |segment: Option<String>, reason: String| FoldError {
+        stream: target.stream.clone(),
+        frontier: done.frontier,
+        segment,
+        reason,
+        written: done.written.clone(),
+    };
+    match (failed, read) {
+        (Some((segment, reason)), _) => Err(stop(Some(segment), reason)),
+        (None, Err(reason)) => Err(stop(None, reason)),
+        (None, Ok(_)) => Ok(done),
     }
-    Ok(done)
+}
+
+/// Encodes, writes, reads back and checks one segment; on success the
+/// frontier moves to its end. The error names the segment.
+async fn write_one(
+    broker: &Broker,
+    store: &Store,
+    target: &Target,
+    c: Cut,
+    done: &mut Folded,
+) -> Result<(), (String, String)> {
+    let name = segment::name(&target.stream, target.generation, c.first_seq, c.last_seq);
+    let fail = |why: String| (name.clone(), why);
+    let range = Range {
+        stream: target.stream.clone(),
+        generation: target.generation,
+        stream_created: target.stream_created.clone(),
+        first_seq: c.first_seq,
+        last_seq: c.last_seq,
+    };
+    let count = c.records.len();
+    let (first_seq, last_seq) = (c.first_seq, c.last_seq);
+    let bytes =
+        tokio::task::spawn_blocking(move || segment::encode(&range, &c.records, Compression::Zstd))
+            .await
+            .map_err(|e| fail(e.to_string()))?
+            .map_err(|e| fail(e.to_string()))?;
+    // Each store call is bounded like a read: a store that hangs stops the
+    // fold, it does not stall the tick past its lease.
+    let limit = broker.read_timeout;
+    let late = |what: &str| {
+        format!(
+            "{what} {name}: no answer within {}",
+            crate::config::Dur(limit)
+        )
+    };
+    let put = match tokio::time::timeout(limit, store.put(broker, &name, &bytes)).await {
+        Ok(r) => r,
+        Err(_) => Err(late("writing")),
+    }
+    .map_err(fail)?;
+    // Read back before the frontier moves past it.
+    let back = match tokio::time::timeout(limit, store.get(broker, &name)).await {
+        Ok(r) => r,
+        Err(_) => Err(late("reading back")),
+    }
+    .map_err(fail)?;
+    let (t, n) = (target.clone(), name.clone());
+    let (back, verified) = tokio::task::spawn_blocking(move || {
+        let v = check(&back, &t, &n).map(|s| s.records.len());
+        (back, v)
+    })
+    .await
+    .map_err(|e| fail(e.to_string()))?;
+    let verified = verified.map_err(|e| fail(format!("{name} read back: {e}")))?;
+    if verified != count || back != bytes {
+        return Err(fail(format!("{name} reads back other than it was written")));
+    }
+    done.frontier = last_seq;
+    done.written.push(Listed {
+        name,
+        first_seq,
+        last_seq,
+        bytes: bytes.len() as u64,
+    });
+    if put == Put::AlreadyThere {
+        done.already_there += 1;
+    }
+    crate::trim::failpoint("after_segment").await;
+    Ok(())
 }

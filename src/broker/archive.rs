@@ -182,9 +182,35 @@ impl Broker {
         budget: (usize, usize),
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Record>, String> {
+        let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
+        let read = self.read_slice_to(stream, from, to, budget, deadline, tx);
+        let collect = async {
+            let mut out = Vec::new();
+            while let Some(r) = rx.recv().await {
+                out.push(r);
+            }
+            out
+        };
+        let (read, out) = tokio::join!(read, collect);
+        read.map(|_| out)
+    }
+
+    /// As [`Broker::read_slice`], handing each record to `tx` as it
+    /// arrives, so that what is done with the slice overlaps reading it.
+    /// A receiver that goes away ends the read (it has what it wanted).
+    /// Returns how many records were handed over.
+    pub async fn read_slice_to(
+        &self,
+        stream: &str,
+        from: u64,
+        to: u64,
+        budget: (usize, usize),
+        deadline: tokio::time::Instant,
+        tx: tokio::sync::mpsc::Sender<Record>,
+    ) -> Result<usize, String> {
         let (max_records, max_bytes) = budget;
         if to < from || max_records == 0 {
-            return Ok(Vec::new());
+            return Ok(0);
         }
         let err = |e: String| format!("reading {stream} {from}..={to}: {e}");
         let (s, consumer) =
@@ -195,9 +221,9 @@ impl Broker {
         let name = consumer.cached_info().name.clone();
         let announced = consumer.cached_info().num_pending;
         let walk = async {
-            let mut out = Vec::new();
+            let mut count = 0usize;
             if announced == 0 {
-                return Ok(out);
+                return Ok(count);
             }
             let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
             let mut bytes = 0usize;
@@ -222,12 +248,15 @@ impl Broker {
                     data: m.payload.to_vec(),
                 };
                 bytes += crate::archive::cut::size(&record);
-                out.push(record);
-                if seq == to || out.len() >= max_records || bytes >= max_bytes || pending == 0 {
+                if tx.send(record).await.is_err() {
+                    break;
+                }
+                count += 1;
+                if seq == to || count >= max_records || bytes >= max_bytes || pending == 0 {
                     break;
                 }
             }
-            Ok(out)
+            Ok(count)
         }
         .await;
         let _ = s.delete_consumer(&name).await;

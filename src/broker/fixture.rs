@@ -192,3 +192,46 @@ impl Broker {
         Ok(n as f64 / t.elapsed().as_secs_f64())
     }
 }
+
+impl Broker {
+    /// Publishes `n` records of `size` bytes on `subject` (pipelined).
+    pub async fn publish_sized(&self, subject: &str, n: usize, size: usize) -> Result<u64, String> {
+        let body = bytes::Bytes::from(vec![b'x'; size]);
+        let mut last = 0;
+        for chunk in 0..n.div_ceil(1000) {
+            let mut acks = Vec::with_capacity(1000);
+            for _ in chunk * 1000..n.min((chunk + 1) * 1000) {
+                acks.push(
+                    self.js
+                        .publish(subject.to_string(), body.clone())
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            for a in acks {
+                last = a.await.map_err(|e| e.to_string())?.sequence;
+            }
+        }
+        Ok(last)
+    }
+
+    /// The raw read a fold and a merge read are measured against: one
+    /// ordered consumer from `from`, every message of `from..=to` received
+    /// and counted, nothing kept, parsed or copied.
+    pub async fn bare_slice(&self, stream: &str, from: u64, to: u64) -> Result<usize, String> {
+        let (s, consumer) = self.reader_from(stream, from, false).await?;
+        let name = consumer.cached_info().name.clone();
+        let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+        let mut n = 0;
+        while let Some(m) = messages.next().await {
+            let m = m.map_err(|e| e.to_string())?;
+            n += 1;
+            let info = m.info().map_err(|e| e.to_string())?;
+            if info.stream_sequence >= to || info.pending == 0 {
+                break;
+            }
+        }
+        let _ = s.delete_consumer(&name).await;
+        Ok(n)
+    }
+}
