@@ -1,6 +1,6 @@
 //! crewlet-retention: a sidecar that coordinates retention for NATS
 //! JetStream. It reads what every node, hold, backup, snapshot and feed
-//! still needs, computes the trim floor as the minimum of six terms,
+//! still needs, computes the trim floor as the minimum of six terms (seven with an archive),
 //! publishes it, and only then purges.
 //!
 //! # Layout
@@ -9,7 +9,7 @@
 //! - [`rows`]: the contract's rows, keys, the node id rule and operation ids (pure).
 //! - [`buckets`]: which KV buckets the contract has and how `init` sets them (pure).
 //! - [`clock`]: PURE: the broker's clock as the sidecar reads it; the skew.
-//! - [`floor`]: PURE: counted set, the six terms, trim_to, blocked_by, the floor, NOT READY.
+//! - [`floor`]: PURE: counted set, the seven terms, trim_to, blocked_by, the floor, NOT READY.
 //! - [`human`]: ages, sizes and counts for people (pure).
 //! - [`stream_check`]: judging a stream's own limits and subjects (pure).
 //! - [`broker`]: the only module that knows async-nats: connect, read, create.

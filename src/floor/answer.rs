@@ -13,8 +13,8 @@ use crate::config::Domain;
 use crate::rows::{Incarnation, Instant};
 use crate::stream_check::{bypasses, Bypass};
 
-/// The six terms, and the seventh on an archived domain, in the order of
-/// the terms table (ties sort this way).
+/// The seven terms (`archive_floor` is `n/a` without an archive), in the
+/// order of the terms table (ties sort this way).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum TermName {
@@ -515,9 +515,16 @@ pub fn compute(
             .and_then(|(p, _)| p.archive.as_ref());
         archive_of(read, published, state.map_or(0, |s| s.first_seq), at)
     });
-    if let Some(a) = &archive {
-        terms.push(terms::archive_floor(a));
-    }
+    // The seventh term, `n/a` without an archive (archive.md).
+    terms.push(match &archive {
+        Some(a) => terms::archive_floor(a),
+        None => Term {
+            term: TermName::ArchiveFloor,
+            state: TermState::NotApplicable,
+            detail: None,
+            binding: false,
+        },
+    });
 
     let any_unreadable = terms
         .iter()

@@ -1,5 +1,5 @@
 //! PURE: the retention answer (spec/floor.md). Rows, stream state, the
-//! feed consumer and `now` go in; the counted set, the six terms,
+//! feed consumer and `now` go in; the counted set, the seven terms,
 //! `trim_to`, `blocked_by`, the floor and the NOT READY cases come out. No
 //! NATS, no clock, no files: the tick and `status` both call [`compute`],
 //! so there is one implementation of the answer.

@@ -163,16 +163,18 @@ async fn the_tick_folds_before_it_trims_into_either_store() {
 }
 
 #[tokio::test]
-async fn without_an_archive_there_is_no_seventh_term() {
+async fn without_an_archive_the_seventh_term_is_n_a() {
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10), ("node-2", 10)], 10).await;
     let r = f.sidecar().await.tick().await;
-    assert!(r.domains[0]
-        .answer
-        .terms
-        .iter()
-        .all(|t| t.term != TermName::ArchiveFloor));
-    assert!(f.floors_row().await.expect("row")["archive"].is_null());
+    assert_eq!(term(&r, TermName::ArchiveFloor), "n/a");
+    assert_eq!(r.domains[0].answer.trim_to, 10, "n/a binds nothing");
+    let row = f.floors_row().await.expect("row");
+    assert!(row["archive"].is_null());
+    assert_eq!(
+        row["terms"][6],
+        serde_json::json!({"term": "archive_floor", "state": "n/a", "detail": null, "binding": false})
+    );
 }
 
 #[tokio::test]
