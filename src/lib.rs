@@ -42,6 +42,7 @@ pub mod exit;
 pub mod floor;
 pub mod gate;
 pub mod hold;
+pub mod http;
 pub mod human;
 pub mod node;
 pub mod report;

@@ -62,6 +62,58 @@ impl TickReport {
     }
 }
 
+impl TickReport {
+    /// The `status --json` view of this tick (docs/status-json.md): what it
+    /// computed and, where it published, the row it wrote.
+    pub fn status(
+        &self,
+        sidecar: &Sidecar,
+        server: Option<(String, String)>,
+    ) -> crate::report::Status {
+        let domains = self
+            .domains
+            .iter()
+            .map(|d| crate::report::DomainStatus {
+                published: matches!(d.published, Some(Ok(_)))
+                    .then(|| serde_json::to_value(floor::FloorsRow::from(&d.answer)).ok())
+                    .flatten(),
+                answer: d.answer.clone(),
+            })
+            .collect();
+        let (duty_holder, duty_claimed_at) = match &self.duty {
+            DutyStatus::Held => (
+                Some(sidecar.config.node.id.clone()),
+                Some(sidecar.duty.claimed_at()),
+            ),
+            DutyStatus::Other {
+                holder, claimed_at, ..
+            } => (Some(holder.clone()), Some(*claimed_at)),
+            _ => (None, None),
+        };
+        crate::report::Status {
+            at: crate::rows::Instant(Utc::now()),
+            node: sidecar.config.node.id.clone(),
+            duty_holder,
+            duty_claimed_at,
+            server,
+            domains,
+            alarms: self.alarms.clone(),
+        }
+    }
+
+    /// Records purged by this tick, over every domain.
+    pub fn purged(&self) -> u64 {
+        self.domains
+            .iter()
+            .filter_map(|d| d.purged.as_ref().and_then(|p| p.as_ref().ok()))
+            .sum()
+    }
+}
+
+/// Called after each tick of [`Sidecar::run`] with the tick's report and
+/// how long it took (the HTTP surface records its answer).
+pub type Observer = Arc<dyn Fn(&Sidecar, &TickReport, Duration) + Send + Sync>;
+
 /// A running sidecar: configuration, connection, duty lease, and the alarms
 /// it last reported (to log changes only).
 pub struct Sidecar {
@@ -74,6 +126,8 @@ pub struct Sidecar {
     /// Log alarms as they start and clear (a running sidecar); off for
     /// `run --once`, which prints them itself.
     pub log_alarms: bool,
+    /// Told of every tick of [`Sidecar::run`].
+    pub observer: Option<Observer>,
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
@@ -276,6 +330,7 @@ impl Sidecar {
             active: BTreeSet::new(),
             offset: None,
             log_alarms: true,
+            observer: None,
         }
     }
 
@@ -683,7 +738,11 @@ impl Sidecar {
         let mut failures: u32 = 0;
         let mut ticks: u32 = 0;
         loop {
+            let started = std::time::Instant::now();
             let report = self.tick().await;
+            if let Some(o) = &self.observer {
+                o(self, &report, started.elapsed());
+            }
             ticks = ticks.saturating_add(1);
             if max_ticks.is_some_and(|m| ticks >= m) {
                 break;

@@ -6,6 +6,7 @@ pub mod archive;
 mod connect;
 pub mod fixture;
 pub mod gates;
+pub mod http;
 pub mod kv;
 pub mod read;
 pub mod streams;

@@ -271,3 +271,33 @@ pub async fn verify_archive(cli: &Cli, args: &VerifyArchiveArgs) -> Exit {
         Exit::Attention
     }
 }
+
+pub async fn tail(cli: &Cli, args: &super::TailArgs) -> Exit {
+    let loaded = exit_on_err!(super::load_config(cli));
+    let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
+    let broker = exit_on_err!(super::connect(&loaded.config).await);
+    match broker.tail(&domain.stream).await {
+        Ok(Some(t)) => {
+            if cli.json {
+                println!(
+                    "{}",
+                    json!({"next_seq": t.next_seq, "timestamp_ms": t.timestamp_ms})
+                );
+            } else {
+                println!("next_seq {}   timestamp_ms {}", t.next_seq, t.timestamp_ms);
+            }
+            Exit::Ok
+        }
+        Ok(None) => {
+            eprintln!(
+                "error: stream {} does not exist on the broker at {}",
+                domain.stream, broker.url
+            );
+            Exit::Attention
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Exit::Unreachable
+        }
+    }
+}

@@ -23,6 +23,7 @@ mod record;
 pub(crate) mod run;
 mod snapshots;
 mod status;
+mod token;
 mod validate;
 
 use std::path::{Path, PathBuf};
@@ -157,6 +158,9 @@ pub enum Command {
     /// default) to start a crewlet.yaml from: `crewlet example-config >
     /// crewlet.yaml`.
     ExampleConfig,
+    /// The HTTP surface's bearer tokens (http.tokens_file): add, list, revoke.
+    #[command(subcommand)]
+    Token(Token),
 }
 
 /// The reference configuration, built in so that it is at hand wherever
@@ -292,6 +296,9 @@ pub enum Retention {
     /// `trimmed` for a start below everything readable (--clamp starts at
     /// the first readable record instead), 2 bad input.
     Read(ReadArgs),
+    /// Where a log ends: the next sequence and the newest record's broker
+    /// time in milliseconds (0 when every record has been trimmed away).
+    Tail(TailArgs),
     /// Read every segment of a domain's archive back and check it:
     /// checksums, counts, ranges, contiguity, and no gap before the live
     /// log. Exit 0 sound, 1 any problem. Writes nothing.
@@ -318,6 +325,58 @@ pub struct ReadArgs {
     /// Start at the first readable record when --from is below it.
     #[arg(long)]
     pub clamp: bool,
+}
+
+/// `tail` options.
+#[derive(Debug, clap::Args)]
+pub struct TailArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+}
+
+/// `crewlet token` commands.
+#[derive(Debug, Subcommand)]
+pub enum Token {
+    /// Make a new token with these scopes: prints it once (256 random
+    /// bits), stores only its SHA-256 in the tokens file.
+    Add(TokenAddArgs),
+    /// Every token's name and scopes (never a token).
+    List(TokenFileArgs),
+    /// Remove a token: requests carrying it are refused from the next one on.
+    Revoke(TokenRevokeArgs),
+}
+
+/// Which tokens file.
+#[derive(Debug, clap::Args)]
+pub struct TokenFileArgs {
+    /// The tokens file [default: http.tokens_file of the configuration].
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+}
+
+/// `token add` options.
+#[derive(Debug, clap::Args)]
+pub struct TokenAddArgs {
+    /// The token's name (node id rule), unique in the file.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    /// Comma-separated: read, trim, gate, ack, capacity, erase (trim is
+    /// never implied by another).
+    #[arg(long, value_name = "SCOPES")]
+    pub scopes: String,
+    #[command(flatten)]
+    pub file: TokenFileArgs,
+}
+
+/// `token revoke` options.
+#[derive(Debug, clap::Args)]
+pub struct TokenRevokeArgs {
+    /// The token's name.
+    #[arg(value_name = "NAME")]
+    pub name: String,
+    #[command(flatten)]
+    pub file: TokenFileArgs,
 }
 
 /// `verify-archive` options.
@@ -545,6 +604,8 @@ pub async fn run(cli: Cli) -> Exit {
             gesture::run(&cli, crate::rows::GateSign::Readmit, args).await
         }
         Command::Retention(Retention::Read(args)) => archive::read(&cli, args).await,
+        Command::Retention(Retention::Tail(args)) => archive::tail(&cli, args).await,
+        Command::Token(t) => token::run(&cli, t),
         Command::Retention(Retention::VerifyArchive(args)) => {
             archive::verify_archive(&cli, args).await
         }

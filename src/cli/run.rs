@@ -143,32 +143,9 @@ async fn serve(
         // alarm_raised log lines would say them twice.
         sidecar.log_alarms = false;
         let report = sidecar.tick().await;
-        let held = matches!(report.duty, crate::duty::DutyStatus::Held);
+        let status = report.status(&sidecar, Some(server));
         sidecar.duty.release(&sidecar.broker).await;
         if cli.json {
-            // The status JSON of this tick (docs/status-json.md): what it
-            // computed and, where it published, the row it wrote.
-            let domains = report
-                .domains
-                .iter()
-                .map(|d| crate::report::DomainStatus {
-                    published: matches!(d.published, Some(Ok(_)))
-                        .then(|| {
-                            serde_json::to_value(crate::floor::FloorsRow::from(&d.answer)).ok()
-                        })
-                        .flatten(),
-                    answer: d.answer.clone(),
-                })
-                .collect();
-            let status = crate::report::Status {
-                at: crate::rows::Instant(chrono::Utc::now()),
-                node: sidecar.config.node.id.clone(),
-                duty_holder: held.then(|| sidecar.config.node.id.clone()),
-                duty_claimed_at: held.then(|| sidecar.duty.claimed_at()),
-                server: Some(server),
-                domains,
-                alarms: report.alarms.clone(),
-            };
             println!("{}", crate::report::status_json(&status));
         }
         for a in &report.alarms {
@@ -184,6 +161,11 @@ async fn serve(
     }
     let shutdown = Arc::new(Notify::new());
     let signal = shutdown.clone();
+    let http_stop = Arc::new(Notify::new());
+    let http = match start_http(&mut sidecar, server, http_stop.clone()).await {
+        Ok(h) => h,
+        Err(exit) => return exit,
+    };
     tokio::spawn(async move {
         wait_for_signal().await;
         tracing::info!(
@@ -193,8 +175,63 @@ async fn serve(
         signal.notify_one();
     });
     sidecar.run(shutdown, ticks).await;
+    // The HTTP surface stops with the loop.
+    http_stop.notify_one();
+    if let Some(h) = http {
+        let _ = h.await;
+    }
     tracing::info!(event = "stopped", "crewlet retention run stopped");
     Exit::Ok
+}
+
+/// Binds `http.listen` (when set) and serves the HTTP surface beside the
+/// loop, each tick's answer recorded for it. A port that cannot be bound
+/// ends the run (exit 2): a sidecar whose metrics nobody can scrape should
+/// not look healthy.
+async fn start_http(
+    sidecar: &mut Sidecar,
+    server: (String, String),
+    stop: Arc<Notify>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, Exit> {
+    let Some(addr) = sidecar.config.http.address() else {
+        return Ok(None);
+    };
+    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+        eprintln!("error: http.listen {addr}: {e}");
+        Exit::Usage
+    })?;
+    tracing::info!(event = "http_listening", address = %addr, "serving HTTP");
+    let shared = Arc::new(crate::http::Shared::new(
+        sidecar.config.clone(),
+        sidecar.broker.clone(),
+    ));
+    let recorder = shared.clone();
+    sidecar.observer = Some(Arc::new(
+        move |s: &Sidecar, report: &crate::trim::TickReport, took: std::time::Duration| {
+            recorder
+                .lasting
+                .observe(took.as_secs_f64(), report.purged());
+            let status = report.status(s, Some(server.clone()));
+            let answers: Vec<crate::floor::Answer> =
+                report.domains.iter().map(|d| d.answer.clone()).collect();
+            let held = matches!(report.duty, crate::duty::DutyStatus::Held);
+            recorder.record(crate::http::Last {
+                status: crate::report::status_json(&status),
+                metrics: crate::http::metrics::encode(
+                    &answers,
+                    &report.alarms,
+                    held,
+                    &recorder.lasting,
+                ),
+            });
+        },
+    ));
+    Ok(Some(tokio::spawn(async move {
+        let stopped = async move { stop.notified().await };
+        if let Err(e) = crate::http::serve(listener, shared, stopped).await {
+            tracing::error!(event = "http_failed", error = %e, "the HTTP surface stopped");
+        }
+    })))
 }
 
 async fn wait_for_signal() {

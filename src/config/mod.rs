@@ -277,6 +277,25 @@ pub struct Trim {
     pub enabled: bool,
 }
 
+/// `http:` — the HTTP surface of `crewlet retention run` (off unless
+/// `listen` is set).
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Http {
+    /// `host:port` to serve on; unset: nothing binds.
+    pub listen: Option<String>,
+    /// The tokens file (`crewlet token add` writes it); every route but
+    /// `/metrics`, `/healthz`, `/readyz` and the page needs a token from it.
+    pub tokens_file: Option<PathBuf>,
+}
+
+impl Http {
+    /// The address to bind, when one is set and parses.
+    pub fn address(&self) -> Option<std::net::SocketAddr> {
+        self.listen.as_deref().and_then(|l| l.parse().ok())
+    }
+}
+
 /// One configured log.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -432,6 +451,7 @@ pub struct Config {
     pub buckets: Buckets,
     pub retention: Retention,
     pub trim: Trim,
+    pub http: Http,
     pub domains: Vec<Domain>,
 }
 
@@ -518,7 +538,15 @@ impl Checked {
     }
 }
 
-const SECTIONS: [&str; 6] = ["node", "nats", "buckets", "retention", "trim", "domains"];
+const SECTIONS: [&str; 7] = [
+    "node",
+    "nats",
+    "buckets",
+    "retention",
+    "trim",
+    "http",
+    "domains",
+];
 
 /// Parses and validates `text`. Pure: no files, no environment, no clock.
 pub fn check(text: &str) -> Checked {
@@ -714,6 +742,7 @@ fn parse_sections(root: serde_yaml::Value, problems: &mut Vec<Problem>) -> Optio
         section(v, "retention", problems)
     });
     let trim = get("trim").map_or(Some(Trim::default()), |v| section(v, "trim", problems));
+    let http = get("http").map_or(Some(Http::default()), |v| section(v, "http", problems));
 
     let mut domains = Vec::new();
     match get("domains") {
@@ -751,6 +780,7 @@ fn parse_sections(root: serde_yaml::Value, problems: &mut Vec<Problem>) -> Optio
         buckets: buckets.unwrap_or_default(),
         retention: retention.unwrap_or_default(),
         trim: trim.unwrap_or_default(),
+        http: http.unwrap_or_default(),
         domains,
     })
 }
@@ -954,7 +984,36 @@ impl Config {
         self.validate_buckets(&mut out);
         self.validate_retention(&mut out);
         self.validate_domains(&mut out);
+        self.validate_http(&mut out);
         out
+    }
+
+    fn validate_http(&self, out: &mut Vec<Problem>) {
+        if let Some(l) = &self.http.listen {
+            if l.parse::<std::net::SocketAddr>().is_err() {
+                out.push(Problem::error(
+                    "http.listen",
+                    format!("{l:?} is not an address to listen on; allowed: IP:PORT, such as 127.0.0.1:9464 or [::1]:9464 (0.0.0.0:9464 for every interface)"),
+                ));
+            }
+            if self.http.tokens_file.is_none() {
+                out.push(Problem::warning(
+                    "http.tokens_file",
+                    "is not set: only /metrics, /healthz, /readyz and the page answer; every route that needs a token answers 401 (crewlet token add writes the file)",
+                ));
+            }
+        }
+        if let Some(f) = &self.http.tokens_file {
+            if !f.is_absolute() {
+                out.push(Problem::error(
+                    "http.tokens_file",
+                    format!(
+                        "{:?} is relative; write an absolute path",
+                        f.display().to_string()
+                    ),
+                ));
+            }
+        }
     }
 
     fn validate_nats(&self, out: &mut Vec<Problem>) {

@@ -12,6 +12,7 @@ mod examples;
 mod faults;
 mod gates;
 mod holes;
+mod http;
 mod init;
 mod model;
 mod node;

@@ -1,0 +1,280 @@
+//! The HTTP surface of `crewlet retention run` (http.md): metrics, health,
+//! the JSON API. Served on the tokio runtime the loop runs on, beside it:
+//! answers come from the last tick's answer (`/metrics`, `/v1/retention`)
+//! or from one bounded broker read (tail), so a slow or stuck client never
+//! holds the loop. Every request is bounded in time and body size.
+
+pub mod metrics;
+pub mod tokens;
+
+use std::sync::{Arc, RwLock};
+use std::time::Duration;
+
+use axum::extract::{Path, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+use serde_json::json;
+
+use crate::broker::Broker;
+use crate::config::Config;
+
+/// The most a request may take before it is answered 503.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
+/// The largest request body taken.
+pub const MAX_BODY: usize = 64 * 1024;
+
+/// What the last tick left for the HTTP surface.
+#[derive(Debug, Clone)]
+pub struct Last {
+    /// The `status --json` object of that tick.
+    pub status: serde_json::Value,
+    /// The exposition text.
+    pub metrics: String,
+}
+
+/// The state every request reads.
+pub struct Shared {
+    pub config: Config,
+    pub broker: Broker,
+    pub tokens: tokens::Watched,
+    pub lasting: metrics::Lasting,
+    last: RwLock<Option<Arc<Last>>>,
+}
+
+impl Shared {
+    pub fn new(config: Config, broker: Broker) -> Shared {
+        let tokens = tokens::Watched::new(config.http.tokens_file.clone());
+        Shared {
+            config,
+            broker,
+            tokens,
+            lasting: metrics::Lasting::default(),
+            last: RwLock::new(None),
+        }
+    }
+
+    /// Records a tick's answer for the routes that answer from it.
+    pub fn record(&self, last: Last) {
+        let mut guard = match self.last.write() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        *guard = Some(Arc::new(last));
+    }
+
+    fn last(&self) -> Option<Arc<Last>> {
+        match self.last.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+}
+
+/// An error answer: `{"error": code, "message": sentence}`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (
+            self.status,
+            [(header::CONTENT_TYPE, "application/json")],
+            json!({"error": self.code, "message": self.message}).to_string(),
+        )
+            .into_response()
+    }
+}
+
+pub fn error(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError {
+        status,
+        code,
+        message: message.into(),
+    }
+}
+
+fn json_ok(v: serde_json::Value) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+/// The token's entry if it carries `scope`, else the 401 or 403 answer.
+/// The token itself is never logged or echoed.
+pub fn authorise(
+    shared: &Shared,
+    headers: &HeaderMap,
+    scope: &str,
+) -> Result<tokens::Entry, ApiError> {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let Some(presented) = presented else {
+        return Err(error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            format!("this route needs a token with the {scope} scope: Authorization: Bearer <token> (crewlet token add NAME --scopes {scope})"),
+        ));
+    };
+    let file = shared.tokens.current().map_err(|e| {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            format!("no token can be checked: {e}"),
+        )
+    })?;
+    let Some(entry) = file.find(presented) else {
+        return Err(error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the token is not known (revoked, or never added)",
+        ));
+    };
+    if !entry.scopes.iter().any(|s| s == scope) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("the token {} lacks the {scope} scope", entry.name),
+        ));
+    }
+    Ok(entry.clone())
+}
+
+/// The routes of http.md that exist so far.
+pub fn router(shared: Arc<Shared>) -> Router {
+    Router::new()
+        .route("/metrics", get(metrics_route))
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route("/readyz", get(readyz))
+        .route("/v1/retention", get(retention))
+        .route("/v1/streams/{stream}/tail", get(tail))
+        .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
+        .with_state(shared)
+}
+
+async fn metrics_route(State(shared): State<Arc<Shared>>) -> Response {
+    let text = shared
+        .last()
+        .map(|l| l.metrics.clone())
+        .unwrap_or_else(|| metrics::encode(&[], &[], false, &shared.lasting));
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response()
+}
+
+async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
+    if shared.broker.connected() {
+        json_ok(json!({"ready": true}))
+    } else {
+        error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            format!("not connected to the broker at {}", shared.broker.url),
+        )
+        .into_response()
+    }
+}
+
+async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    if let Err(r) = authorise(&shared, &headers, "read") {
+        return r.into_response();
+    }
+    match shared.last() {
+        Some(l) => json_ok(l.status.clone()),
+        None => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "not_ready",
+            "no tick has completed yet; the answer is there after the first",
+        )
+        .into_response(),
+    }
+}
+
+/// The configured domain named by `{stream}` (its stream or its name), or
+/// the 404 answer listing the configured ones.
+pub fn domain_of(shared: &Shared, stream: &str) -> Result<crate::config::Domain, ApiError> {
+    shared.config.domain(stream).cloned().ok_or_else(|| {
+        error(
+            StatusCode::NOT_FOUND,
+            "unknown_stream",
+            format!(
+                "{stream:?} is not configured; configured: {}",
+                shared
+                    .config
+                    .domains
+                    .iter()
+                    .map(|d| format!("{} ({})", d.name, d.stream))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })
+}
+
+async fn tail(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(stream): Path<String>,
+) -> Response {
+    if let Err(r) = authorise(&shared, &headers, "read") {
+        return r.into_response();
+    }
+    let domain = match domain_of(&shared, &stream) {
+        Ok(d) => d,
+        Err(r) => return r.into_response(),
+    };
+    match shared.broker.tail(&domain.stream).await {
+        Ok(Some(t)) => json_ok(json!({"next_seq": t.next_seq, "timestamp_ms": t.timestamp_ms})),
+        Ok(None) => error(
+            StatusCode::NOT_FOUND,
+            "unknown_stream",
+            format!("stream {} does not exist on the broker", domain.stream),
+        )
+        .into_response(),
+        Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", e).into_response(),
+    }
+}
+
+/// Serves `router` on `listener` until `shutdown` resolves; each request
+/// bounded by [`REQUEST_TIMEOUT`].
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let app = router(shared).layer(axum::middleware::from_fn(bounded));
+    axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// A request that takes longer than [`REQUEST_TIMEOUT`] is answered 503.
+async fn bounded(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+        Ok(r) => r,
+        Err(_) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!("no answer within {}", crate::config::Dur(REQUEST_TIMEOUT)),
+        )
+        .into_response(),
+    }
+}

@@ -1,0 +1,301 @@
+//! The HTTP surface (http.md) of a real `crewlet retention run` against a
+//! real nats-server: metrics, health, the JSON API, tokens and scopes.
+
+use std::io::{Read, Write};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use crate::support::fleet::*;
+use crate::support::{crewlet, free_port, Scratch};
+
+/// One request over a fresh connection: (status, body).
+pub fn request(
+    port: u16,
+    method: &str,
+    path: &str,
+    token: Option<&str>,
+    body: Option<&str>,
+) -> (u16, String) {
+    let mut s = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(20)))
+        .expect("timeout");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n");
+    if let Some(t) = token {
+        req.push_str(&format!("Authorization: Bearer {t}\r\n"));
+    }
+    if let Some(b) = body {
+        req.push_str(&format!(
+            "Content-Type: application/json\r\nContent-Length: {}\r\n",
+            b.len()
+        ));
+    }
+    req.push_str("\r\n");
+    if let Some(b) = body {
+        req.push_str(b);
+    }
+    s.write_all(req.as_bytes()).expect("write");
+    let mut raw = String::new();
+    let _ = s.read_to_string(&mut raw);
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    (status, body)
+}
+
+pub fn json(body: &str) -> serde_json::Value {
+    serde_json::from_str(body).unwrap_or(serde_json::Value::Null)
+}
+
+/// A running sidecar serving HTTP, with its configuration and tokens file.
+pub struct Served {
+    pub child: Child,
+    /// Everything it logs, drained as it comes (a full pipe would stop it).
+    logs: std::sync::Arc<std::sync::Mutex<String>>,
+    pub port: u16,
+    pub cfg: String,
+    pub tokens: std::path::PathBuf,
+    _scratch: Scratch,
+}
+
+impl Served {
+    pub fn start(f: &Fleet) -> Served {
+        let scratch = Scratch::new();
+        let port = free_port();
+        let tokens = scratch.dir.path().join("tokens.yaml");
+        let cfg = scratch.write(
+            "crewlet.yaml",
+            &format!(
+                "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\nhttp: {{listen: \"127.0.0.1:{port}\", tokens_file: {}}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+                f.url(),
+                tokens.display()
+            ),
+        );
+        let cfg = cfg.to_str().expect("utf-8").to_string();
+        let child = Command::new(env!("CARGO_BIN_EXE_crewlet"))
+            .args(["retention", "run", "--config", &cfg])
+            .env_remove("NATS_URL")
+            .env("RUST_LOG", "debug")
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("crewlet");
+        let mut child = child;
+        let logs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        if let Some(mut err) = child.stderr.take() {
+            let sink = logs.clone();
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 8192];
+                while let Ok(n) = err.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    if let Ok(mut l) = sink.lock() {
+                        l.push_str(&String::from_utf8_lossy(&buf[..n]));
+                    }
+                }
+            });
+        }
+        let served = Served {
+            child,
+            logs,
+            port,
+            cfg,
+            tokens,
+            _scratch: scratch,
+        };
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while std::time::Instant::now() < deadline {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return served;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("the sidecar never listened on {port}");
+    }
+
+    /// `crewlet token add NAME --scopes SCOPES`: the token it printed.
+    pub fn token(&self, name: &str, scopes: &str) -> String {
+        let run = crewlet(&[
+            "token", "add", name, "--scopes", scopes, "--config", &self.cfg,
+        ]);
+        assert_eq!(run.code, 0, "{run:?}");
+        run.stdout.trim().to_string()
+    }
+
+    pub fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
+        request(self.port, "GET", path, token, None)
+    }
+
+    /// SIGTERM, then everything it logged.
+    pub fn stop(mut self) -> String {
+        let pid = i32::try_from(self.child.id()).expect("pid");
+        // SAFETY: signalling a child we spawned and have not reaped.
+        unsafe {
+            libc::kill(pid, libc::SIGTERM);
+        }
+        let _ = self.child.wait();
+        std::thread::sleep(Duration::from_millis(100));
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
+    }
+}
+
+#[tokio::test]
+async fn metrics_health_the_answer_and_tail_with_tokens_and_scopes() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 60), ("node-2", 60)], 100).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let s = Served::start(&f);
+    let reader = s.token("grafana", "read");
+    let trimmer = s.token("ops", "trim");
+    // Without a token: health, readiness and metrics only.
+    assert_eq!(s.get("/healthz", None), (200, "ok\n".to_string()));
+    assert!(
+        eventually(20, || async { s.get("/readyz", None).0 == 200 }).await,
+        "ready once connected"
+    );
+    assert!(
+        eventually(20, || async {
+            s.get("/metrics", None).1.contains("crewlet_trim_to{")
+        })
+        .await,
+        "metrics after the first tick: {}",
+        s.get("/metrics", None).1
+    );
+    let d = format!("domain=\"tracker\",stream=\"{STREAM}\"");
+    // The values of the last tick: the one after the purge reads the log
+    // from 61.
+    let after_purge = format!("crewlet_first_seq{{{d}}} 61");
+    assert!(
+        eventually(20, || async { s.get("/metrics", None).1.lines().any(|l| l == after_purge) }).await,
+        "the tick after the purge"
+    );
+    let (code, text) = s.get("/metrics", None);
+    assert_eq!(code, 200);
+    for want in [
+        format!("crewlet_trim_to{{{d}}} 60"),
+        format!("crewlet_first_seq{{{d}}} 61"),
+        format!("crewlet_last_seq{{{d}}} 100"),
+        format!("crewlet_term_seq{{{d},term=\"applied\"}} 60"),
+        format!("crewlet_term_state{{{d},term=\"archive_floor\",state=\"n/a\"}} 1"),
+        "crewlet_duty_held 1".to_string(),
+        "crewlet_purged_records_total 60".to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == want), "{want} not in\n{text}");
+    }
+    assert!(
+        text.contains("crewlet_tick_duration_seconds_bucket"),
+        "{text}"
+    );
+    // The answer needs a token with the read scope.
+    let (code, body) = s.get("/v1/retention", None);
+    assert_eq!(code, 401, "{body}");
+    assert_eq!(json(&body)["error"], "unauthorized");
+    let (code, body) = s.get("/v1/retention", Some("not-a-token"));
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (401, Some("unauthorized"))
+    );
+    let (code, body) = s.get("/v1/retention", Some(&trimmer));
+    assert_eq!(code, 403, "trim does not imply read: {body}");
+    assert_eq!(json(&body)["error"], "forbidden");
+    assert!(!body.contains(&trimmer), "never echoed");
+    let (code, body) = s.get("/v1/retention", Some(&reader));
+    assert_eq!(code, 200, "{body}");
+    let v = json(&body);
+    assert_eq!(v["domains"][0]["stream"], STREAM);
+    assert_eq!(v["domains"][0]["trim_to"], 60);
+    assert_eq!(v["duty_holder"], "node-1");
+    // The tail, by stream or domain name; an unknown one is 404.
+    for name in ["tracker", STREAM] {
+        let (code, body) = s.get(&format!("/v1/streams/{name}/tail"), Some(&reader));
+        assert_eq!(code, 200, "{body}");
+        let v = json(&body);
+        assert_eq!(v["next_seq"], 101);
+        let ms = v["timestamp_ms"].as_i64().expect("ms");
+        let now = chrono::Utc::now().timestamp_millis();
+        assert!(ms > now - 120_000 && ms <= now + 5_000, "{ms} vs {now}");
+    }
+    let (code, body) = s.get("/v1/streams/NOPE/tail", Some(&reader));
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (404, Some("unknown_stream")),
+        "{body}"
+    );
+    assert!(body.contains("tracker"), "names the configured: {body}");
+    // The CLI says the same.
+    let run = crewlet(&[
+        "retention",
+        "tail",
+        "-stream",
+        "tracker",
+        "--json",
+        "--config",
+        &s.cfg,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(json(&run.stdout)["next_seq"], 101);
+    // token list shows names and scopes, never a token.
+    let run = crewlet(&["token", "list", "--config", &s.cfg]);
+    assert!(
+        run.stdout.contains("grafana") && run.stdout.contains("read") && run.stdout.contains("ops"),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains(&reader) && !run.stdout.contains(&trimmer));
+    let file = std::fs::read_to_string(&s.tokens).expect("tokens file");
+    assert!(!file.contains(&reader), "only the hash is stored");
+    // Revoked: refused from the next request on, without a restart.
+    let run = crewlet(&["token", "revoke", "grafana", "--config", &s.cfg]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let (code, _) = s.get("/v1/retention", Some(&reader));
+    assert_eq!(code, 401);
+    // Everything trimmed away: the tail's time is 0.
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    let reader = s.token("grafana2", "read");
+    assert!(
+        eventually(20, || async {
+            json(&s.get("/v1/streams/tracker/tail", Some(&reader)).1)["timestamp_ms"] == 0
+        })
+        .await,
+        "the whole history trimmed: timestamp_ms 0"
+    );
+    let logs = s.stop();
+    for t in [&reader, &trimmer] {
+        assert!(!logs.contains(t.as_str()), "a token in the logs");
+    }
+}
+
+#[tokio::test]
+async fn token_commands_refuse_bad_input_and_write_nothing() {
+    let s = Scratch::new();
+    let file = s.dir.path().join("tokens.yaml");
+    let file = file.to_str().expect("utf-8");
+    for (args, says) in [
+        (
+            vec!["token", "add", "a b", "--scopes", "read"],
+            "token name",
+        ),
+        (vec!["token", "add", "ops", "--scopes", "read,root"], "root"),
+        (vec!["token", "revoke", "nobody"], "no token named"),
+    ] {
+        let mut all = args.clone();
+        all.extend(["--file", file]);
+        let run = crewlet(&all);
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains(says), "{args:?}: {run:?}");
+    }
+    assert!(!std::path::Path::new(file).exists(), "nothing written");
+    let run = crewlet(&["token", "add", "ops", "--scopes", "read", "--file", file]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = crewlet(&["token", "add", "ops", "--scopes", "trim", "--file", file]);
+    assert_eq!(run.code, 2, "a second ops: {run:?}");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(file).expect("meta").permissions(),
+    );
+    assert_eq!(mode & 0o077, 0, "owner only: {mode:o}");
+}
