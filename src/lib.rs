@@ -46,6 +46,7 @@ pub mod http;
 pub mod human;
 pub mod node;
 pub mod report;
+pub mod requested;
 pub mod rows;
 pub mod stream_check;
 pub mod trim;

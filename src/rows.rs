@@ -679,6 +679,32 @@ fn rand_bits() -> u128 {
     out & ((1u128 << 80) - 1)
 }
 
+/// The key prefix of a requested watermark in the floors bucket.
+pub const REQUESTED_PREFIX: &str = "_requested.";
+
+/// An explicit trim's requested watermark (http.md, Explicit trim): `seq`
+/// permits deleting up to `seq - 1`, never past any term but `age_floor`.
+/// It only moves forward.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Requested {
+    pub seq: u64,
+    pub by: String,
+    pub at: Instant,
+    #[serde(default)]
+    pub reason: String,
+}
+
+impl Requested {
+    /// Parses `_requested.<stream>`'s value.
+    pub fn parse(key: &str, _stream: &str, body: &[u8]) -> Result<Requested, String> {
+        serde_json::from_slice(body).map_err(|e| format!("floors key {key}: {e}"))
+    }
+
+    pub fn key(stream: &str) -> String {
+        format!("{REQUESTED_PREFIX}{stream}")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

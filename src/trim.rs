@@ -604,15 +604,19 @@ impl Sidecar {
         }
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let cutoff = now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
+        // Records below an explicit trim's watermark may be young: the
+        // operator asked for them to go (http.md); the proof covers the
+        // rest of the slice.
+        let from = match a.requested.as_ref().filter(|r| r.error.is_none()) {
+            Some(r) => a.first_seq.max(r.seq),
+            None => a.first_seq,
+        };
+        if from > target - 1 {
+            return (Some(target), None);
+        }
         match self
             .broker
-            .first_unproven(
-                &a.stream,
-                a.first_seq,
-                target - 1,
-                cutoff,
-                AGE_PROOF_MAX_RECORDS,
-            )
+            .first_unproven(&a.stream, from, target - 1, cutoff, AGE_PROOF_MAX_RECORDS)
             .await
         {
             Ok(None) => (Some(target), None),

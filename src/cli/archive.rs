@@ -301,3 +301,69 @@ pub async fn tail(cli: &Cli, args: &super::TailArgs) -> Exit {
         }
     }
 }
+
+pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
+    use crate::requested::{Ask, AskError};
+    let ask = match (&args.entry, &args.at) {
+        (Some(n), None) => Ask::Entry(exit_on_err!(whole("--entry", n))),
+        (None, Some(t)) => match crate::rows::Instant::parse(t) {
+            Ok(i) => Ask::At(i.0),
+            Err(e) => {
+                eprintln!("error: --at: {e}");
+                return Exit::Usage;
+            }
+        },
+        _ => {
+            eprintln!("error: give exactly one of --entry N and --at TIME");
+            return Exit::Usage;
+        }
+    };
+    if args.reason.chars().count() > 1024 || args.reason.chars().any(char::is_control) {
+        eprintln!("error: --reason: at most 1024 characters, without control characters");
+        return Exit::Usage;
+    }
+    let loaded = exit_on_err!(super::load_config(cli));
+    let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
+    let broker = exit_on_err!(super::connect(&loaded.config).await);
+    let by = super::by_name(args.by.as_deref());
+    match crate::requested::raise(&broker, &loaded.config, &domain, ask, &by, &args.reason).await {
+        Ok(r) => {
+            if cli.json {
+                println!("{}", serde_json::to_value(&r).unwrap_or_default());
+            } else {
+                let was = if r.unchanged {
+                    " (already requested; unchanged)"
+                } else {
+                    ""
+                };
+                println!(
+                    "requested: keep {} and later on {}{was}",
+                    r.requested, domain.stream
+                );
+                match &r.bounded_by {
+                    Some(b) => println!(
+                        "the next tick trims up to {} (bounded by {b})",
+                        r.applied_at_next_tick
+                    ),
+                    None => println!(
+                        "the next tick trims nothing: the domain concludes nothing now (crewlet retention status -stream {} says why)",
+                        args.stream
+                    ),
+                }
+            }
+            Exit::Ok
+        }
+        Err(AskError::Input(e)) => {
+            eprintln!("error: {e}");
+            Exit::Usage
+        }
+        Err(AskError::NoStream(e)) => {
+            eprintln!("error: {e}");
+            Exit::Attention
+        }
+        Err(AskError::Unreachable(e)) => {
+            eprintln!("error: {e}");
+            Exit::Unreachable
+        }
+    }
+}

@@ -296,6 +296,12 @@ pub enum Retention {
     /// `trimmed` for a start below everything readable (--clamp starts at
     /// the first readable record instead), 2 bad input.
     Read(ReadArgs),
+    /// Ask for a log to be trimmed up to a point: raises its requested
+    /// watermark (which only moves forward). The next tick trims to it,
+    /// younger than min_age if need be, but never past a node, a hold, a
+    /// backup, a snapshot, the feed or the archive; it prints where that
+    /// is now and what bounds it.
+    Trim(TrimArgs),
     /// Where a log ends: the next sequence and the newest record's broker
     /// time in milliseconds (0 when every record has been trimmed away).
     Tail(TailArgs),
@@ -325,6 +331,28 @@ pub struct ReadArgs {
     /// Start at the first readable record when --from is below it.
     #[arg(long)]
     pub clamp: bool,
+}
+
+/// `trim` options.
+#[derive(Debug, clap::Args)]
+#[command(group(clap::ArgGroup::new("point").required(true).args(["entry", "at"])))]
+pub struct TrimArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// Keep this sequence and later (1 or more; past the tail: everything
+    /// retained now).
+    #[arg(long, value_name = "N", allow_hyphen_values = true)]
+    pub entry: Option<String>,
+    /// Trim everything stamped before this instant (RFC 3339, UTC).
+    #[arg(long, value_name = "TIME")]
+    pub at: Option<String>,
+    /// Why, recorded with the request.
+    #[arg(long, value_name = "TEXT", default_value = "")]
+    pub reason: String,
+    /// Who [default: the OS account's login name, else $USER, else unknown].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 /// `tail` options.
@@ -605,6 +633,7 @@ pub async fn run(cli: Cli) -> Exit {
         }
         Command::Retention(Retention::Read(args)) => archive::read(&cli, args).await,
         Command::Retention(Retention::Tail(args)) => archive::tail(&cli, args).await,
+        Command::Retention(Retention::Trim(args)) => archive::trim(&cli, args).await,
         Command::Token(t) => token::run(&cli, t),
         Command::Retention(Retention::VerifyArchive(args)) => {
             archive::verify_archive(&cli, args).await

@@ -147,7 +147,7 @@ fn single_problems() {
         (
             "unknown section",
             "retention:\n  backup_owner: x\nretension: {}\n",
-            &["error: c.yaml:5: retension: unknown section; allowed: node, nats, buckets, retention, trim, domains"],
+            &["error: c.yaml:5: retension: unknown section; allowed: node, nats, buckets, retention, trim, http, domains"],
         ),
         (
             "unknown backup policy",

@@ -330,6 +330,9 @@ pub struct Answer {
     /// On an archived domain: the archive's frontier and state (null
     /// without an archive).
     pub archive: Option<ArchiveState>,
+    /// An explicit trim's requested watermark and what bounded it (null
+    /// when none was requested).
+    pub requested: Option<RequestedView>,
     pub by: String,
     pub session: String,
     pub at: Instant,
@@ -347,6 +350,40 @@ impl Answer {
             .collect::<Vec<_>>()
             .join(sep)
     }
+}
+
+/// The requested watermark as the answer shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct RequestedView {
+    /// `R`: permits deleting up to `R - 1`.
+    pub seq: u64,
+    pub by: String,
+    pub at: Instant,
+    pub reason: String,
+    /// What bounded the point it moves the trim to: a term, `requested` or
+    /// `last_seq`; null when the answer concludes nothing.
+    pub bounded_by: Option<String>,
+    /// The request's row cannot be read (null when it can).
+    pub error: Option<String>,
+}
+
+/// PURE: where a requested watermark `r` moves the trim (http.md, Explicit
+/// trim): `min(r - 1, safety, last_seq)`, safety the minimum of every term
+/// but `age_floor`, and what bounded it. The caller takes the maximum with
+/// `trim_to`.
+pub fn explicit_point(terms: &[Term], r: u64, last_seq: u64) -> (u64, String) {
+    let mut best = (r.saturating_sub(1), "requested".to_string());
+    for t in terms.iter().filter(|t| t.term != TermName::AgeFloor) {
+        if let Some(seq) = t.seq() {
+            if seq < best.0 {
+                best = (seq, t.term.as_str().to_string());
+            }
+        }
+    }
+    if last_seq < best.0 {
+        best = (last_seq, "last_seq".to_string());
+    }
+    best
 }
 
 /// The fields of a published floors row that the next tick needs.
@@ -532,7 +569,7 @@ pub fn compute(
     let last_seq = state.map_or(0, |s| s.last_seq);
     let first_seq = state.map_or(0, |s| s.first_seq);
     let minimum = terms.iter().filter_map(Term::seq).min();
-    let trim_to = if any_unreadable || not_ready.is_some() {
+    let mut trim_to = if any_unreadable || not_ready.is_some() {
         0
     } else {
         minimum.unwrap_or(last_seq).min(last_seq)
@@ -544,6 +581,49 @@ pub fn compute(
             }
         }
     }
+    // An explicit trim (http.md): `max(trim_to, min(R - 1, safety,
+    // last_seq))`, safety every term but `age_floor`. Only on an answer
+    // that concludes; an unreadable request raises nothing.
+    let requested = match rows.requested(stream) {
+        Ok(None) => None,
+        Ok(Some(r)) => {
+            let mut view = RequestedView {
+                seq: r.seq,
+                by: r.by,
+                at: r.at,
+                reason: r.reason,
+                bounded_by: None,
+                error: None,
+            };
+            if !any_unreadable && not_ready.is_none() {
+                let (point, by) = explicit_point(&terms, r.seq, last_seq);
+                if point > trim_to {
+                    trim_to = point;
+                    for t in terms.iter_mut() {
+                        t.binding = t.term.as_str() == by;
+                    }
+                    view.bounded_by = Some(by);
+                } else {
+                    // The request moves nothing: what binds is what
+                    // bound the trim already.
+                    view.bounded_by =
+                        Some(terms.iter().find(|t| t.binding).map_or_else(
+                            || "last_seq".to_string(),
+                            |t| t.term.as_str().to_string(),
+                        ));
+                }
+            }
+            Some(view)
+        }
+        Err(e) => Some(RequestedView {
+            seq: 0,
+            by: String::new(),
+            at,
+            reason: String::new(),
+            bounded_by: None,
+            error: Some(format!("{e}; the request raises nothing until it is fixed")),
+        }),
+    };
 
     // Unreadable terms first (table order), then every value below the age
     // policy's, lowest first.
@@ -655,6 +735,7 @@ pub fn compute(
         }),
         purge_clamped_by: None,
         archive,
+        requested,
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,

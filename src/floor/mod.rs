@@ -22,8 +22,8 @@ use std::time::Duration;
 /// The retention answer for one domain.
 pub use answer::compute;
 pub use answer::{
-    Answer, Cause, FloorState, GateFault, GateView, NodeRow, NodeState, NotReady, PublishedFloor,
-    PurgeClamp, Term, TermName, TermState, WouldPurge,
+    explicit_point, Answer, Cause, FloorState, GateFault, GateView, NodeRow, NodeState, NotReady,
+    PublishedFloor, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;
 pub use pins::{clamp_to_pins, Pins, ReadPresence};

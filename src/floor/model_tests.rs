@@ -46,6 +46,8 @@ struct Case {
     /// The floors row belongs to another `created`: NOT READY.
     recreated: bool,
     archive: Option<ArchiveCase>,
+    /// An explicit trim's requested watermark `R`.
+    requested: Option<u64>,
 }
 
 /// An archived domain's archive as listed this tick.
@@ -183,7 +185,10 @@ fn case() -> impl Strategy<Value = Case> {
             prop::array::uniform5(prop::bool::weighted(0.05)),
             prop::option::weighted(0.5, cursor_case(last)),
             prop::bool::weighted(0.05),
-            prop::option::weighted(0.5, archive_case(1, last)),
+            (
+                prop::option::weighted(0.5, archive_case(1, last)),
+                prop::option::weighted(0.3, 1..=last + 1),
+            ),
         )
             .prop_map(
                 |(
@@ -198,7 +203,7 @@ fn case() -> impl Strategy<Value = Case> {
                     missing,
                     gates,
                     recreated,
-                    archive,
+                    (archive, requested),
                 )| {
                     Case {
                         first,
@@ -213,6 +218,7 @@ fn case() -> impl Strategy<Value = Case> {
                         gates,
                         recreated,
                         archive,
+                        requested,
                     }
                 },
             )
@@ -379,6 +385,12 @@ fn world(c: &Case) -> World {
                             "segments": 1, "bytes": 1, "last_fold_at": null, "error": null}}));
         }
     }
+    if let Some(r) = c.requested {
+        let row = json!({"seq": r, "by": "oncall", "at": ts(-5), "reason": "model"}).to_string();
+        w.floors
+            .get_or_insert_with(Vec::new)
+            .push((format!("_requested.{S}"), row));
+    }
     let buckets = [
         &mut w.presence,
         &mut w.positions,
@@ -456,6 +468,23 @@ fn archived(c: &Case, r: u64) -> bool {
         }
     }
     false
+}
+
+/// May `r` go under an explicit trim's watermark `R`: every rule but the
+/// age rule, for records below `R` (http.md: an operator may trim younger
+/// than `min_age`, never past anything else).
+fn may_go_requested(c: &Case, r: u64) -> bool {
+    let Some(req) = c.requested else {
+        return false;
+    };
+    let mut no_age = c.clone();
+    no_age.young = None;
+    r < req && may_go(&no_age, r) && archived(c, r)
+}
+
+/// May `r` go: the six rules and the archive's, or the watermark's.
+fn may_go_req(c: &Case, r: u64) -> bool {
+    may_go_all(c, r) || may_go_requested(c, r)
 }
 
 /// May `r` go: the six rules, and the archive's.
@@ -541,14 +570,14 @@ proptest! {
         let a = world(&c).answer();
         // The model's answer: the longest run 1..=r where every record may go.
         let mut expect = 0;
-        while expect < c.last && may_go_all(&c, expect + 1) {
+        while expect < c.last && may_go_req(&c, expect + 1) {
             expect += 1;
         }
         prop_assert_eq!(a.trim_to, expect, "case {:?}\nanswer terms {:?}", c, a.terms);
         // The purge: exactly the records that may go and are absorbed, from
         // first_seq on.
         let mut upto = c.first - 1;
-        while upto < c.last && may_go_all(&c, upto + 1) && absorbed(&c, upto + 1) {
+        while upto < c.last && may_go_req(&c, upto + 1) && absorbed(&c, upto + 1) {
             upto += 1;
         }
         let want = (upto >= c.first).then_some(upto + 1);
@@ -556,7 +585,7 @@ proptest! {
         if let Some(target) = purge_target(&a) {
             prop_assert!(target > c.first && target <= c.last + 1);
             for r in c.first..target {
-                prop_assert!(may_go_all(&c, r) && absorbed(&c, r), "purge to {} takes {} which the model keeps", target, r);
+                prop_assert!(may_go_req(&c, r) && absorbed(&c, r), "purge to {} takes {} which the model keeps", target, r);
             }
         }
         // The published floor is never below a previous one and covers trim_to.

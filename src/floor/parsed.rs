@@ -48,6 +48,20 @@ pub type HoldsByStream = BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>;
 /// why it cannot be used.
 pub type Floor = (Result<PublishedFloor, String>, u64);
 
+/// The floors bucket: each stream's published row, and each stream's
+/// requested watermark (`_requested.<stream>`, http.md).
+#[derive(Debug, Clone, Default)]
+pub struct Floors {
+    pub rows: BTreeMap<String, Floor>,
+    pub requested: BTreeMap<String, (Result<crate::rows::Requested, String>, u64)>,
+}
+
+impl Floors {
+    pub fn get(&self, stream: &str) -> Option<&Floor> {
+        self.rows.get(stream)
+    }
+}
+
 /// Every bucket the answer reads, parsed.
 #[derive(Debug, Clone)]
 pub struct ParsedRows {
@@ -60,7 +74,7 @@ pub struct ParsedRows {
     pub snapshots: Result<ByNode<SnapshotRow>, BucketError>,
     pub gates: Result<Gates, BucketError>,
     /// Stream → its floors row.
-    pub floors: Result<BTreeMap<String, Floor>, BucketError>,
+    pub floors: Result<Floors, BucketError>,
 }
 
 /// Stream names hold no `.`: the first dot separates a key's stream.
@@ -150,8 +164,19 @@ pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
     }
 }
 
-pub fn add_floor(m: &mut BTreeMap<String, Floor>, k: &str, v: &[u8], rev: u64) {
-    m.insert(k.to_string(), (PublishedFloor::parse(k, v), rev));
+pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
+    match k.strip_prefix(crate::rows::REQUESTED_PREFIX) {
+        Some(stream) => {
+            m.requested.insert(
+                stream.to_string(),
+                (crate::rows::Requested::parse(k, stream, v), rev),
+            );
+        }
+        None => {
+            m.rows
+                .insert(k.to_string(), (PublishedFloor::parse(k, v), rev));
+        }
+    }
 }
 
 impl ParsedRows {
@@ -183,6 +208,17 @@ impl ParsedRows {
             && failed(self.snapshots.as_ref().err())
             && failed(self.gates.as_ref().err())
             && failed(self.floors.as_ref().err())
+    }
+
+    /// The requested watermark of `stream` (none: `Ok(None)`), or why it
+    /// cannot be read (the floors bucket, or a row that does not parse).
+    pub fn requested(&self, stream: &str) -> Result<Option<crate::rows::Requested>, String> {
+        let floors = self.floors.as_ref().map_err(|e| e.to_string())?;
+        match floors.requested.get(stream) {
+            None => Ok(None),
+            Some((Ok(r), _)) => Ok(Some(r.clone())),
+            Some((Err(e), _)) => Err(e.clone()),
+        }
     }
 
     /// The floors row for `stream` as published, with its revision, or why

@@ -35,11 +35,9 @@ struct StateLabels {
     state: String,
 }
 
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct AlarmLabels {
-    alarm: String,
-    domain: Option<String>,
-}
+/// `alarm`, and `domain` only for a domain's alarm (a fleet-level alarm
+/// has no domain label at all, not an empty one).
+type AlarmLabels = Vec<(String, String)>;
 
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
 
@@ -199,12 +197,11 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
         }
     }
     for a in alarms {
-        alarm
-            .get_or_create(&AlarmLabels {
-                alarm: a.alarm.to_string(),
-                domain: a.domain.clone(),
-            })
-            .set(1);
+        let mut labels: AlarmLabels = vec![("alarm".into(), a.alarm.to_string())];
+        if let Some(d) = &a.domain {
+            labels.push(("domain".into(), d.clone()));
+        }
+        alarm.get_or_create(&labels).set(1);
     }
     held.set(i64::from(duty_held));
     let mut out = String::new();
@@ -239,7 +236,7 @@ mod tests {
             format!("crewlet_term_seq{{{d},term=\"applied\"}} 900"),
             format!("crewlet_term_state{{{d},term=\"min_hold\",state=\"unbounded\"}} 1"),
             format!("crewlet_term_state{{{d},term=\"archive_floor\",state=\"n/a\"}} 1"),
-            format!("crewlet_blocked{{{d}}} 0"),
+            format!("crewlet_blocked{{{d}}} {}", i64::from(!a.blocked_by.is_empty())),
             "crewlet_alarm{alarm=\"duty_unheld\"} 1".to_string(),
             "crewlet_duty_held 1".to_string(),
             "crewlet_purged_records_total 7".to_string(),

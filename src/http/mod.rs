@@ -13,7 +13,7 @@ use std::time::Duration;
 use axum::extract::{Path, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 use serde_json::json;
 
@@ -160,6 +160,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/readyz", get(readyz))
         .route("/v1/retention", get(retention))
         .route("/v1/streams/{stream}/tail", get(tail))
+        .route("/v1/streams/{stream}/trim", post(trim))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(shared)
 }
@@ -250,6 +251,89 @@ async fn tail(
         )
         .into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", e).into_response(),
+    }
+}
+
+/// The body of `POST …/trim`: exactly one of the two.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TrimBody {
+    seq_num: Option<serde_json::Value>,
+    timestamp_ms: Option<serde_json::Value>,
+    #[serde(default)]
+    reason: String,
+}
+
+/// A whole number in `0..=max` from a JSON value, or why not.
+fn whole(field: &str, v: &serde_json::Value, min: u64) -> Result<u64, ApiError> {
+    v.as_u64().filter(|n| *n >= min).ok_or_else(|| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("{field}: {v} is not a whole number, {min} or more"),
+        )
+    })
+}
+
+fn trim_ask(body: &[u8]) -> Result<(crate::requested::Ask, String), ApiError> {
+    let bad = |m: String| error(StatusCode::BAD_REQUEST, "bad_request", m);
+    let b: TrimBody = serde_json::from_slice(body).map_err(|e| {
+        bad(format!(
+            "the body is not {{\"seq_num\": N}} or {{\"timestamp_ms\": T}}: {e}"
+        ))
+    })?;
+    if b.reason.chars().count() > 1024 || b.reason.chars().any(char::is_control) {
+        return Err(bad(
+            "reason: at most 1024 characters, without control characters".into(),
+        ));
+    }
+    let ask = match (&b.seq_num, &b.timestamp_ms) {
+        (Some(n), None) => crate::requested::Ask::Entry(whole("seq_num", n, 1)?),
+        (None, Some(t)) => {
+            let ms = whole("timestamp_ms", t, 0)?;
+            let at = i64::try_from(ms)
+                .ok()
+                .and_then(chrono::DateTime::from_timestamp_millis)
+                .ok_or_else(|| bad(format!("timestamp_ms: {ms} is not an instant")))?;
+            crate::requested::Ask::At(at)
+        }
+        _ => return Err(bad("give exactly one of seq_num and timestamp_ms".into())),
+    };
+    Ok((ask, b.reason))
+}
+
+async fn trim(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(stream): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    use crate::requested::AskError;
+    let who = match authorise(&shared, &headers, "trim") {
+        Ok(e) => e,
+        Err(r) => return r.into_response(),
+    };
+    let domain = match domain_of(&shared, &stream) {
+        Ok(d) => d,
+        Err(r) => return r.into_response(),
+    };
+    let (ask, reason) = match trim_ask(&body) {
+        Ok(a) => a,
+        Err(r) => return r.into_response(),
+    };
+    let by = format!("token:{}", who.name);
+    match crate::requested::raise(&shared.broker, &shared.config, &domain, ask, &by, &reason).await
+    {
+        Ok(r) => json_ok(
+            json!({"requested": r.requested, "applied_at_next_tick": r.applied_at_next_tick, "bounded_by": r.bounded_by, "unchanged": r.unchanged}),
+        ),
+        Err(AskError::Input(m)) => error(StatusCode::BAD_REQUEST, "bad_request", m).into_response(),
+        Err(AskError::NoStream(m)) => {
+            error(StatusCode::NOT_FOUND, "unknown_stream", m).into_response()
+        }
+        Err(AskError::Unreachable(m)) => {
+            error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response()
+        }
     }
 }
 

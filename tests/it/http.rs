@@ -172,7 +172,10 @@ async fn metrics_health_the_answer_and_tail_with_tokens_and_scopes() {
     // from 61.
     let after_purge = format!("crewlet_first_seq{{{d}}} 61");
     assert!(
-        eventually(20, || async { s.get("/metrics", None).1.lines().any(|l| l == after_purge) }).await,
+        eventually(20, || async {
+            s.get("/metrics", None).1.lines().any(|l| l == after_purge)
+        })
+        .await,
         "the tick after the purge"
     );
     let (code, text) = s.get("/metrics", None);
@@ -298,4 +301,200 @@ async fn token_commands_refuse_bad_input_and_write_nothing() {
         &std::fs::metadata(file).expect("meta").permissions(),
     );
     assert_eq!(mode & 0o077, 0, "owner only: {mode:o}");
+}
+
+/// The explicit trim (http.md): a requested watermark that only moves
+/// forward, applied by the next tick younger than `min_age` but never past
+/// a node, a hold or the tail as it was when asked; from the CLI and from
+/// `POST …/trim`, with every bad input refused and nothing written.
+#[tokio::test]
+async fn an_explicit_trim_passes_min_age_and_nothing_else() {
+    let mut f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    // Every record is younger than min_age: nothing goes on its own.
+    f.config.retention.min_age = crewlet::config::Dur::hours(1);
+    let mut sidecar = f.sidecar().await;
+    let r = sidecar.tick().await;
+    assert_eq!(r.domains[0].answer.trim_to, 0, "min_age holds everything");
+    let op = crate::support::Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall, min_age: 1h, snapshot_interval: 10m, allow_unsafe_limits: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+        f.url()
+    ));
+    let (run, v) = op.json(&[
+        "retention",
+        "trim",
+        "-stream",
+        "tracker",
+        "--entry",
+        "31",
+        "--reason",
+        "incident 42",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(v["requested"], 31);
+    assert_eq!(v["applied_at_next_tick"], 30);
+    assert_eq!(v["bounded_by"], "requested");
+    let r = sidecar.tick().await;
+    assert_eq!(
+        r.domains[0].answer.trim_to, 30,
+        "{:?}",
+        r.domains[0].answer.terms
+    );
+    assert_eq!(f.first_seq().await, 31, "younger than min_age, as asked");
+    let row = f
+        .get("crewlet_floors", &format!("_requested.{STREAM}"))
+        .await
+        .expect("row");
+    assert_eq!(row["seq"], 31);
+    assert_eq!(row["reason"], "incident 42");
+    assert!(row["by"].is_string() && row["at"].is_string(), "{row}");
+    // Never past a node: asking for everything stops at applied (90).
+    let (_, v) = op.json(&["retention", "trim", "-stream", "tracker", "--entry", "99"]);
+    assert_eq!(
+        (v["applied_at_next_tick"].as_u64(), v["bounded_by"].as_str()),
+        (Some(90), Some("applied")),
+        "{v}"
+    );
+    // A hold placed since bounds it too.
+    f.hold("investigation", 61, 600).await;
+    sidecar.tick().await;
+    assert_eq!(f.first_seq().await, 61, "the hold at 61 keeps 61 on");
+    f.delete("crewlet_holds", &format!("{STREAM}.investigation"))
+        .await;
+    sidecar.tick().await;
+    assert_eq!(f.first_seq().await, 91);
+    // Only forward: a lower request is a no-op success.
+    let (run, v) = op.json(&["retention", "trim", "-stream", "tracker", "--entry", "10"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        (v["requested"].as_u64(), v["unchanged"].as_bool()),
+        (Some(99), Some(true))
+    );
+    // Past the tail: clamped to last_seq + 1 now; records appended later stay.
+    let (_, v) = op.json(&[
+        "retention",
+        "trim",
+        "-stream",
+        "tracker",
+        "--entry",
+        "100000",
+    ]);
+    assert_eq!(v["requested"], 101, "{v}");
+    f.publish(20).await;
+    f.healthy(&[("node-1", 120), ("node-2", 120)], 120).await;
+    sidecar.tick().await;
+    assert_eq!(
+        f.first_seq().await,
+        101,
+        "the 20 appended after the request are kept"
+    );
+    // --at: everything stamped before the instant.
+    let at = crewlet::rows::Instant(chrono::Utc::now()).to_rfc3339();
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    f.publish(5).await;
+    let (run, v) = op.json(&["retention", "trim", "-stream", "tracker", "--at", &at]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(
+        v["requested"], 121,
+        "the first record stamped at or after it: {v}"
+    );
+    // Bad input: nothing written.
+    let before = f
+        .get("crewlet_floors", &format!("_requested.{STREAM}"))
+        .await;
+    let future =
+        crewlet::rows::Instant(chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+    for (args, says) in [
+        (vec!["--entry", "0"], "start at 1"),
+        (vec!["--entry", "-5"], "-5"),
+        (vec!["--entry", "x"], "whole number"),
+        (vec!["--at", "yesterday"], "RFC 3339"),
+        (vec!["--at", &future], "future"),
+        (vec![], "--entry"),
+        (vec!["--entry", "5", "--at", &at], "cannot be used"),
+    ] {
+        let mut all = vec!["retention", "trim", "-stream", "tracker"];
+        all.extend(args.iter());
+        let run = op.run(&all);
+        assert_eq!(run.code, 2, "{args:?}: {run:?}");
+        assert!(run.stderr.contains(says), "{args:?}: {run:?}");
+    }
+    assert_eq!(
+        f.get("crewlet_floors", &format!("_requested.{STREAM}"))
+            .await,
+        before
+    );
+}
+
+#[tokio::test]
+async fn the_trim_route_needs_the_trim_scope_and_refuses_bad_bodies() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 40), ("node-2", 40)], 50).await;
+    // Older than the sidecar's min_age (3 s): the nodes bind, not age.
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let s = Served::start(&f);
+    let reader = s.token("grafana", "read,gate,ack,capacity,erase");
+    let trimmer = s.token("ops", "trim");
+    let post = |token: Option<&str>, path: &str, body: &str| {
+        request(s.port, "POST", path, token, Some(body))
+    };
+    let path = "/v1/streams/tracker/trim";
+    assert_eq!(post(None, path, r#"{"seq_num": 10}"#).0, 401);
+    let (code, body) = post(Some(&reader), path, r#"{"seq_num": 10}"#);
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (403, Some("forbidden")),
+        "trim is never implied: {body}"
+    );
+    let future = chrono::Utc::now().timestamp_millis() + 3_600_000;
+    for bad in [
+        "not json".to_string(),
+        r#"{"seq_num": -1}"#.to_string(),
+        r#"{"seq_num": 0}"#.to_string(),
+        r#"{"seq_num": 1.5}"#.to_string(),
+        r#"{"seq_num": 99999999999999999999999}"#.to_string(),
+        r#"{"seq_num": 10, "timestamp_ms": 5}"#.to_string(),
+        r#"{}"#.to_string(),
+        r#"{"seq_num": 10, "force": true}"#.to_string(),
+        format!(r#"{{"timestamp_ms": {future}}}"#),
+    ] {
+        let (code, body) = post(Some(&trimmer), path, &bad);
+        assert_eq!(
+            (code, json(&body)["error"].as_str()),
+            (400, Some("bad_request")),
+            "{bad}: {body}"
+        );
+    }
+    assert!(
+        f.get("crewlet_floors", &format!("_requested.{STREAM}"))
+            .await
+            .is_none(),
+        "nothing written"
+    );
+    let (code, body) = post(
+        Some(&trimmer),
+        "/v1/streams/NOPE/trim",
+        r#"{"seq_num": 10}"#,
+    );
+    assert_eq!(code, 404, "{body}");
+    let big = format!(r#"{{"seq_num": 10, "reason": "{}"}}"#, "x".repeat(100_000));
+    assert_eq!(post(Some(&trimmer), path, &big).0, 413, "an oversized body");
+    let (code, body) = post(Some(&trimmer), path, r#"{"seq_num": 21, "reason": "tidy"}"#);
+    assert_eq!(code, 200, "{body}");
+    let v = json(&body);
+    assert_eq!(
+        (
+            v["requested"].as_u64(),
+            v["applied_at_next_tick"].as_u64(),
+            v["bounded_by"].as_str()
+        ),
+        (Some(21), Some(40), Some("applied")),
+        "trim_to was already 40: {v}"
+    );
+    let row = f
+        .get("crewlet_floors", &format!("_requested.{STREAM}"))
+        .await
+        .expect("row");
+    assert_eq!(row["by"], "token:ops");
+    s.stop();
 }

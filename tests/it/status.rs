@@ -255,6 +255,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "published",
         "published_at",
         "purge_clamped_by",
+        "requested",
         "reserve_bytes",
         "session",
         "soft_ceiling_bytes",

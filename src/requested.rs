@@ -1,0 +1,155 @@
+//! Raising a domain's requested watermark (http.md, Explicit trim):
+//! `crewlet retention trim` and `POST /v1/streams/{s}/trim` both come here.
+//! The watermark lives in the floors bucket under `_requested.<stream>`,
+//! only moves forward (compare-and-set on the revision read), and is
+//! clamped when made to `last_seq + 1`, so it never reaches records
+//! appended later. The next tick applies `max(trim_to, min(R - 1, safety,
+//! last_seq))`: never past a node, a hold, a backup, a snapshot, the feed
+//! or the archive.
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+
+use crate::broker::kv::CasError;
+use crate::broker::Broker;
+use crate::config::{Config, Domain};
+use crate::rows::{Instant, Requested};
+
+/// What is asked for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ask {
+    /// Keep `N` and later: `R = N`.
+    Entry(u64),
+    /// Trim everything stamped before this instant: `R` is the first
+    /// record stamped at or after it.
+    At(DateTime<Utc>),
+}
+
+/// What a request did.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Raised {
+    /// The watermark now in force.
+    pub requested: u64,
+    /// This request was at or below it: nothing was written.
+    pub unchanged: bool,
+    /// `trim_to` as the next tick would compute it now (the last sequence
+    /// that may go).
+    pub applied_at_next_tick: u64,
+    /// What bounds it: a term, `requested` or `last_seq`; null when the
+    /// domain concludes nothing (a term unreadable, NOT READY).
+    pub bounded_by: Option<String>,
+}
+
+/// Why a request was not taken.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AskError {
+    /// Bad input (exit 2; HTTP 400): nothing written.
+    #[error("{0}")]
+    Input(String),
+    /// The stream does not exist (HTTP 404).
+    #[error("{0}")]
+    NoStream(String),
+    /// The broker did not answer (exit 3; HTTP 503).
+    #[error("{0}")]
+    Unreachable(String),
+}
+
+/// Raises `domain`'s requested watermark to what `ask` resolves to.
+pub async fn raise(
+    broker: &Broker,
+    config: &Config,
+    domain: &Domain,
+    ask: Ask,
+    by: &str,
+    reason: &str,
+) -> Result<Raised, AskError> {
+    let (state, clock) = broker.stream_state_at(&domain.stream).await.map_err(|e| {
+        if e.ends_with("does not exist") {
+            AskError::NoStream(e)
+        } else {
+            AskError::Unreachable(e)
+        }
+    })?;
+    let tail = state.last_seq.saturating_add(1);
+    let r = match ask {
+        Ask::Entry(0) => {
+            return Err(AskError::Input(
+                "--entry 0 is not a sequence: sequences start at 1 (--entry N keeps N and later)".into(),
+            ))
+        }
+        // Past the tail: clamped now, so later records are never trimmed.
+        Ask::Entry(n) => n.min(tail),
+        Ask::At(t) if t > clock.broker => {
+            return Err(AskError::Input(format!(
+                "{} is in the future on the broker's clock ({}); a trim keeps what was stamped at or after the instant given",
+                Instant(t),
+                Instant(clock.broker)
+            )))
+        }
+        Ask::At(t) => broker
+            .first_seq_at_or_after(&domain.stream, t)
+            .await
+            .map_err(AskError::Unreachable)?
+            .unwrap_or(tail)
+            .min(tail),
+    };
+    let bucket = &config.buckets.floors;
+    let key = Requested::key(&domain.stream);
+    let row = Requested {
+        seq: r,
+        by: by.to_string(),
+        at: Instant(clock.broker),
+        reason: reason.to_string(),
+    };
+    let body = serde_json::to_vec(&row).map_err(|e| AskError::Input(e.to_string()))?;
+    let mut in_force = r;
+    let mut unchanged = false;
+    // Compare-and-set on the revision read: a concurrent request that won
+    // is re-read, and this one is a no-op if it is not higher.
+    for _ in 0..5 {
+        let current = broker
+            .kv_entry(bucket, &key)
+            .await
+            .map_err(AskError::Unreachable)?;
+        let written = match &current {
+            Some(e) => {
+                if let Ok(cur) = Requested::parse(&key, &domain.stream, &e.value) {
+                    if cur.seq >= r {
+                        in_force = cur.seq;
+                        unchanged = true;
+                        break;
+                    }
+                }
+                broker
+                    .kv_update(bucket, &key, body.clone(), e.revision)
+                    .await
+            }
+            None => broker.kv_create(bucket, &key, body.clone()).await,
+        };
+        match written {
+            Ok(_) => break,
+            Err(CasError::Exists { .. } | CasError::Conflict { .. }) => continue,
+            Err(e) => return Err(AskError::Unreachable(e.to_string())),
+        }
+    }
+    // What the next tick would make of it, computed now.
+    let mut one = config.clone();
+    one.domains = vec![domain.clone()];
+    let fresh = crate::trim::answers(broker, &one, "", Utc::now()).await;
+    let (applied, bounded_by) = fresh
+        .answers
+        .first()
+        .map(|a| {
+            (
+                a.trim_to,
+                a.requested.as_ref().and_then(|r| r.bounded_by.clone()),
+            )
+        })
+        .unwrap_or((0, None));
+    Ok(Raised {
+        requested: in_force,
+        unchanged,
+        applied_at_next_tick: applied,
+        bounded_by,
+    })
+}
