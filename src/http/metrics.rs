@@ -236,7 +236,10 @@ mod tests {
             format!("crewlet_term_seq{{{d},term=\"applied\"}} 900"),
             format!("crewlet_term_state{{{d},term=\"min_hold\",state=\"unbounded\"}} 1"),
             format!("crewlet_term_state{{{d},term=\"archive_floor\",state=\"n/a\"}} 1"),
-            format!("crewlet_blocked{{{d}}} {}", i64::from(!a.blocked_by.is_empty())),
+            format!(
+                "crewlet_blocked{{{d}}} {}",
+                i64::from(!a.blocked_by.is_empty())
+            ),
             "crewlet_alarm{alarm=\"duty_unheld\"} 1".to_string(),
             "crewlet_duty_held 1".to_string(),
             "crewlet_purged_records_total 7".to_string(),

@@ -161,6 +161,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/retention", get(retention))
         .route("/v1/streams/{stream}/tail", get(tail))
         .route("/v1/streams/{stream}/trim", post(trim))
+        .route("/v1/streams/{stream}/records", get(records))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(shared)
 }
@@ -251,6 +252,98 @@ async fn tail(
         )
         .into_response(),
         Err(e) => error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", e).into_response(),
+    }
+}
+
+/// `from`, `limit` and `clamp` of the records route, each checked.
+fn records_query(
+    q: &std::collections::HashMap<String, String>,
+) -> Result<(Option<u64>, usize, bool), ApiError> {
+    let bad = |m: String| error(StatusCode::BAD_REQUEST, "bad_request", m);
+    if let Some(k) = q
+        .keys()
+        .find(|k| !matches!(k.as_str(), "from" | "limit" | "clamp"))
+    {
+        return Err(bad(format!(
+            "unknown parameter {k:?}; allowed: from, limit, clamp"
+        )));
+    }
+    let from = match q.get("from") {
+        None => None,
+        Some(v) => Some(v.parse::<u64>().map_err(|_| {
+            bad(format!(
+                "from={v:?} is not a sequence (a whole number, 1 or more)"
+            ))
+        })?),
+    };
+    let limit = match q.get("limit") {
+        None => 100,
+        Some(v) => v.parse::<usize>().map_err(|_| {
+            bad(format!(
+                "limit={v:?} is not a whole number; allowed: 1 to {}",
+                crate::archive::merge::MAX_LIMIT
+            ))
+        })?,
+    };
+    let clamp = match q.get("clamp").map(String::as_str) {
+        None | Some("false") => false,
+        Some("true") => true,
+        Some(v) => return Err(bad(format!("clamp={v:?}; allowed: true or false"))),
+    };
+    crate::archive::merge::check_input(from, limit).map_err(|e| bad(e.to_string()))?;
+    Ok((from, limit, clamp))
+}
+
+async fn records(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(stream): Path<String>,
+    axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
+) -> Response {
+    use crate::archive::merge::{self, MergeError};
+    use base64::Engine;
+    if let Err(r) = authorise(&shared, &headers, "read") {
+        return r.into_response();
+    }
+    let domain = match domain_of(&shared, &stream) {
+        Ok(d) => d,
+        Err(r) => return r.into_response(),
+    };
+    let (from, limit, clamp) = match records_query(&q) {
+        Ok(p) => p,
+        Err(r) => return r.into_response(),
+    };
+    match merge::read(&shared.broker, &shared.config, &domain, from, limit, clamp).await {
+        Ok(m) => {
+            let b64 = base64::engine::general_purpose::STANDARD;
+            let records: Vec<serde_json::Value> = m
+                .records
+                .iter()
+                .map(|(r, archived)| {
+                    let mut headers = serde_json::Map::new();
+                    for (k, v) in merge::header_pairs(&r.headers) {
+                        if let Some(list) = headers.entry(k).or_insert_with(|| json!([])).as_array_mut() {
+                            list.push(json!(v));
+                        }
+                    }
+                    json!({"seq": r.seq, "time": merge::time_of(r), "subject": r.subject,
+                           "headers": headers, "data": b64.encode(&r.data),
+                           "source": if *archived { "archive" } else { "log" }})
+                })
+                .collect();
+            json_ok(json!({"records": records, "next": m.next}))
+        }
+        Err(MergeError::Trimmed { first_readable }) => (
+            StatusCode::GONE,
+            [(header::CONTENT_TYPE, "application/json")],
+            json!({"error": "trimmed", "first_readable": first_readable,
+                   "message": format!("trimmed: the first readable sequence is {first_readable} (clamp=true starts there)")})
+            .to_string(),
+        )
+            .into_response(),
+        Err(MergeError::Input(m)) => error(StatusCode::BAD_REQUEST, "bad_request", m).into_response(),
+        Err(MergeError::Archive(m)) => error(StatusCode::INTERNAL_SERVER_ERROR, "archive", m).into_response(),
+        Err(MergeError::Unreachable(m)) => error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response(),
     }
 }
 

@@ -498,3 +498,60 @@ async fn the_trim_route_needs_the_trim_scope_and_refuses_bad_bodies() {
     assert_eq!(row["by"], "token:ops");
     s.stop();
 }
+
+#[tokio::test]
+async fn the_records_route_reads_what_is_readable_and_says_trimmed_below_it() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 40), ("node-2", 40)], 100).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let s = Served::start(&f);
+    let reader = s.token("grafana", "read");
+    assert!(
+        eventually(20, || async { f.first_seq().await == 41 }).await,
+        "the sidecar trims to 40"
+    );
+    let get = |q: &str| s.get(&format!("/v1/streams/tracker/records{q}"), Some(&reader));
+    let (code, body) = get("?from=50&limit=3");
+    assert_eq!(code, 200, "{body}");
+    let v = json(&body);
+    let seqs: Vec<u64> = v["records"]
+        .as_array()
+        .expect("records")
+        .iter()
+        .filter_map(|r| r["seq"].as_u64())
+        .collect();
+    assert_eq!(seqs, [50, 51, 52]);
+    assert_eq!(v["next"], 53);
+    assert_eq!(v["records"][0]["source"], "log");
+    let (code, body) = get("?from=5");
+    assert_eq!(code, 410, "{body}");
+    assert_eq!(
+        (
+            json(&body)["error"].as_str(),
+            json(&body)["first_readable"].as_u64()
+        ),
+        (Some("trimmed"), Some(41))
+    );
+    let (code, body) = get("?from=5&clamp=true&limit=2");
+    assert_eq!(code, 200, "{body}");
+    assert_eq!(json(&body)["records"][0]["seq"], 41);
+    for bad in [
+        "?from=x",
+        "?from=0",
+        "?limit=0",
+        "?limit=20000",
+        "?clamp=maybe",
+        "?foo=1",
+        "?from=-1",
+    ] {
+        let (code, body) = get(bad);
+        assert_eq!(
+            (code, json(&body)["error"].as_str()),
+            (400, Some("bad_request")),
+            "{bad}: {body}"
+        );
+    }
+    assert_eq!(s.get("/v1/streams/tracker/records", None).0, 401);
+    assert_eq!(s.get("/v1/streams/NOPE/records", Some(&reader)).0, 404);
+    s.stop();
+}
