@@ -430,17 +430,103 @@ async fn trim(
     }
 }
 
+/// The most connections served at once; more wait in the kernel's
+/// backlog until one closes. The loop never waits on any of them.
+pub const MAX_CONNECTIONS: usize = 256;
+
 /// Serves `router` on `listener` until `shutdown` resolves; each request
-/// bounded by [`REQUEST_TIMEOUT`].
+/// bounded by [`REQUEST_TIMEOUT`], at most [`MAX_CONNECTIONS`] at once.
 pub async fn serve(
     listener: tokio::net::TcpListener,
     shared: Arc<Shared>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let app = router(shared).layer(axum::middleware::from_fn(bounded));
-    axum::serve(listener, app)
+    let limited = Limited {
+        inner: listener,
+        permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
+    };
+    axum::serve(limited, app)
         .with_graceful_shutdown(shutdown)
         .await
+}
+
+/// A listener that accepts only while fewer than [`MAX_CONNECTIONS`] are
+/// open: each connection holds a permit until it closes.
+struct Limited {
+    inner: tokio::net::TcpListener,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+/// A connection and the permit it holds.
+struct Counted {
+    stream: tokio::net::TcpStream,
+    _permit: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl axum::serve::Listener for Limited {
+    type Io = Counted;
+    type Addr = std::net::SocketAddr;
+
+    async fn accept(&mut self) -> (Counted, std::net::SocketAddr) {
+        loop {
+            // The semaphore is never closed, so acquiring only waits.
+            let Ok(permit) = self.permits.clone().acquire_owned().await else {
+                continue;
+            };
+            match self.inner.accept().await {
+                Ok((stream, addr)) => {
+                    return (
+                        Counted {
+                            stream,
+                            _permit: permit,
+                        },
+                        addr,
+                    )
+                }
+                // Out of file descriptors and the like: wait a little.
+                Err(_) => tokio::time::sleep(Duration::from_millis(50)).await,
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<std::net::SocketAddr> {
+        self.inner.local_addr()
+    }
+}
+
+impl tokio::io::AsyncRead for Counted {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Counted {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        std::pin::Pin::new(&mut self.stream).poll_write(cx, buf)
+    }
+
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_flush(cx)
+    }
+
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.stream).poll_shutdown(cx)
+    }
 }
 
 /// A request that takes longer than [`REQUEST_TIMEOUT`] is answered 503.

@@ -555,3 +555,33 @@ async fn the_records_route_reads_what_is_readable_and_says_trimmed_below_it() {
     assert_eq!(s.get("/v1/streams/NOPE/records", Some(&reader)).0, 404);
     s.stop();
 }
+
+/// Clients that connect and never finish a request hold connections, not
+/// the loop: the sidecar keeps ticking, and once they go it answers again.
+#[tokio::test]
+async fn stuck_clients_never_stall_the_loop() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10), ("node-2", 10)], 10).await;
+    let s = Served::start(&f);
+    assert!(eventually(20, || async { f.floors_row().await.is_some() }).await);
+    let mut stuck = Vec::new();
+    for _ in 0..(crewlet::http::MAX_CONNECTIONS + 44) {
+        if let Ok(mut c) = std::net::TcpStream::connect(("127.0.0.1", s.port)) {
+            let _ = c.write_all(b"GET /metr");
+            stuck.push(c);
+        }
+    }
+    let at = |v: Option<serde_json::Value>| v.map(|r| r["at"].clone());
+    let before = at(f.floors_row().await);
+    assert!(
+        eventually(10, || async { at(f.floors_row().await) != before }).await,
+        "the loop published again with {} stuck connections",
+        stuck.len()
+    );
+    drop(stuck);
+    assert!(
+        eventually(20, || async { s.get("/healthz", None).0 == 200 }).await,
+        "answers again once they are gone"
+    );
+    s.stop();
+}
