@@ -679,6 +679,9 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
 
     // 7. The tick on a three-server cluster with R3 log and buckets,
     // against the bare read of the same buckets on the same cluster.
+    if want("http") {
+        lines.extend(http_lines(&broker, &config, samples).await?);
+    }
     if want("archive") {
         lines.extend(archive_lines(&js, url, dir, &config, samples).await?);
     }
@@ -694,6 +697,152 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         ));
     }
     Ok(lines)
+}
+
+/// One GET over a fresh loopback connection: how long until the whole
+/// answer was read. (A measuring tool, not a client: it sends one fixed
+/// request and reads to the close.)
+async fn timed_get(port: u16, path: &str, token: &str) -> Result<f64, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let t = Instant::now();
+    let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .map_err(|e| e.to_string())?;
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    c.write_all(req.as_bytes())
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut out = Vec::new();
+    c.read_to_end(&mut out).await.map_err(|e| e.to_string())?;
+    if !out.starts_with(b"HTTP/1.1 200") {
+        return Err(format!(
+            "{path}: {}",
+            String::from_utf8_lossy(&out[..out.len().min(80)])
+        ));
+    }
+    Ok(ms(t.elapsed()))
+}
+
+/// The HTTP surface's figures (http.md): `/metrics` and `/v1/retention`
+/// under a bounded load of concurrent requests on loopback (p99), and the
+/// tick with that load against the tick without it, interleaved.
+async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<Vec<Line>, String> {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .map_err(|e| e.to_string())?;
+    let port = listener.local_addr().map_err(|e| e.to_string())?.port();
+    let dir = std::env::temp_dir().join(format!("crewlet-bench-http-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let token = crate::http::tokens::mint()?;
+    let file = crate::http::tokens::TokenFile {
+        tokens: vec![crate::http::tokens::Entry {
+            name: "bench".into(),
+            sha256: crate::http::tokens::hash(&token),
+            scopes: vec!["read".into()],
+        }],
+    };
+    let tokens_file = dir.join("tokens.yaml");
+    crate::http::tokens::store(&tokens_file, &file)?;
+    let mut config = config.clone();
+    config.http.tokens_file = Some(tokens_file);
+    let shared = Arc::new(crate::http::Shared::new(config.clone(), broker.clone()));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let server = {
+        let (shared, stop) = (shared.clone(), stop.clone());
+        tokio::spawn(async move {
+            let _ =
+                crate::http::serve(listener, shared, async move { stop.notified().await }).await;
+        })
+    };
+    let mut sidecar = Sidecar::new(config.clone(), broker.clone());
+    sidecar.log_alarms = false;
+    let record = |s: &Sidecar, r: &crate::trim::TickReport| {
+        let answers: Vec<floor::Answer> = r.domains.iter().map(|d| d.answer.clone()).collect();
+        shared.record(crate::http::Last::new(
+            &crate::report::status_json(&r.status(s, None)),
+            crate::http::metrics::encode(&answers, &r.alarms, true, &shared.lasting),
+        ));
+    };
+    let r = sidecar.tick().await;
+    record(&sidecar, &r);
+    let (mut quiet, mut loaded, mut latencies) = (Vec::new(), Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let t = Instant::now();
+        let r = sidecar.tick().await;
+        quiet.push(ms(t.elapsed()));
+        record(&sidecar, &r);
+        // Four clients, each a request every 10 ms (400 a second, far
+        // above any scrape), for as long as the tick runs.
+        let running = Arc::new(AtomicBool::new(true));
+        let clients: Vec<_> = (0..4)
+            .map(|i| {
+                let (running, token) = (running.clone(), token.clone());
+                tokio::spawn(async move {
+                    let path = if i % 2 == 0 {
+                        "/metrics"
+                    } else {
+                        "/v1/retention"
+                    };
+                    let mut got = Vec::new();
+                    while running.load(Ordering::Relaxed) {
+                        got.push(timed_get(port, path, &token).await);
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    got
+                })
+            })
+            .collect();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        let t = Instant::now();
+        let r = sidecar.tick().await;
+        loaded.push(ms(t.elapsed()));
+        record(&sidecar, &r);
+        running.store(false, Ordering::Relaxed);
+        for c in clients {
+            for l in c.await.map_err(|e| e.to_string())? {
+                latencies.push(l?);
+            }
+        }
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+    stop.notify_one();
+    let _ = server.await;
+    let _ = std::fs::remove_dir_all(&dir);
+    latencies.sort_by(|a, b| a.total_cmp(b));
+    let p99 = latencies
+        .get((latencies.len() * 99 / 100).min(latencies.len().saturating_sub(1)))
+        .copied()
+        .unwrap_or(0.0);
+    let p50 = latencies.get(latencies.len() / 2).copied().unwrap_or(0.0);
+    let requests = Stats {
+        median: p99,
+        min: p50,
+        max: latencies.last().copied().unwrap_or(0.0),
+        n: latencies.len(),
+    };
+    let mut p99_line = line(
+        "http: p99 of /metrics and /v1/retention (4 clients, 10 ms apart)",
+        &requests,
+        None,
+        None,
+        Some(5.0),
+    );
+    p99_line.value = format!(
+        "{:.2} ms p99 (p50 {:.2}, max {:.2}, n={})",
+        p99, p50, requests.max, requests.n
+    );
+    Ok(vec![
+        p99_line,
+        line(
+            "http: tick under that load (10k rows)",
+            &stats(loaded),
+            Some(&stats(quiet)),
+            Some(1.1),
+            None,
+        ),
+    ])
 }
 
 /// The archive's figures (archive.md, Performance): the fold of 100,000

@@ -224,7 +224,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 15)]
     pub samples: usize,
     /// Run only these scenarios (comma-separated): tick, scaling, pure,
-    /// status, memory, publisher, archive, cluster.
+    /// status, memory, publisher, http, archive, cluster.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub only: Vec<String>,
     /// The status baseline process (connect and bare reads only); used by

@@ -215,15 +215,10 @@ async fn start_http(
             let answers: Vec<crate::floor::Answer> =
                 report.domains.iter().map(|d| d.answer.clone()).collect();
             let held = matches!(report.duty, crate::duty::DutyStatus::Held);
-            recorder.record(crate::http::Last {
-                status: crate::report::status_json(&status),
-                metrics: crate::http::metrics::encode(
-                    &answers,
-                    &report.alarms,
-                    held,
-                    &recorder.lasting,
-                ),
-            });
+            recorder.record(crate::http::Last::new(
+                &crate::report::status_json(&status),
+                crate::http::metrics::encode(&answers, &report.alarms, held, &recorder.lasting),
+            ));
         },
     ));
     Ok(Some(tokio::spawn(async move {

@@ -25,13 +25,23 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request body taken.
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// What the last tick left for the HTTP surface.
+/// What the last tick left for the HTTP surface, encoded once per tick so
+/// that a request only copies bytes out (a status of 10,000 nodes is large).
 #[derive(Debug, Clone)]
 pub struct Last {
-    /// The `status --json` object of that tick.
-    pub status: serde_json::Value,
+    /// The `status --json` object of that tick, serialized.
+    pub status: axum::body::Bytes,
     /// The exposition text.
-    pub metrics: String,
+    pub metrics: axum::body::Bytes,
+}
+
+impl Last {
+    pub fn new(status: &serde_json::Value, metrics: String) -> Last {
+        Last {
+            status: axum::body::Bytes::from(status.to_string()),
+            metrics: axum::body::Bytes::from(metrics),
+        }
+    }
 }
 
 /// The state every request reads.
@@ -167,10 +177,9 @@ pub fn router(shared: Arc<Shared>) -> Router {
 }
 
 async fn metrics_route(State(shared): State<Arc<Shared>>) -> Response {
-    let text = shared
-        .last()
-        .map(|l| l.metrics.clone())
-        .unwrap_or_else(|| metrics::encode(&[], &[], false, &shared.lasting));
+    let text = shared.last().map(|l| l.metrics.clone()).unwrap_or_else(|| {
+        axum::body::Bytes::from(metrics::encode(&[], &[], false, &shared.lasting))
+    });
     (
         StatusCode::OK,
         [(
@@ -200,7 +209,12 @@ async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Res
         return r.into_response();
     }
     match shared.last() {
-        Some(l) => json_ok(l.status.clone()),
+        Some(l) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            l.status.clone(),
+        )
+            .into_response(),
         None => error(
             StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
