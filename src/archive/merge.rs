@@ -235,6 +235,31 @@ pub fn header_pairs(block: &[u8]) -> Vec<(String, String)> {
         .collect()
 }
 
+/// A record as `read --json` and the records route print it: `seq`,
+/// `time`, `subject`, `headers` (name → values), `data` (base64) and
+/// `source` (`archive` or `log`).
+pub fn record_json(r: &Record, archived: bool) -> serde_json::Value {
+    use base64::Engine;
+    let mut headers = serde_json::Map::new();
+    for (k, v) in header_pairs(&r.headers) {
+        if let Some(list) = headers
+            .entry(k)
+            .or_insert_with(|| serde_json::json!([]))
+            .as_array_mut()
+        {
+            list.push(serde_json::json!(v));
+        }
+    }
+    serde_json::json!({
+        "seq": r.seq,
+        "time": time_of(r),
+        "subject": r.subject,
+        "headers": headers,
+        "data": base64::engine::general_purpose::STANDARD.encode(&r.data),
+        "source": if archived { "archive" } else { "log" },
+    })
+}
+
 /// A record's broker time, RFC 3339 with nanoseconds.
 pub fn time_of(r: &Record) -> String {
     Instant(chrono::DateTime::from_timestamp_nanos(r.time_ns)).to_rfc3339()

@@ -2,7 +2,6 @@
 //! `crewlet retention verify-archive` (every segment read back and
 //! checked; writes nothing).
 
-use base64::Engine;
 use serde_json::json;
 
 use super::{Cli, ReadArgs, VerifyArchiveArgs};
@@ -89,28 +88,11 @@ pub async fn read(cli: &Cli, args: &ReadArgs) -> Exit {
             return Exit::Unreachable;
         }
     };
-    let b64 = base64::engine::general_purpose::STANDARD;
     if cli.json {
         let records: Vec<serde_json::Value> = merged
             .records
             .iter()
-            .map(|(r, archived)| {
-                let mut headers = serde_json::Map::new();
-                for (k, v) in merge::header_pairs(&r.headers) {
-                    if let Some(list) = headers.entry(k).or_insert_with(|| json!([])).as_array_mut()
-                    {
-                        list.push(json!(v));
-                    }
-                }
-                json!({
-                    "seq": r.seq,
-                    "time": merge::time_of(r),
-                    "subject": r.subject,
-                    "headers": headers,
-                    "data": b64.encode(&r.data),
-                    "source": if *archived { "archive" } else { "log" },
-                })
-            })
+            .map(|(r, archived)| merge::record_json(r, *archived))
             .collect();
         println!(
             "{}",

@@ -315,7 +315,6 @@ async fn records(
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     use crate::archive::merge::{self, MergeError};
-    use base64::Engine;
     if let Err(r) = authorise(&shared, &headers, "read") {
         return r.into_response();
     }
@@ -329,21 +328,10 @@ async fn records(
     };
     match merge::read(&shared.broker, &shared.config, &domain, from, limit, clamp).await {
         Ok(m) => {
-            let b64 = base64::engine::general_purpose::STANDARD;
             let records: Vec<serde_json::Value> = m
                 .records
                 .iter()
-                .map(|(r, archived)| {
-                    let mut headers = serde_json::Map::new();
-                    for (k, v) in merge::header_pairs(&r.headers) {
-                        if let Some(list) = headers.entry(k).or_insert_with(|| json!([])).as_array_mut() {
-                            list.push(json!(v));
-                        }
-                    }
-                    json!({"seq": r.seq, "time": merge::time_of(r), "subject": r.subject,
-                           "headers": headers, "data": b64.encode(&r.data),
-                           "source": if *archived { "archive" } else { "log" }})
-                })
+                .map(|(r, archived)| merge::record_json(r, *archived))
                 .collect();
             json_ok(json!({"records": records, "next": m.next}))
         }
