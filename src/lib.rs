@@ -29,6 +29,7 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
+pub mod ack;
 pub mod alarms;
 pub mod archive;
 pub mod broker;

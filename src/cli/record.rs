@@ -15,7 +15,7 @@ use crate::broker::kv::CasError;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
-use crate::rows::{check_node_id, AckRow, BackupManifest, HoldKind, HoldRow, Instant, OpId};
+use crate::rows::{check_node_id, BackupManifest, HoldKind, HoldRow, Instant, OpId};
 
 /// The longest a hold may live: a pin nobody renews should not outlive a
 /// month of retention decisions.
@@ -69,42 +69,38 @@ async fn put<T: serde::Serialize>(
 }
 
 pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
+    use crate::ack::AckError;
     let (config, d) = config_and_domain(cli, &args.stream)?;
     let position = seq_arg("position", &args.position)?;
-    // Under engine the trim never reads an acknowledgement: saying
-    // "acknowledged" would be a lie.
+    // Judged before connecting: under engine nothing is read or written.
     if config.retention.backup_floor == crate::config::BackupPolicy::Engine {
         eprintln!(
-            "refused: policy_engine: retention.backup_floor is engine, so the trim counts verified backup manifests and never reads an acknowledgement; announce the backup ({}) or set backup_floor: operator; nothing written",
-            crate::alarms::announce_command(&d.stream)
+            "refused: {}",
+            AckError::PolicyEngine {
+                announce: crate::alarms::announce_command(&d.stream)
+            }
         );
         return Ok(Exit::Attention);
     }
     let broker = super::connect(&config).await?;
-    let (state, clock) = broker
-        .stream_state_at(&d.stream)
-        .await
-        .map_err(|e| unreachable(format!("{e}; nothing written")))?;
-    if position > state.last_seq {
-        return Err(bad(format!(
-            "-position {position} is past the log's last sequence {} on {}; acknowledge only what a copy holds",
-            state.last_seq, d.stream
-        )));
-    }
-    let row = AckRow {
-        stream: d.stream.clone(),
-        position,
-        by: super::by_name(args.by.as_deref()),
-        // On the broker's clock: it is compared with the stream's created.
-        at: Instant(clock.broker),
+    let by = super::by_name(args.by.as_deref());
+    let row = match crate::ack::acknowledge(&broker, &config, &d, position, &by).await {
+        Ok(r) => r,
+        Err(e @ AckError::PolicyEngine { .. }) => {
+            eprintln!("refused: {e}");
+            return Ok(Exit::Attention);
+        }
+        Err(AckError::PastTail {
+            position,
+            last_seq,
+            stream,
+        }) => {
+            return Err(bad(format!(
+                "-position {position} is past the log's last sequence {last_seq} on {stream}; acknowledge only what a copy holds"
+            )))
+        }
+        Err(e @ AckError::Unreachable(_)) => return Err(unreachable(e.to_string())),
     };
-    put(
-        &broker,
-        &config.buckets.backups,
-        &AckRow::key(&d.stream),
-        &row,
-    )
-    .await?;
     if cli.json {
         println!(
             "{}",

@@ -172,6 +172,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/streams/{stream}/tail", get(tail))
         .route("/v1/streams/{stream}/trim", post(trim))
         .route("/v1/streams/{stream}/records", get(records))
+        .route("/v1/streams/{stream}/ack", post(ack))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(shared)
 }
@@ -346,6 +347,61 @@ async fn records(
         Err(MergeError::Input(m)) => error(StatusCode::BAD_REQUEST, "bad_request", m).into_response(),
         Err(MergeError::Archive(m)) => error(StatusCode::INTERNAL_SERVER_ERROR, "archive", m).into_response(),
         Err(MergeError::Unreachable(m)) => error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response(),
+    }
+}
+
+/// The body of `POST …/ack`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AckBody {
+    position: serde_json::Value,
+}
+
+async fn ack(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(stream): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    use crate::ack::AckError;
+    let who = match authorise(&shared, &headers, "ack") {
+        Ok(e) => e,
+        Err(r) => return r.into_response(),
+    };
+    let domain = match domain_of(&shared, &stream) {
+        Ok(d) => d,
+        Err(r) => return r.into_response(),
+    };
+    let position = match serde_json::from_slice::<AckBody>(&body)
+        .map_err(|e| {
+            error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("the body is not {{\"position\": N}}: {e}"),
+            )
+        })
+        .and_then(|b| whole("position", &b.position, 0))
+    {
+        Ok(p) => p,
+        Err(r) => return r.into_response(),
+    };
+    let by = format!("token:{}", who.name);
+    match crate::ack::acknowledge(&shared.broker, &shared.config, &domain, position, &by).await {
+        Ok(row) => json_ok(
+            json!({"acknowledged": true, "stream": row.stream, "position": row.position, "by": row.by, "at": row.at}),
+        ),
+        Err(e @ AckError::PolicyEngine { .. }) => {
+            error(StatusCode::CONFLICT, "policy_engine", e.to_string()).into_response()
+        }
+        Err(e @ AckError::PastTail { .. }) => {
+            error(StatusCode::BAD_REQUEST, "bad_request", e.to_string()).into_response()
+        }
+        Err(e @ AckError::Unreachable(_)) => error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unreachable",
+            e.to_string(),
+        )
+        .into_response(),
     }
 }
 

@@ -65,13 +65,18 @@ pub struct Served {
 
 impl Served {
     pub fn start(f: &Fleet) -> Served {
+        Self::start_with(f, "")
+    }
+
+    /// As [`Served::start`], with more `retention:` fields (`, k: v`).
+    pub fn start_with(f: &Fleet, retention: &str) -> Served {
         let scratch = Scratch::new();
         let port = free_port();
         let tokens = scratch.dir.path().join("tokens.yaml");
         let cfg = scratch.write(
             "crewlet.yaml",
             &format!(
-                "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\nhttp: {{listen: \"127.0.0.1:{port}\", tokens_file: {}}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+                "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall{retention}}}\ntrim: {{enabled: true}}\nhttp: {{listen: \"127.0.0.1:{port}\", tokens_file: {}}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
                 f.url(),
                 tokens.display()
             ),
@@ -582,6 +587,64 @@ async fn stuck_clients_never_stall_the_loop() {
     assert!(
         eventually(20, || async { s.get("/healthz", None).0 == 200 }).await,
         "answers again once they are gone"
+    );
+    s.stop();
+}
+
+#[tokio::test]
+async fn the_ack_route_is_judged_before_anything_is_written() {
+    let f = Fleet::new(30).await;
+    let key = format!("_ack.{STREAM}");
+    // Under engine an acknowledgement is never read: refused, 409.
+    let s = Served::start(&f);
+    let acker = s.token("ops", "ack");
+    let (code, body) = request(
+        s.port,
+        "POST",
+        "/v1/streams/tracker/ack",
+        Some(&acker),
+        Some(r#"{"position": 10}"#),
+    );
+    assert_eq!(
+        (code, json(&body)["error"].as_str()),
+        (409, Some("policy_engine")),
+        "{body}"
+    );
+    assert!(
+        f.get("crewlet_backups", &key).await.is_none(),
+        "nothing written"
+    );
+    s.stop();
+    let s = Served::start_with(&f, ", backup_floor: operator");
+    let acker = s.token("ops", "ack");
+    let reader = s.token("grafana", "read");
+    let post =
+        |t: &str, b: &str| request(s.port, "POST", "/v1/streams/tracker/ack", Some(t), Some(b));
+    assert_eq!(post(&reader, r#"{"position": 10}"#).0, 403);
+    for bad in [
+        r#"{"position": 31}"#,
+        r#"{"position": -1}"#,
+        r#"{"pos": 3}"#,
+        "[]",
+    ] {
+        let (code, body) = post(&acker, bad);
+        assert_eq!(
+            (code, json(&body)["error"].as_str()),
+            (400, Some("bad_request")),
+            "{bad}: {body}"
+        );
+    }
+    assert!(
+        f.get("crewlet_backups", &key).await.is_none(),
+        "nothing written"
+    );
+    let (code, body) = post(&acker, r#"{"position": 25}"#);
+    assert_eq!(code, 200, "{body}");
+    let row = f.get("crewlet_backups", &key).await.expect("row");
+    assert_eq!(
+        (row["position"].as_u64(), row["by"].as_str()),
+        (Some(25), Some("token:ops")),
+        "{row}"
     );
     s.stop();
 }
