@@ -414,6 +414,19 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
         if let Some(arch) = &a.archive {
             out.push_str(&archive_line(arch));
         }
+        if let Some(r) = &a.requested {
+            out.push_str(&match (&r.error, &r.bounded_by) {
+                (Some(e), _) => format!("  REQUESTED trim unreadable: {e}\n"),
+                (None, Some(by)) => format!(
+                    "  REQUESTED keep {} and later (by {} at {}): trim_to {} is bounded by {by}\n",
+                    r.seq, r.by, r.at, a.trim_to
+                ),
+                (None, None) => format!(
+                    "  REQUESTED keep {} and later (by {} at {}): waits until the answer concludes\n",
+                    r.seq, r.by, r.at
+                ),
+            });
+        }
         for w in &a.stream_warnings {
             out.push_str(&format!("  warning: {w}\n"));
         }

@@ -346,6 +346,14 @@ async fn an_explicit_trim_passes_min_age_and_nothing_else() {
         r.domains[0].answer.terms
     );
     assert_eq!(f.first_seq().await, 31, "younger than min_age, as asked");
+    let status = op.status();
+    assert!(
+        // After the purge nothing more is asked for: what binds now is
+        // the age of the records that are left.
+        status.stdout.contains("REQUESTED keep 31 and later")
+            && status.stdout.contains("trim_to 30 is bounded by age_floor"),
+        "{status:?}"
+    );
     let row = f
         .get("crewlet_floors", &format!("_requested.{STREAM}"))
         .await
