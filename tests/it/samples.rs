@@ -176,3 +176,35 @@ async fn archive_samples_are_what_the_binary_prints() {
     );
     check_sample("archive.txt", &sample, &["README.md"]);
 }
+
+#[tokio::test]
+async fn the_scrape_sample_is_what_the_sidecar_serves() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 60), ("node-2", 60)], 100).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let s = crate::http::Served::start(&f);
+    let d = format!("domain=\"tracker\",stream=\"{STREAM}\"");
+    let after_purge = format!("crewlet_first_seq{{{d}}} 61");
+    assert!(
+        crate::support::fleet::eventually(20, || async {
+            s.get("/metrics", None).1.lines().any(|l| l == after_purge)
+        })
+        .await,
+        "the tick after the purge"
+    );
+    let (_, text) = s.get("/metrics", None);
+    let families = regex::Regex::new(
+        r"^crewlet_(trim_to|trim_floor|first_seq|last_seq|term_seq|blocked|duty_held|purged_records_total|headroom_fraction)[{ ]",
+    )
+    .expect("regex");
+    // A family's series come in no set order: sorted, as the sample's
+    // command sorts them.
+    let mut picked: Vec<&str> = text.lines().filter(|l| families.is_match(l)).collect();
+    picked.sort_unstable();
+    s.stop();
+    let sample = format!(
+        "$ curl -s http://127.0.0.1:9464/metrics | grep -E '^crewlet_(trim_to|trim_floor|first_seq|last_seq|term_seq|blocked|duty_held|purged_records_total|headroom_fraction)[{{ ]' | sort\n{}\n",
+        picked.join("\n")
+    );
+    check_sample("metrics.txt", &sample, &["README.md"]);
+}
