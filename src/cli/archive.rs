@@ -12,11 +12,8 @@ use crate::exit::Exit;
 use crate::human;
 
 fn domain_of(config: &Config, stream: &str) -> Result<Domain, Exit> {
-    config.domain(stream).cloned().ok_or_else(|| {
-        eprintln!(
-            "error: -stream {stream:?} is not configured; configured: {}",
-            super::configured(config)
-        );
+    super::domain_named(config, stream).map_err(|e| {
+        eprintln!("error: {e}");
         Exit::Usage
     })
 }

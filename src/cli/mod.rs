@@ -143,9 +143,11 @@ pub enum Command {
     /// moves again once the node catches up. Exercises the real sidecar.
     Demo(DemoArgs),
     /// Performance figures against same-run baselines: the tick, its
-    /// scaling, the pure floor, status as a process, peak memory, and a
-    /// publisher's throughput beside the sidecar (docs/performance.md). Starts
-    /// its own nats-server; about two minutes.
+    /// scaling, the pure floor, status as a process, peak memory, a
+    /// publisher's throughput beside the sidecar, the HTTP surface under
+    /// load, the archive's fold and merge read, and the tick on a cluster
+    /// (docs/performance.md). Starts its own nats-servers; about seven
+    /// minutes in all, `--only` for one scenario.
     Bench(BenchArgs),
     /// Print a shell completion script: `crewlet completions bash >
     /// /etc/bash_completion.d/crewlet`, `… zsh > "${fpath[1]}/_crewlet"`,
@@ -825,6 +827,17 @@ pub fn apply_connection(
 }
 
 /// The configured streams, for "not configured" errors.
+/// The configured domain `-stream` names (its stream or its name), or the
+/// error that lists those configured.
+pub fn domain_named(config: &Config, stream: &str) -> Result<config::Domain, String> {
+    config.domain(stream).cloned().ok_or_else(|| {
+        format!(
+            "-stream {stream:?} is not configured; configured: {}",
+            configured(config)
+        )
+    })
+}
+
 pub fn configured(config: &Config) -> String {
     config
         .domains

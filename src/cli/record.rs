@@ -36,12 +36,7 @@ fn unreachable(msg: impl std::fmt::Display) -> Exit {
 /// The configuration and the configured domain `stream` names.
 fn config_and_domain(cli: &Cli, stream: &str) -> Result<(Config, Domain), Exit> {
     let config = super::load_config(cli)?.config;
-    let d = config.domain(stream).cloned().ok_or_else(|| {
-        bad(format!(
-            "-stream {stream:?} is not configured; configured: {}",
-            super::configured(&config)
-        ))
-    })?;
+    let d = super::domain_named(&config, stream).map_err(bad)?;
     Ok((config, d))
 }
 

@@ -17,13 +17,10 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let mut config = loaded.config;
     let server = (loaded.server.url.clone(), loaded.server.source.to_string());
     if let Some(s) = &args.stream {
-        match config.domain(s).cloned() {
-            Some(d) => config.domains = vec![d],
-            None => {
-                eprintln!(
-                    "error: -stream {s:?} is not configured; configured: {}",
-                    super::configured(&config)
-                );
+        match super::domain_named(&config, s) {
+            Ok(d) => config.domains = vec![d],
+            Err(e) => {
+                eprintln!("error: {e}");
                 return Exit::Usage;
             }
         }

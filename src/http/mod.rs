@@ -225,6 +225,18 @@ async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Res
     }
 }
 
+/// The token (with `scope`) and the domain a `{stream}` route names, or
+/// the 401, 403 or 404 answer.
+fn gate(
+    shared: &Shared,
+    headers: &HeaderMap,
+    scope: &str,
+    stream: &str,
+) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
+    let who = authorise(shared, headers, scope)?;
+    Ok((who, domain_of(shared, stream)?))
+}
+
 /// The configured domain named by `{stream}` (its stream or its name), or
 /// the 404 answer listing the configured ones.
 pub fn domain_of(shared: &Shared, stream: &str) -> Result<crate::config::Domain, ApiError> {
@@ -251,11 +263,8 @@ async fn tail(
     headers: HeaderMap,
     Path(stream): Path<String>,
 ) -> Response {
-    if let Err(r) = authorise(&shared, &headers, "read") {
-        return r.into_response();
-    }
-    let domain = match domain_of(&shared, &stream) {
-        Ok(d) => d,
+    let (_, domain) = match gate(&shared, &headers, "read", &stream) {
+        Ok(g) => g,
         Err(r) => return r.into_response(),
     };
     match shared.broker.tail(&domain.stream).await {
@@ -316,11 +325,8 @@ async fn records(
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     use crate::archive::merge::{self, MergeError};
-    if let Err(r) = authorise(&shared, &headers, "read") {
-        return r.into_response();
-    }
-    let domain = match domain_of(&shared, &stream) {
-        Ok(d) => d,
+    let (_, domain) = match gate(&shared, &headers, "read", &stream) {
+        Ok(g) => g,
         Err(r) => return r.into_response(),
     };
     let (from, limit, clamp) = match records_query(&q) {
@@ -364,12 +370,8 @@ async fn ack(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::ack::AckError;
-    let who = match authorise(&shared, &headers, "ack") {
-        Ok(e) => e,
-        Err(r) => return r.into_response(),
-    };
-    let domain = match domain_of(&shared, &stream) {
-        Ok(d) => d,
+    let (who, domain) = match gate(&shared, &headers, "ack", &stream) {
+        Ok(g) => g,
         Err(r) => return r.into_response(),
     };
     let position = match serde_json::from_slice::<AckBody>(&body)
@@ -460,12 +462,8 @@ async fn trim(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::requested::AskError;
-    let who = match authorise(&shared, &headers, "trim") {
-        Ok(e) => e,
-        Err(r) => return r.into_response(),
-    };
-    let domain = match domain_of(&shared, &stream) {
-        Ok(d) => d,
+    let (who, domain) = match gate(&shared, &headers, "trim", &stream) {
+        Ok(g) => g,
         Err(r) => return r.into_response(),
     };
     let (ask, reason) = match trim_ask(&body) {

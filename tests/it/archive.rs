@@ -45,21 +45,6 @@ async fn archived_fleet(store: &Store) -> Fleet {
     f
 }
 
-fn term(r: &TickReport, name: TermName) -> String {
-    let t = r.domains[0]
-        .answer
-        .terms
-        .iter()
-        .find(|t| t.term == name)
-        .expect("term");
-    match &t.state {
-        TermState::Value { seq, .. } => format!("value {seq}"),
-        TermState::Unbounded => "unbounded".into(),
-        TermState::NotApplicable => "n/a".into(),
-        TermState::Unreadable { error, .. } => format!("unreadable: {error}"),
-    }
-}
-
 fn alarms(r: &TickReport) -> Vec<String> {
     r.alarms.iter().map(|a| a.line()).collect()
 }
@@ -115,7 +100,7 @@ async fn the_tick_folds_before_it_trims_into_either_store() {
         for (frontier, first_seq) in [(40, 41), (80, 81), (90, 91)] {
             let r = s.tick().await;
             assert_eq!(
-                term(&r, TermName::ArchiveFloor),
+                term_state(&r, TermName::ArchiveFloor),
                 format!("value {frontier}"),
                 "{store:?}"
             );
@@ -157,7 +142,7 @@ async fn the_tick_folds_before_it_trims_into_either_store() {
         assert_eq!(terms.last(), Some(&"archive_floor"));
         // Nothing more to fold: the next tick writes nothing new.
         let r = s.tick().await;
-        assert_eq!(term(&r, TermName::ArchiveFloor), "value 90");
+        assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 90");
         assert_eq!(archived(&f, &store).await.0.len(), 5);
     }
 }
@@ -167,7 +152,7 @@ async fn without_an_archive_the_seventh_term_is_n_a() {
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10), ("node-2", 10)], 10).await;
     let r = f.sidecar().await.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "n/a");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "n/a");
     assert_eq!(r.domains[0].answer.trim_to, 10, "n/a binds nothing");
     let row = f.floors_row().await.expect("row");
     assert!(row["archive"].is_null());
@@ -184,7 +169,7 @@ async fn a_dry_run_folds_and_purges_nothing() {
     let mut f = archived_fleet(&store).await;
     f.config.trim.enabled = false;
     let r = f.sidecar().await.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 40");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 40");
     assert_eq!(f.first_seq().await, 1, "a dry run purges nothing");
     let would = r.domains[0].answer.would_purge.expect("would purge");
     assert_eq!(would.last_seq, 40, "bounded by the archive");
@@ -203,7 +188,7 @@ async fn a_tick_that_concludes_nothing_folds_nothing() {
     )
     .await;
     let r = f.sidecar().await.tick().await;
-    assert!(term(&r, TermName::MinHold).starts_with("unreadable"));
+    assert!(term_state(&r, TermName::MinHold).starts_with("unreadable"));
     assert!(archived(&f, &store).await.0.is_empty(), "nothing folded");
     assert_eq!(f.first_seq().await, 1);
 }
@@ -229,9 +214,9 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     // The published segments are gone from where the listing looks: the
     // archive cannot be read at all, so nothing is purged.
     assert!(
-        term(&r, TermName::ArchiveFloor).starts_with("unreadable"),
+        term_state(&r, TermName::ArchiveFloor).starts_with("unreadable"),
         "{}",
-        term(&r, TermName::ArchiveFloor)
+        term_state(&r, TermName::ArchiveFloor)
     );
     assert_eq!(f.first_seq().await, 41);
     // Back in place, but the next segment cannot be written (a directory
@@ -243,7 +228,7 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     let blocker = gen.join(format!(".{next}.tmp-{}", std::process::id()));
     std::fs::create_dir(&blocker).expect("blocker");
     let r = s.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 40");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 40");
     assert_eq!(f.first_seq().await, 41, "nothing past the frontier");
     let failing: Vec<String> = alarms(&r)
         .into_iter()
@@ -269,7 +254,7 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     std::fs::remove_dir(&blocker).expect("unblock");
     // The next tick retries from the frontier.
     let r = s.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
     assert_eq!(f.first_seq().await, 81);
     assert!(!alarms(&r).iter().any(|a| a.contains("archive_failing")));
     nothing_purged_unarchived(&f, &store).await;
@@ -316,7 +301,7 @@ async fn a_missing_bucket_is_unreadable_and_names_init() {
     let mut f = f;
     f.config.domains[0].archive = Some(archive(&Store::ObjectStore("never_made".into()), 20, 2));
     let r = f.sidecar().await.tick().await;
-    assert!(term(&r, TermName::ArchiveFloor).contains("does not exist"));
+    assert!(term_state(&r, TermName::ArchiveFloor).contains("does not exist"));
     assert_eq!(r.domains[0].answer.trim_to, 0);
     assert_eq!(f.first_seq().await, 1, "nothing purged");
     assert!(
@@ -344,9 +329,9 @@ async fn segments_missing_below_the_published_frontier_make_the_archive_unreadab
     std::fs::remove_file(&gone).expect("remove");
     let r = s.tick().await;
     assert!(
-        term(&r, TermName::ArchiveFloor).contains("missing"),
+        term_state(&r, TermName::ArchiveFloor).contains("missing"),
         "{}",
-        term(&r, TermName::ArchiveFloor)
+        term_state(&r, TermName::ArchiveFloor)
     );
     assert_eq!(f.first_seq().await, 81, "nothing purged");
     assert!(alarms(&r)
@@ -394,7 +379,7 @@ async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopte
     // log's first record)...
     let mut s = f.sidecar().await;
     let r = s.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 40");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 40");
     // ...and the next holder, once the dead one's lease has expired,
     // folds on from 40.
     let mut r = s.tick().await;
@@ -405,7 +390,7 @@ async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopte
         tokio::time::sleep(Duration::from_millis(500)).await;
         r = s.tick().await;
     }
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
     assert_eq!(f.first_seq().await, 81);
     nothing_purged_unarchived(&f, &store).await;
 
@@ -417,7 +402,7 @@ async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopte
     let bad = root.join(crewlet::archive::segment::name(STREAM, 0, 81, 100));
     std::fs::write(&bad, b"CRWLSEG\x01 not a segment").expect("plant");
     let r = s.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
     assert_eq!(f.first_seq().await, 81);
     let failing: Vec<String> = alarms(&r)
         .into_iter()
@@ -435,7 +420,7 @@ async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopte
     // Moved aside, the fold goes on.
     std::fs::remove_file(&bad).expect("aside");
     let r = s.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 120");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 120");
     assert_eq!(f.first_seq().await, 121);
     nothing_purged_unarchived(&f, &store).await;
 }
@@ -495,7 +480,7 @@ async fn a_broker_lost_mid_fold_leaves_the_frontier_at_the_last_durable_segment(
     assert!(f.floors_row().await.is_none(), "nothing published");
     assert_eq!(archived(&f, &store).await.0, [(1, 20)]);
     let r = f.sidecar().await.tick().await;
-    assert_eq!(term(&r, TermName::ArchiveFloor), "value 60");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 60");
     assert_eq!(f.first_seq().await, 61);
     nothing_purged_unarchived(&f, &store).await;
 }

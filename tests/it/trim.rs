@@ -4,23 +4,8 @@
 use serde_json::json;
 
 use crate::support::fleet::*;
-use crewlet::floor::{FloorState, TermName, TermState};
+use crewlet::floor::{FloorState, TermName};
 use crewlet::trim::TickReport;
-
-fn term_state(r: &TickReport, name: TermName) -> String {
-    let t = r.domains[0]
-        .answer
-        .terms
-        .iter()
-        .find(|t| t.term == name)
-        .expect("term");
-    match &t.state {
-        TermState::Value { seq, .. } => format!("value {seq}"),
-        TermState::Unbounded => "unbounded".into(),
-        TermState::NotApplicable => "n/a".into(),
-        TermState::Unreadable { error, .. } => format!("unreadable: {error}"),
-    }
-}
 
 fn purged(r: &TickReport) -> u64 {
     match &r.domains[0].purged {

@@ -422,3 +422,21 @@ impl Loop {
         }
     }
 }
+
+/// A term of the first domain's answer in words: `value N`, `unbounded`,
+/// `n/a` or `unreadable: …`.
+pub fn term_state(r: &crewlet::trim::TickReport, name: crewlet::floor::TermName) -> String {
+    use crewlet::floor::TermState;
+    let t = r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .find(|t| t.term == name)
+        .expect("term");
+    match &t.state {
+        TermState::Value { seq, .. } => format!("value {seq}"),
+        TermState::Unbounded => "unbounded".into(),
+        TermState::NotApplicable => "n/a".into(),
+        TermState::Unreadable { error, .. } => format!("unreadable: {error}"),
+    }
+}
