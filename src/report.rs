@@ -220,9 +220,17 @@ pub fn status_json(s: &Status) -> serde_json::Value {
             v
         })
         .collect();
+    // The sentences `status` prints first, so that the dashboard shows the
+    // same words without a second rendering of the judgement in script.
+    let prose: Vec<String> = s
+        .domains
+        .iter()
+        .filter_map(|d| not_trimming(&d.answer, s.at.0))
+        .collect();
     serde_json::json!({
         "at": s.at,
         "node": s.node,
+        "prose": prose,
         "duty_holder": s.duty_holder,
         "server": s.server.as_ref().map(|(url, source)| serde_json::json!({"url": url, "source": source})),
         "domains": domains,

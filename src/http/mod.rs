@@ -4,6 +4,7 @@
 //! or from one bounded broker read (tail), so a slow or stuck client never
 //! holds the loop. Every request is bounded in time and body size.
 
+pub mod dashboard;
 pub mod metrics;
 pub mod tokens;
 
@@ -165,6 +166,7 @@ pub fn authorise(
 /// The routes of http.md that exist so far.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
+        .route("/", get(dashboard_route))
         .route("/metrics", get(metrics_route))
         .route("/healthz", get(|| async { "ok\n" }))
         .route("/readyz", get(readyz))
@@ -175,6 +177,24 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/streams/{stream}/ack", post(ack))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(shared)
+}
+
+async fn dashboard_route(State(shared): State<Arc<Shared>>) -> Response {
+    (
+        StatusCode::OK,
+        [
+            (header::CONTENT_TYPE, "text/html; charset=utf-8"),
+            (
+                header::CONTENT_SECURITY_POLICY,
+                dashboard::content_security_policy(),
+            ),
+            (header::CACHE_CONTROL, "no-store"),
+            (header::REFERRER_POLICY, "no-referrer"),
+            (header::X_CONTENT_TYPE_OPTIONS, "nosniff"),
+        ],
+        dashboard::page(shared.config.retention.tick.0),
+    )
+        .into_response()
 }
 
 async fn metrics_route(State(shared): State<Arc<Shared>>) -> Response {

@@ -8,6 +8,7 @@ mod archive;
 mod archive_format;
 mod cluster;
 mod connect;
+mod dashboard;
 mod examples;
 mod faults;
 mod gates;

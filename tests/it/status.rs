@@ -223,7 +223,15 @@ async fn json_schema_is_stable_and_stream_filters() {
     };
     assert_eq!(
         keys(&v),
-        ["alarms", "at", "domains", "duty_holder", "node", "server"]
+        [
+            "alarms",
+            "at",
+            "domains",
+            "duty_holder",
+            "node",
+            "prose",
+            "server"
+        ]
     );
     assert_eq!(v["server"]["url"], f.server.url());
     assert_eq!(v["duty_holder"], "node-1");
