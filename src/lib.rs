@@ -42,6 +42,7 @@ pub mod embedded;
 pub mod exit;
 pub mod floor;
 pub mod gate;
+pub mod gesture;
 pub mod hold;
 pub mod http;
 pub mod human;

@@ -175,6 +175,8 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/streams/{stream}/trim", post(trim))
         .route("/v1/streams/{stream}/records", get(records))
         .route("/v1/streams/{stream}/ack", post(ack))
+        .route("/v1/nodes/{node}/evict", post(evict))
+        .route("/v1/nodes/{node}/readmit", post(readmit))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(shared)
 }
@@ -504,6 +506,128 @@ async fn trim(
             error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response()
         }
     }
+}
+
+/// The body of `POST /v1/nodes/{node}/evict` and `…/readmit`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GestureBody {
+    confirm: Option<String>,
+    #[serde(default)]
+    force: bool,
+    op_id: Option<String>,
+    reason: Option<String>,
+}
+
+/// How long a gesture may take before the route answers that it is still
+/// running (it goes on, under the operation id the answer names), well
+/// inside [`REQUEST_TIMEOUT`].
+const GESTURE_WAIT: Duration = Duration::from_secs(8);
+
+async fn evict(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(node): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    gesture_route(shared, headers, node, body, crate::rows::GateSign::Evict).await
+}
+
+async fn readmit(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(node): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    gesture_route(shared, headers, node, body, crate::rows::GateSign::Readmit).await
+}
+
+/// The gesture the CLI performs, judged and written by the same library
+/// code, answered with the object `--json` prints: 200 with each log's
+/// outcome, 400 for bad input, 409 for a refusal by judgement (its code in
+/// `error`), nothing written in either.
+async fn gesture_route(
+    shared: Arc<Shared>,
+    headers: HeaderMap,
+    node: String,
+    body: axum::body::Bytes,
+    sign: crate::rows::GateSign,
+) -> Response {
+    use crate::gesture::{self, Performed};
+    let who = match authorise(&shared, &headers, "gate") {
+        Ok(w) => w,
+        Err(r) => return r.into_response(),
+    };
+    let b: GestureBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("the body is not {{\"confirm\": \"<node>\", \"force\": false, \"op_id\": \"…\", \"reason\": \"…\"}}: {e}"),
+            )
+            .into_response()
+        }
+    };
+    let ask = gesture::Ask {
+        node,
+        confirm: b.confirm,
+        force: b.force,
+        op_id: b.op_id,
+        reason: b.reason,
+        by: format!("token:{}", who.name),
+    };
+    let performed = match gesture::check(&shared.config, &ask) {
+        Err(p) => p,
+        Ok(op) => {
+            // On its own task: a client that goes away, or a request that
+            // times out, never leaves a gesture half-written by dropping it.
+            let task = {
+                let (shared, ask, op) = (shared.clone(), ask.clone(), op.clone());
+                tokio::spawn(async move {
+                    gesture::perform(&shared.config, &shared.broker, sign, &ask, op).await
+                })
+            };
+            match tokio::time::timeout(GESTURE_WAIT, task).await {
+                Ok(Ok(p)) => p,
+                Ok(Err(e)) => {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal",
+                        format!("the gesture (op {op}) stopped: {e}; send it again with \"op_id\": \"{op}\" to finish it"),
+                    )
+                    .into_response()
+                }
+                Err(_) => {
+                    return error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "timeout",
+                        format!("the gesture is still running as op {op}; send it again with \"op_id\": \"{op}\" to see it finished"),
+                    )
+                    .into_response()
+                }
+            }
+        }
+    };
+    let mut v = gesture::json(sign, &ask, &performed);
+    let status = match &performed {
+        Performed::Done { .. } => StatusCode::OK,
+        Performed::Refused { refusal, .. } if refusal.is_bad_input() => StatusCode::BAD_REQUEST,
+        Performed::Refused { .. } | Performed::NoGatedLog => StatusCode::CONFLICT,
+    };
+    if status != StatusCode::OK {
+        // The error body every route answers with, and the gesture's own.
+        if let Some(obj) = v.as_object_mut() {
+            let code = obj.get("refused").cloned().unwrap_or_default();
+            obj.insert("error".into(), code);
+        }
+    }
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
 }
 
 /// The most connections served at once; more wait in the kernel's

@@ -656,3 +656,145 @@ async fn the_ack_route_is_judged_before_anything_is_written() {
     );
     s.stop();
 }
+
+#[tokio::test]
+async fn the_gesture_routes_evict_and_readmit_as_the_cli_does() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    f.position("node-3", 40).await;
+    f.snapshot("node-3", 40).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let s = Served::start_with(&f, ", fence_window: 2s");
+    let oncall = s.token("oncall", "gate");
+    let others = s.token("others", "read,trim,ack,capacity,erase");
+    let post = |path: &str, token: Option<&str>, body: &str| {
+        let (code, body) = request(s.port, "POST", path, token, Some(body));
+        (code, json(&body))
+    };
+    let last_before = f.state().await.1;
+    let ok = r#"{"confirm": "node-3"}"#;
+    // The gate scope, and no other.
+    assert_eq!(post("/v1/nodes/node-3/evict", None, ok).0, 401);
+    let (code, v) = post("/v1/nodes/node-3/evict", Some(&others), ok);
+    assert_eq!((code, v["error"].as_str()), (403, Some("forbidden")), "{v}");
+    // Bad input: 400 with the reason's code; judgement: 409 with its code.
+    for (path, body, code, error) in [
+        ("/v1/nodes/node-3/evict", "not json", 400, "bad_request"),
+        (
+            "/v1/nodes/node-3/evict",
+            r#"{"confirm": "node-3", "forse": true}"#,
+            400,
+            "bad_request",
+        ),
+        (
+            "/v1/nodes/node-3/evict",
+            r#"{"confirm": "node-3", "force": "yes"}"#,
+            400,
+            "bad_request",
+        ),
+        (
+            "/v1/nodes/node-3/evict",
+            r#"{"confirm": 3}"#,
+            400,
+            "bad_request",
+        ),
+        ("/v1/nodes/node-3/evict", "{}", 400, "confirm_missing"),
+        (
+            "/v1/nodes/node-3/evict",
+            r#"{"confirm": "node-4"}"#,
+            400,
+            "confirm_mismatch",
+        ),
+        (
+            "/v1/nodes/node-3/evict",
+            r#"{"confirm": "node-3", "op_id": "nope"}"#,
+            400,
+            "op_id_invalid",
+        ),
+        (
+            "/v1/nodes/node%203/evict",
+            r#"{"confirm": "node 3"}"#,
+            400,
+            "node_id_invalid",
+        ),
+        (
+            "/v1/nodes/node-9/evict",
+            r#"{"confirm": "node-9"}"#,
+            409,
+            "unknown_node",
+        ),
+        (
+            "/v1/nodes/node-1/evict",
+            r#"{"confirm": "node-1"}"#,
+            409,
+            "node_live",
+        ),
+        ("/v1/nodes/node-3/readmit", ok, 409, "not_evicted"),
+    ] {
+        let (got, v) = post(path, Some(&oncall), body);
+        assert_eq!(
+            (got, v["error"].as_str()),
+            (code, Some(error)),
+            "{path} {body}: {v}"
+        );
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    }
+    assert_eq!(
+        f.state().await.1,
+        last_before,
+        "no refusal wrote a gate record"
+    );
+
+    // The eviction: each log's outcome as `--json` prints it.
+    let (code, v) = post(
+        "/v1/nodes/node-3/evict",
+        Some(&oncall),
+        r#"{"confirm": "node-3", "reason": "disk lost"}"#,
+    );
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["sign"], "evict");
+    assert_eq!(v["finished"], true, "{v}");
+    let seq = last_before + 1;
+    assert_eq!(
+        v["logs"][0],
+        serde_json::json!({"outcome": "applied", "seq": seq, "stream": STREAM, "finish": null})
+    );
+    let op = v["op_id"].as_str().expect("op id").to_string();
+    let log = f.js.get_stream(STREAM).await.expect("stream");
+    let record = log.get_raw_message(seq).await.expect("the gate record");
+    let body: serde_json::Value = serde_json::from_slice(&record.payload).expect("body");
+    assert_eq!(body["by"], "token:oncall");
+    assert_eq!(body["reason"], "disk lost");
+    // A retry under the same op id answers the same record, writes none.
+    let (code, v) = post(
+        "/v1/nodes/node-3/evict",
+        Some(&oncall),
+        &format!(r#"{{"confirm": "node-3", "op_id": "{op}"}}"#),
+    );
+    assert_eq!(
+        (code, &v["logs"][0]["seq"]),
+        (200, &serde_json::json!(seq)),
+        "{v}"
+    );
+    assert_eq!(f.state().await.1, seq);
+    // Past the fence window the trim passes node-3; its readmission is
+    // judged against the floor, then taken once it has caught up.
+    assert!(
+        eventually(20, || async { f.first_seq().await == 101 }).await,
+        "the trim passes the evicted node"
+    );
+    let (code, v) = post("/v1/nodes/node-3/readmit", Some(&oncall), ok);
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (409, Some("below_floor")),
+        "{v}"
+    );
+    assert_eq!(f.state().await.1, seq, "nothing written");
+    f.position("node-3", seq).await;
+    let (code, v) = post("/v1/nodes/node-3/readmit", Some(&oncall), ok);
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(v["sign"], "readmit");
+    assert_eq!(v["logs"][0]["outcome"], "applied", "{v}");
+    let logs = s.stop();
+    assert!(!logs.contains(&oncall), "a token in the logs");
+}
