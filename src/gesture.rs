@@ -522,12 +522,37 @@ async fn write_one(
     let seq = match broker.publish_gate(&subject, &headers, body).await {
         Ok(seq) => seq,
         Err(PublishFailure::LogFull(e)) => {
+            // The exact command, with the least ceiling that also clears
+            // log_headroom, from the log's size now.
+            let raise = match broker.stream_state(&d.stream).await {
+                Ok(s) => {
+                    let least = crate::capacity::least_clearing_headroom(
+                        s.bytes,
+                        d.gate_reserve,
+                        crate::capacity::minimum(config.retention.allow_unsafe_limits),
+                    );
+                    format!(
+                        "raise its ceiling: {}",
+                        crate::capacity::command(&d.stream, least)
+                    )
+                }
+                Err(r) => format!(
+                    "raise its ceiling with crewlet retention set-capacity once its size can be read ({r})"
+                ),
+            };
             return LogOutcome::NotWritten {
                 reason: NotWritten::LogFull,
-                detail: format!("past even the gate reserve ({e}); raise the stream's ceiling (nats stream edit {} --max-bytes BYTES, keeping discard: new), then finish with the same -op-id", d.stream),
+                detail: format!(
+                    "past even the gate reserve ({e}); {raise}, then finish with the same -op-id"
+                ),
+            };
+        }
+        Err(PublishFailure::Refused(e)) => {
+            return LogOutcome::NotWritten {
+                reason: NotWritten::Refused,
+                detail: e,
             }
         }
-        Err(PublishFailure::Refused(e)) => return LogOutcome::NotWritten { reason: NotWritten::Refused, detail: e },
         Err(PublishFailure::NoAnswer(e)) => return LogOutcome::Unknown { error: e },
     };
     // Absorb at once, so the answer can say `applied`; a later tick does it

@@ -86,6 +86,9 @@ pub struct AlarmPolicy {
     pub max_clock_skew: Duration,
     /// This sidecar's node id, named in the `clock_skew` remedy.
     pub node: String,
+    /// The least ceiling `set-capacity` takes, for the command the
+    /// `log_headroom` remedy prints.
+    pub min_capacity: u64,
 }
 
 impl AlarmPolicy {
@@ -99,6 +102,7 @@ impl AlarmPolicy {
             gates_bucket: c.buckets.gates.clone(),
             max_clock_skew: c.retention.max_clock_skew.0,
             node: c.node.id.clone(),
+            min_capacity: crate::capacity::minimum(c.retention.allow_unsafe_limits),
         }
     }
 }
@@ -204,7 +208,18 @@ fn domain_alarms(
                 human::bytes(a.bytes),
                 human::bytes(a.soft_ceiling_bytes)
             ),
-            remedy: format!("{held}; clear that first, then raise the ceiling (nats stream edit {} --max-bytes BYTES, keeping discard: new)", a.stream),
+            remedy: {
+                let least = crate::capacity::least_clearing_headroom(
+                    a.bytes,
+                    a.reserve_bytes > 0,
+                    p.min_capacity,
+                );
+                format!(
+                    "{held}; clear that first, or raise the ceiling to at least {} (the least that leaves a tenth of headroom): {}",
+                    human::bytes(least),
+                    crate::capacity::command(&a.stream, least)
+                )
+            },
         });
     }
 

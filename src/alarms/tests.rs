@@ -18,6 +18,7 @@ fn policy() -> AlarmPolicy {
         gates_bucket: "crewlet_gates".into(),
         max_clock_skew: Duration::from_secs(2),
         node: "node-1".into(),
+        min_capacity: 1 << 30,
     }
 }
 
@@ -88,7 +89,11 @@ fn log_headroom() {
             .contains("the trim is held by backup_floor, applied")
             && a[0]
                 .remedy
-                .contains("nats stream edit CREWLET_TRACKER_LOG --max-bytes BYTES"),
+                // 1097 MiB holds appends to 1,078,394,880 bytes, of which
+                // 970,000,000 is under nine tenths; 1096 MiB is not.
+                .contains(
+                    "crewlet retention set-capacity CREWLET_TRACKER_LOG 1097MiB -confirm 1097MiB"
+                ),
         "{}",
         a[0].remedy
     );

@@ -3,6 +3,7 @@
 //! plain data (or a typed error naming what failed) for the pure core.
 
 pub mod archive;
+pub mod capacity;
 mod connect;
 pub mod fixture;
 pub mod gates;

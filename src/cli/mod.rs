@@ -307,6 +307,13 @@ pub enum Retention {
     /// Where a log ends: the next sequence and the newest record's broker
     /// time in milliseconds (0 when every record has been trimmed away).
     Tail(TailArgs),
+    /// Change a log's ceiling (max_bytes, nothing else). Refused, with the
+    /// numbers and nothing written, under 1 GiB (below_minimum), when the
+    /// new soft ceiling is at or below what the log holds (below_usage,
+    /// naming the least target that would do), or past what the account's
+    /// JetStream storage limit has left (account_limit). Then updated and
+    /// read back. Exit 0 set, 1 refused or not applied, 2 bad input.
+    SetCapacity(SetCapacityArgs),
     /// Read every segment of a domain's archive back and check it:
     /// checksums, counts, ranges, contiguity, and no gap before the live
     /// log. Exit 0 sound, 1 any problem. Writes nothing.
@@ -355,6 +362,20 @@ pub struct TrimArgs {
     /// Who [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+}
+
+/// `set-capacity` options.
+#[derive(Debug, clap::Args)]
+pub struct SetCapacityArgs {
+    /// The stream (or domain name).
+    #[arg(value_name = "STREAM")]
+    pub stream: String,
+    /// The new max_bytes: a number of bytes or an IEC size (8GiB, 1100MiB).
+    #[arg(value_name = "BYTES", allow_hyphen_values = true)]
+    pub bytes: String,
+    /// Repeat BYTES exactly as given.
+    #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
+    pub confirm: Option<String>,
 }
 
 /// `tail` options.
@@ -636,6 +657,7 @@ pub async fn run(cli: Cli) -> Exit {
         Command::Retention(Retention::Read(args)) => archive::read(&cli, args).await,
         Command::Retention(Retention::Tail(args)) => archive::tail(&cli, args).await,
         Command::Retention(Retention::Trim(args)) => archive::trim(&cli, args).await,
+        Command::Retention(Retention::SetCapacity(args)) => set_capacity(&cli, args).await,
         Command::Token(t) => token::run(&cli, t),
         Command::Retention(Retention::VerifyArchive(args)) => {
             archive::verify_archive(&cli, args).await
@@ -856,6 +878,44 @@ pub fn columns(rows: &[Vec<String>]) -> String {
 /// `$USER` or `$LOGNAME`, else `unknown`. The account comes first: cron and
 /// systemd units often run without `$USER`, and the record should still
 /// name someone.
+/// `crewlet retention set-capacity`: judged before anything is written
+/// (`crewlet::resize`).
+async fn set_capacity(cli: &Cli, args: &SetCapacityArgs) -> Exit {
+    use crate::resize::{self, Ask, BadInput, Outcome};
+    let loaded = exit_on_err!(load_config(cli));
+    let config = loaded.config;
+    let ask = Ask {
+        stream: args.stream.clone(),
+        bytes: args.bytes.clone(),
+        confirm: args.confirm.clone().unwrap_or_default(),
+    };
+    let outcome = if args.confirm.is_none() {
+        Outcome::BadInput(BadInput {
+            code: "confirm_mismatch",
+            message: format!(
+                "confirm_mismatch: -confirm is required: repeat the target ({}) exactly as given; nothing written",
+                args.bytes
+            ),
+        })
+    } else {
+        match resize::check(&config, &ask) {
+            Err(b) => Outcome::BadInput(b),
+            Ok((domain, target)) => {
+                let broker = exit_on_err!(connect(&config).await);
+                resize::apply(&config, &broker, &domain, target).await
+            }
+        }
+    };
+    if cli.json {
+        println!("{}", resize::json(&outcome));
+    } else {
+        let (out, err) = resize::text(&outcome);
+        print!("{out}");
+        eprint!("{err}");
+    }
+    outcome.exit()
+}
+
 pub fn by_name(flag: Option<&str>) -> String {
     let named = |s: Option<String>| s.filter(|s| !s.trim().is_empty());
     named(flag.map(str::to_string))

@@ -524,10 +524,20 @@ async fn the_gate_reserve_takes_evictions_until_max_bytes() {
         finish.contains(&format!("-op-id {}", v["op_id"].as_str().expect("id"))),
         "{finish}"
     );
-    assert!(
-        v["logs"][0]["detail"]
-            .as_str()
-            .is_some_and(|d| d.contains("--max-bytes BYTES, keeping discard: new")),
-        "{v}"
+    // The detail names the exact command that raises the ceiling; it
+    // works, and then the finishing command does.
+    let detail = v["logs"][0]["detail"].as_str().expect("detail");
+    let raise = detail
+        .split("raise its ceiling: ")
+        .nth(1)
+        .and_then(|r| r.split(", then").next())
+        .unwrap_or_else(|| panic!("no command in {detail}"));
+    assert_eq!(
+        raise,
+        format!("crewlet retention set-capacity {STREAM} 1MiB -confirm 1MiB")
     );
+    let run = op.run(&raise.split(' ').skip(1).collect::<Vec<_>>());
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = op.run(&finish.split(' ').skip(1).collect::<Vec<_>>());
+    assert_eq!(run.code, 0, "finished once the ceiling is raised: {run:?}");
 }

@@ -200,7 +200,7 @@ async fn log_headroom_names_what_holds_the_trim() {
             .contains("ALARM log_headroom tracker: headroom_fraction 0.0"),
         "{run:?}"
     );
-    assert!(run.stderr.contains("the trim is held by applied; clear that first, then raise the ceiling (nats stream edit CREWLET_TRACKER_LOG --max-bytes BYTES, keeping discard: new)"), "{run:?}");
+    assert!(run.stderr.contains("the trim is held by applied; clear that first, or raise the ceiling to at least 1.0 MiB (the least that leaves a tenth of headroom): crewlet retention set-capacity CREWLET_TRACKER_LOG 1MiB -confirm 1MiB"), "{run:?}");
     // The node catches up; the trim frees the log; the alarm clears.
     f.position("node-1", 56).await;
     f.sidecar().await.tick().await;
