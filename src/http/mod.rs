@@ -175,6 +175,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/streams/{stream}/trim", post(trim))
         .route("/v1/streams/{stream}/records", get(records))
         .route("/v1/streams/{stream}/ack", post(ack))
+        .route("/v1/streams/{stream}/capacity", post(capacity))
         .route("/v1/nodes/{node}/evict", post(evict))
         .route("/v1/nodes/{node}/readmit", post(readmit))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
@@ -506,6 +507,85 @@ async fn trim(
             error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response()
         }
     }
+}
+
+/// The body of `POST …/capacity`: `bytes` a number of bytes or an IEC
+/// size as a string, `confirm` the same value again.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CapacityBody {
+    bytes: serde_json::Value,
+    confirm: serde_json::Value,
+}
+
+/// A size given as a JSON number or string, as typed.
+fn size_text(field: &str, v: &serde_json::Value) -> Result<String, ApiError> {
+    match v {
+        serde_json::Value::Number(n) if n.as_u64().is_some() => Ok(n.to_string()),
+        serde_json::Value::String(s) => Ok(s.clone()),
+        other => Err(error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("{field}: {other} is not a size; give a whole number of bytes or a string such as \"8GiB\""),
+        )),
+    }
+}
+
+async fn capacity(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(stream): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    use crate::resize::{self, Outcome};
+    let (_, domain) = match gate(&shared, &headers, "capacity", &stream) {
+        Ok(g) => g,
+        Err(r) => return r.into_response(),
+    };
+    let b: CapacityBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("the body is not {{\"bytes\": B, \"confirm\": B}}: {e}"),
+            )
+            .into_response()
+        }
+    };
+    let (bytes, confirm) = match (
+        size_text("bytes", &b.bytes),
+        size_text("confirm", &b.confirm),
+    ) {
+        (Ok(b), Ok(c)) => (b, c),
+        (Err(r), _) | (_, Err(r)) => return r.into_response(),
+    };
+    let ask = resize::Ask {
+        stream: domain.stream.clone(),
+        bytes,
+        confirm,
+    };
+    let outcome = match resize::check(&shared.config, &ask) {
+        Err(b) => Outcome::BadInput(b),
+        Ok((domain, target)) => {
+            resize::apply(&shared.config, &shared.broker, &domain, target).await
+        }
+    };
+    let status = match &outcome {
+        Outcome::Done(_) => StatusCode::OK,
+        Outcome::BadInput(_) => StatusCode::BAD_REQUEST,
+        Outcome::Unreadable { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::Missing { .. }
+        | Outcome::Refused { .. }
+        | Outcome::BrokerRefused { .. }
+        | Outcome::NotVerified { .. } => StatusCode::CONFLICT,
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        resize::json(&outcome).to_string(),
+    )
+        .into_response()
 }
 
 /// The body of `POST /v1/nodes/{node}/evict` and `…/readmit`.

@@ -798,3 +798,84 @@ async fn the_gesture_routes_evict_and_readmit_as_the_cli_does() {
     let logs = s.stop();
     assert!(!logs.contains(&oncall), "a token in the logs");
 }
+
+#[tokio::test]
+async fn the_capacity_route_judges_like_set_capacity() {
+    let f = Fleet::new(100).await;
+    let s = Served::start(&f);
+    let sizer = s.token("sizer", "capacity");
+    let others = s.token("others", "read,trim,gate,ack,erase");
+    let post = |path: &str, token: Option<&str>, body: &str| {
+        let (code, body) = request(s.port, "POST", path, token, Some(body));
+        (code, json(&body))
+    };
+    let max = || async {
+        f.js.get_stream(STREAM)
+            .await
+            .expect("s")
+            .cached_info()
+            .config
+            .max_bytes
+    };
+    let before = max().await;
+    let ok = r#"{"bytes": 2147483648, "confirm": 2147483648}"#;
+    assert_eq!(post("/v1/streams/tracker/capacity", None, ok).0, 401);
+    let (code, v) = post("/v1/streams/tracker/capacity", Some(&others), ok);
+    assert_eq!((code, v["error"].as_str()), (403, Some("forbidden")), "{v}");
+    let (code, v) = post("/v1/streams/NOPE/capacity", Some(&sizer), ok);
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (404, Some("unknown_stream")),
+        "{v}"
+    );
+    for (body, code, error) in [
+        ("not json", 400, "bad_request"),
+        (r#"{"bytes": "2GiB"}"#, 400, "bad_request"),
+        (
+            r#"{"bytes": "2GiB", "confirm": "2GiB", "force": true}"#,
+            400,
+            "bad_request",
+        ),
+        (r#"{"bytes": -1, "confirm": -1}"#, 400, "bad_request"),
+        (r#"{"bytes": 1.5, "confirm": 1.5}"#, 400, "bad_request"),
+        (r#"{"bytes": "8MB", "confirm": "8MB"}"#, 400, "bad_request"),
+        (
+            r#"{"bytes": "2GiB", "confirm": "2048MiB"}"#,
+            400,
+            "confirm_mismatch",
+        ),
+        (
+            r#"{"bytes": "512KiB", "confirm": "512KiB"}"#,
+            409,
+            "below_minimum",
+        ),
+    ] {
+        let (got, v) = post("/v1/streams/tracker/capacity", Some(&sizer), body);
+        assert_eq!(
+            (got, v["error"].as_str()),
+            (code, Some(error)),
+            "{body}: {v}"
+        );
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
+    }
+    assert_eq!(max().await, before, "nothing written");
+    let (code, v) = post(&format!("/v1/streams/{STREAM}/capacity"), Some(&sizer), ok);
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        (
+            v["changed"].as_bool(),
+            v["to"].as_u64(),
+            v["verified"].as_bool()
+        ),
+        (Some(true), Some(2 << 30), Some(true)),
+        "{v}"
+    );
+    assert_eq!(max().await, 2 << 30);
+    let (code, v) = post(
+        "/v1/streams/tracker/capacity",
+        Some(&sizer),
+        r#"{"bytes": "2GiB", "confirm": "2GiB"}"#,
+    );
+    assert_eq!((code, v["changed"].as_bool()), (200, Some(false)), "{v}");
+    s.stop();
+}

@@ -6,6 +6,7 @@ mod support;
 
 mod archive;
 mod archive_format;
+mod capacity;
 mod cluster;
 mod connect;
 mod dashboard;
