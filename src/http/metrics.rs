@@ -35,8 +35,8 @@ struct StateLabels {
     state: String,
 }
 
-/// `alarm`, and `domain` only for a domain's alarm (a fleet-level alarm
-/// has no domain label at all, not an empty one).
+/// `domain` and `stream` (as every per-domain family has them) and
+/// `alarm`; a fleet-level alarm has `alarm` alone, no empty domain.
 type AlarmLabels = Vec<(String, String)>;
 
 type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
@@ -197,10 +197,14 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
         }
     }
     for a in alarms {
-        let mut labels: AlarmLabels = vec![("alarm".into(), a.alarm.to_string())];
+        let mut labels: AlarmLabels = Vec::new();
         if let Some(d) = &a.domain {
             labels.push(("domain".into(), d.clone()));
+            if let Some(stream) = answers.iter().find(|x| &x.domain == d).map(|x| &x.stream) {
+                labels.push(("stream".into(), stream.clone()));
+            }
         }
+        labels.push(("alarm".into(), a.alarm.to_string()));
         alarm.get_or_create(&labels).set(1);
     }
     held.set(i64::from(duty_held));

@@ -70,13 +70,18 @@ impl Served {
 
     /// As [`Served::start`], with more `retention:` fields (`, k: v`).
     pub fn start_with(f: &Fleet, retention: &str) -> Served {
+        Self::start_full(f, retention, "")
+    }
+
+    /// As [`Served::start_with`], with more fields for the domain.
+    pub fn start_full(f: &Fleet, retention: &str, domain: &str) -> Served {
         let scratch = Scratch::new();
         let port = free_port();
         let tokens = scratch.dir.path().join("tokens.yaml");
         let cfg = scratch.write(
             "crewlet.yaml",
             &format!(
-                "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall{retention}}}\ntrim: {{enabled: true}}\nhttp: {{listen: \"127.0.0.1:{port}\", tokens_file: {}}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+                "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall{retention}}}\ntrim: {{enabled: true}}\nhttp: {{listen: \"127.0.0.1:{port}\", tokens_file: {}}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate{domain}}}]\n",
                 f.url(),
                 tokens.display()
             ),
@@ -877,5 +882,92 @@ async fn the_capacity_route_judges_like_set_capacity() {
         r#"{"bytes": "2GiB", "confirm": "2GiB"}"#,
     );
     assert_eq!((code, v["changed"].as_bool()), (200, Some(false)), "{v}");
+    s.stop();
+}
+
+#[tokio::test]
+async fn every_metric_family_carries_the_last_ticks_values() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 60), ("node-2", 60)], 100).await;
+    // node-3, not live, pins applied at 40: trim_held, blocked.
+    f.position("node-3", 40).await;
+    f.snapshot("node-3", 40).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let archive = Scratch::new();
+    let s = Served::start_full(
+        &f,
+        ", held_alarm_after: 0s",
+        &format!(
+            ", archive: {{dir: {}, segment_records: 20}}",
+            archive.dir.path().display()
+        ),
+    );
+    let d = format!("domain=\"tracker\",stream=\"{STREAM}\"");
+    let after_purge = format!("crewlet_first_seq{{{d}}} 41");
+    assert!(
+        eventually(20, || async {
+            s.get("/metrics", None).1.lines().any(|l| l == after_purge)
+        })
+        .await,
+        "the tick after the purge: {}",
+        s.get("/metrics", None).1
+    );
+    let (_, text) = s.get("/metrics", None);
+    let value = |family: &str| -> f64 {
+        let prefix = format!("{family}{{{d}}} ");
+        text.lines()
+            .find_map(|l| l.strip_prefix(&prefix))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("{family} not in\n{text}"))
+    };
+    let bytes =
+        f.js.get_stream(STREAM)
+            .await
+            .expect("s")
+            .cached_info()
+            .state
+            .bytes;
+    assert!(value("crewlet_bytes") > 0.0);
+    assert!(value("crewlet_bytes") <= bytes as f64 + 1.0);
+    assert_eq!(value("crewlet_max_bytes"), (1u64 << 30) as f64);
+    assert_eq!(value("crewlet_reserve_bytes"), (1u64 << 26) as f64);
+    let headroom = value("crewlet_headroom_fraction");
+    assert!(headroom > 0.99 && headroom <= 1.0, "{headroom}");
+    assert_eq!(value("crewlet_last_seq"), 100.0);
+    assert_eq!(value("crewlet_trim_floor"), 41.0);
+    assert_eq!(value("crewlet_trim_to"), 40.0);
+    assert_eq!(value("crewlet_blocked"), 1.0);
+    assert!(value("crewlet_blocked_seconds") >= 0.0);
+    // The archive folded what the trim passed: its frontier is 40.
+    assert_eq!(value("crewlet_archive_frontier"), 40.0);
+    for want in [
+        format!("crewlet_term_seq{{{d},term=\"applied\"}} 40"),
+        format!("crewlet_term_seq{{{d},term=\"archive_floor\"}} 40"),
+        format!("crewlet_term_state{{{d},term=\"applied\",state=\"value\"}} 1"),
+        format!("crewlet_term_state{{{d},term=\"min_hold\",state=\"unbounded\"}} 1"),
+        format!("crewlet_term_state{{{d},term=\"feed_ack_floor\",state=\"n/a\"}} 1"),
+        format!("crewlet_alarm{{{d},alarm=\"trim_held\"}} 1"),
+        "crewlet_duty_held 1".to_string(),
+        "crewlet_purged_records_total 40".to_string(),
+    ] {
+        assert!(text.lines().any(|l| l == want), "{want} not in\n{text}");
+    }
+    // Only terms with a value have a seq.
+    assert!(
+        !text
+            .lines()
+            .any(|l| l.starts_with("crewlet_term_seq{") && l.contains("term=\"min_hold\"")),
+        "{text}"
+    );
+    let count: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("crewlet_tick_duration_seconds_count "))
+        .and_then(|v| v.parse().ok())
+        .expect("the histogram's count");
+    assert!(count >= 2.0, "a tick each second: {count}");
+    assert!(
+        text.contains("crewlet_tick_duration_seconds_bucket{le="),
+        "{text}"
+    );
     s.stop();
 }
