@@ -702,13 +702,18 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
 /// One GET over a fresh loopback connection: how long until the whole
 /// answer was read. (A measuring tool, not a client: it sends one fixed
 /// request and reads to the close.)
+/// One client request's latency, with which path it was (0 `/metrics`,
+/// 1 `/v1/retention`).
+type Timed = Result<(usize, f64), String>;
+
 async fn timed_get(port: u16, path: &str, token: &str) -> Result<f64, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let t = Instant::now();
     let mut c = tokio::net::TcpStream::connect(("127.0.0.1", port))
         .await
         .map_err(|e| e.to_string())?;
-    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nConnection: close\r\n\r\n");
+    // As Prometheus and browsers ask: compressed.
+    let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {token}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n");
     c.write_all(req.as_bytes())
         .await
         .map_err(|e| e.to_string())?;
@@ -729,9 +734,7 @@ async fn timed_get(port: u16, path: &str, token: &str) -> Result<f64, String> {
 async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<Vec<Line>, String> {
     use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
-        .await
-        .map_err(|e| e.to_string())?;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
     let dir = std::env::temp_dir().join(format!("crewlet-bench-http-{}", std::process::id()));
     std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
@@ -749,13 +752,9 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     config.http.tokens_file = Some(tokens_file);
     let shared = Arc::new(crate::http::Shared::new(config.clone(), broker.clone()));
     let stop = Arc::new(tokio::sync::Notify::new());
-    let server = {
-        let (shared, stop) = (shared.clone(), stop.clone());
-        tokio::spawn(async move {
-            let _ =
-                crate::http::serve(listener, shared, async move { stop.notified().await }).await;
-        })
-    };
+    // Served as `retention run` serves it: on a thread of its own.
+    let server = crate::http::serve_apart(listener, shared.clone(), stop.clone())
+        .map_err(|e| e.to_string())?;
     let mut sidecar = Sidecar::new(config.clone(), broker.clone());
     sidecar.log_alarms = false;
     let record = |s: &Sidecar, r: &crate::trim::TickReport| {
@@ -768,44 +767,71 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     let r = sidecar.tick().await;
     record(&sidecar, &r);
     let (mut quiet, mut loaded, mut latencies) = (Vec::new(), Vec::new(), Vec::new());
+    let mut by_path: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
     for _ in 0..samples {
         let t = Instant::now();
         let r = sidecar.tick().await;
         quiet.push(ms(t.elapsed()));
         record(&sidecar, &r);
         // Four clients, each a request every 10 ms (400 a second, far
-        // above any scrape), for as long as the tick runs.
+        // above any scrape), for as long as the tick runs. They run on a
+        // thread of their own, as scrapers are processes of their own: on
+        // the loop's runtime they would measure its scheduling, not the
+        // answers.
         let running = Arc::new(AtomicBool::new(true));
-        let clients: Vec<_> = (0..4)
-            .map(|i| {
-                let (running, token) = (running.clone(), token.clone());
-                tokio::spawn(async move {
-                    let path = if i % 2 == 0 {
-                        "/metrics"
-                    } else {
-                        "/v1/retention"
-                    };
-                    let mut got = Vec::new();
-                    while running.load(Ordering::Relaxed) {
-                        got.push(timed_get(port, path, &token).await);
-                        tokio::time::sleep(Duration::from_millis(10)).await;
+        let clients = {
+            let (running, token) = (running.clone(), token.clone());
+            std::thread::spawn(move || -> Result<Vec<Timed>, String> {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .map_err(|e| e.to_string())?;
+                Ok(rt.block_on(async move {
+                    let each: Vec<_> = (0..4)
+                        .map(|i| {
+                            let (running, token) = (running.clone(), token.clone());
+                            tokio::spawn(async move {
+                                let path = if i % 2 == 0 {
+                                    "/metrics"
+                                } else {
+                                    "/v1/retention"
+                                };
+                                let mut got = Vec::new();
+                                while running.load(Ordering::Relaxed) {
+                                    got.push(
+                                        timed_get(port, path, &token).await.map(|l| (i % 2, l)),
+                                    );
+                                    tokio::time::sleep(Duration::from_millis(10)).await;
+                                }
+                                got
+                            })
+                        })
+                        .collect();
+                    let mut all = Vec::new();
+                    for c in each {
+                        all.extend(c.await.unwrap_or_default());
                     }
-                    got
-                })
+                    all
+                }))
             })
-            .collect();
+        };
         tokio::time::sleep(Duration::from_millis(20)).await;
         let t = Instant::now();
         let r = sidecar.tick().await;
         loaded.push(ms(t.elapsed()));
         record(&sidecar, &r);
         running.store(false, Ordering::Relaxed);
-        for c in clients {
-            for l in c.await.map_err(|e| e.to_string())? {
-                latencies.push(l?);
-            }
+        let got = tokio::task::spawn_blocking(move || clients.join())
+            .await
+            .map_err(|e| e.to_string())?
+            .map_err(|_| "the bench's HTTP clients panicked".to_string())??;
+        for l in got {
+            let (which, l) = l?;
+            latencies.push(l);
+            by_path[which].push(l);
         }
     }
+    let sizes = shared.last_sizes().unwrap_or_default();
     sidecar.duty.release(&sidecar.broker).await;
     stop.notify_one();
     let _ = server.await;
@@ -823,15 +849,29 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
         n: latencies.len(),
     };
     let mut p99_line = line(
-        "http: p99 of /metrics and /v1/retention (4 clients, 10 ms apart)",
+        "http: p99 of /metrics and /v1/retention (4 clients, 10 ms apart, gzip)",
         &requests,
         None,
         None,
         Some(5.0),
     );
+    let p99_of = |v: &mut Vec<f64>| {
+        v.sort_by(|a, b| a.total_cmp(b));
+        v.get((v.len() * 99 / 100).min(v.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0.0)
+    };
+    let (metrics_p99, status_p99) = (p99_of(&mut by_path[0]), p99_of(&mut by_path[1]));
     p99_line.value = format!(
-        "{:.2} ms p99 (p50 {:.2}, max {:.2}, n={})",
-        p99, p50, requests.max, requests.n
+        "{:.2} ms p99 (p50 {:.2}, max {:.2}, n={}; /metrics {:.2}, /v1/retention {:.2}; answers of {} and {})",
+        p99,
+        p50,
+        requests.max,
+        requests.n,
+        metrics_p99,
+        status_p99,
+        crate::human::bytes(sizes.1),
+        crate::human::bytes(sizes.0)
     );
     Ok(vec![
         p99_line,

@@ -178,6 +178,7 @@ async fn serve(
     // The HTTP surface stops with the loop.
     http_stop.notify_one();
     if let Some(h) = http {
+        // Its failure, if any, was logged when it happened.
         let _ = h.await;
     }
     tracing::info!(event = "stopped", "crewlet retention run stopped");
@@ -192,11 +193,11 @@ async fn start_http(
     sidecar: &mut Sidecar,
     server: (String, String),
     stop: Arc<Notify>,
-) -> Result<Option<tokio::task::JoinHandle<()>>, Exit> {
+) -> Result<Option<tokio::sync::oneshot::Receiver<std::io::Result<()>>>, Exit> {
     let Some(addr) = sidecar.config.http.address() else {
         return Ok(None);
     };
-    let listener = tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+    let listener = std::net::TcpListener::bind(addr).map_err(|e| {
         eprintln!("error: http.listen {addr}: {e}");
         Exit::Usage
     })?;
@@ -221,12 +222,11 @@ async fn start_http(
             ));
         },
     ));
-    Ok(Some(tokio::spawn(async move {
-        let stopped = async move { stop.notified().await };
-        if let Err(e) = crate::http::serve(listener, shared, stopped).await {
-            tracing::error!(event = "http_failed", error = %e, "the HTTP surface stopped");
-        }
-    })))
+    let stopped = crate::http::serve_apart(listener, shared, stop).map_err(|e| {
+        eprintln!("error: http.listen {addr}: {e}");
+        Exit::Usage
+    })?;
+    Ok(Some(stopped))
 }
 
 async fn wait_for_signal() {

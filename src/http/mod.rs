@@ -27,13 +27,18 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 pub const MAX_BODY: usize = 64 * 1024;
 
 /// What the last tick left for the HTTP surface, encoded once per tick so
-/// that a request only copies bytes out (a status of 10,000 nodes is large).
-#[derive(Debug, Clone)]
+/// that a request only copies bytes out (a status of 10,000 nodes is
+/// megabytes), and compressed once per tick beside the loop: a request
+/// that asks for gzip before that is done gets the plain answer, never a
+/// wait.
+#[derive(Debug)]
 pub struct Last {
     /// The `status --json` object of that tick, serialized.
     pub status: axum::body::Bytes,
     /// The exposition text.
     pub metrics: axum::body::Bytes,
+    status_gzip: std::sync::OnceLock<axum::body::Bytes>,
+    metrics_gzip: std::sync::OnceLock<axum::body::Bytes>,
 }
 
 impl Last {
@@ -41,9 +46,78 @@ impl Last {
         Last {
             status: axum::body::Bytes::from(status.to_string()),
             metrics: axum::body::Bytes::from(metrics),
+            status_gzip: std::sync::OnceLock::new(),
+            metrics_gzip: std::sync::OnceLock::new(),
         }
     }
 }
+
+/// `bytes` gzip-compressed (fastest level: the answer is sent many times
+/// a tick at most, and is mostly repeated keys), or none if that failed.
+fn gzip(bytes: &[u8]) -> Option<axum::body::Bytes> {
+    use std::io::Write;
+    let mut enc = flate2::write::GzEncoder::new(
+        Vec::with_capacity(bytes.len() / 8),
+        flate2::Compression::fast(),
+    );
+    enc.write_all(bytes).ok()?;
+    enc.finish().ok().map(axum::body::Bytes::from)
+}
+
+/// Whether the request's `Accept-Encoding` takes gzip (not `gzip;q=0`).
+fn takes_gzip(headers: &HeaderMap) -> bool {
+    headers
+        .get_all(header::ACCEPT_ENCODING)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .any(|part| {
+            let mut it = part.split(';').map(str::trim);
+            let coding = it.next().unwrap_or_default();
+            let refused = it.any(|p| {
+                p.strip_prefix("q=")
+                    .and_then(|q| q.parse::<f32>().ok())
+                    .is_some_and(|q| q == 0.0)
+            });
+            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+        })
+}
+
+/// An answer from the last tick: compressed when the client takes gzip and
+/// the compressed copy is ready, plain otherwise.
+fn cached(
+    headers: &HeaderMap,
+    plain: &axum::body::Bytes,
+    compressed: &std::sync::OnceLock<axum::body::Bytes>,
+    content_type: &'static str,
+) -> Response {
+    let gz = takes_gzip(headers)
+        .then(|| compressed.get().cloned())
+        .flatten();
+    match gz {
+        Some(body) => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::CONTENT_ENCODING, "gzip"),
+                (header::VARY, "accept-encoding"),
+            ],
+            body,
+        )
+            .into_response(),
+        None => (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE, content_type),
+                (header::VARY, "accept-encoding"),
+            ],
+            plain.clone(),
+        )
+            .into_response(),
+    }
+}
+
+const OPENMETRICS: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 /// The state every request reads.
 pub struct Shared {
@@ -66,13 +140,37 @@ impl Shared {
         }
     }
 
-    /// Records a tick's answer for the routes that answer from it.
+    /// Records a tick's answer for the routes that answer from it, and
+    /// compresses it on a thread of its own.
     pub fn record(&self, last: Last) {
-        let mut guard = match self.last.write() {
-            Ok(g) => g,
-            Err(p) => p.into_inner(),
-        };
-        *guard = Some(Arc::new(last));
+        let last = Arc::new(last);
+        {
+            let mut guard = match self.last.write() {
+                Ok(g) => g,
+                Err(p) => p.into_inner(),
+            };
+            *guard = Some(last.clone());
+        }
+        let spawned = std::thread::Builder::new()
+            .name("crewlet-gzip".into())
+            .spawn(move || {
+                if let Some(gz) = gzip(&last.status) {
+                    let _ = last.status_gzip.set(gz);
+                }
+                if let Some(gz) = gzip(&last.metrics) {
+                    let _ = last.metrics_gzip.set(gz);
+                }
+            });
+        if let Err(e) = spawned {
+            // Only compression is lost: answers go out plain.
+            tracing::warn!(event = "gzip_unavailable", error = %e, "answers are sent uncompressed this tick");
+        }
+    }
+
+    /// The sizes of the last `/v1/retention` and `/metrics` answers.
+    pub fn last_sizes(&self) -> Option<(u64, u64)> {
+        self.last()
+            .map(|l| (l.status.len() as u64, l.metrics.len() as u64))
     }
 
     fn last(&self) -> Option<Arc<Last>> {
@@ -200,19 +298,16 @@ async fn dashboard_route(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
-async fn metrics_route(State(shared): State<Arc<Shared>>) -> Response {
-    let text = shared.last().map(|l| l.metrics.clone()).unwrap_or_else(|| {
-        axum::body::Bytes::from(metrics::encode(&[], &[], false, &shared.lasting))
-    });
-    (
-        StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        text,
-    )
-        .into_response()
+async fn metrics_route(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+    match shared.last() {
+        Some(l) => cached(&headers, &l.metrics, &l.metrics_gzip, OPENMETRICS),
+        None => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, OPENMETRICS)],
+            metrics::encode(&[], &[], false, &shared.lasting),
+        )
+            .into_response(),
+    }
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
@@ -233,12 +328,7 @@ async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Res
         return r.into_response();
     }
     match shared.last() {
-        Some(l) => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, "application/json")],
-            l.status.clone(),
-        )
-            .into_response(),
+        Some(l) => cached(&headers, &l.status, &l.status_gzip, "application/json"),
         None => error(
             StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",
@@ -731,6 +821,39 @@ pub async fn serve(
         .await
 }
 
+/// Serves the HTTP surface on a thread of its own, with a runtime of its
+/// own, until `stop` is notified; the returned receiver resolves when it
+/// has stopped. Apart from the loop's runtime so that neither waits on the
+/// other: a tick busy computing never delays an answer behind it on the
+/// same worker, and requests (however many, however large the answer)
+/// never take a worker the tick is waiting for. The broker client is
+/// shared: its calls are messages to the connection's own task.
+pub fn serve_apart(
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+    stop: Arc<tokio::sync::Notify>,
+) -> std::io::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
+    listener.set_nonblocking(true)?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .thread_name("crewlet-http")
+        .build()?;
+    let (done, finished) = tokio::sync::oneshot::channel();
+    std::thread::Builder::new()
+        .name("crewlet-http".into())
+        .spawn(move || {
+            let result = runtime.block_on(async move {
+                let listener = tokio::net::TcpListener::from_std(listener)?;
+                serve(listener, shared, async move { stop.notified().await }).await
+            });
+            if let Err(e) = &result {
+                tracing::error!(event = "http_failed", error = %e, "the HTTP surface stopped");
+            }
+            let _ = done.send(result);
+        })?;
+    Ok(finished)
+}
+
 /// A listener that accepts only while fewer than [`MAX_CONNECTIONS`] are
 /// open: each connection holds a permit until it closes.
 struct Limited {
@@ -819,5 +942,35 @@ async fn bounded(req: axum::extract::Request, next: axum::middleware::Next) -> R
             format!("no answer within {}", crate::config::Dur(REQUEST_TIMEOUT)),
         )
         .into_response(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn accepting(v: &str) -> bool {
+        let mut h = HeaderMap::new();
+        h.insert(header::ACCEPT_ENCODING, v.parse().expect("header"));
+        takes_gzip(&h)
+    }
+
+    #[test]
+    fn gzip_only_when_the_client_takes_it() {
+        assert!(accepting("gzip"));
+        assert!(accepting("deflate, gzip;q=1.0, *;q=0.5"));
+        assert!(accepting("GZIP"));
+        assert!(accepting("*"));
+        assert!(!accepting("gzip;q=0"));
+        assert!(!accepting("identity"));
+        assert!(!accepting("br, deflate"));
+        assert!(!takes_gzip(&HeaderMap::new()));
+        let text = b"crewlet_trim_to 40\n".repeat(1000);
+        let gz = gzip(&text).expect("compressed");
+        assert!(gz.len() < text.len() / 10);
+        let mut out = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&gz[..]), &mut out)
+            .expect("decompress");
+        assert_eq!(out, text);
     }
 }

@@ -971,3 +971,70 @@ async fn every_metric_family_carries_the_last_ticks_values() {
     );
     s.stop();
 }
+
+#[tokio::test]
+async fn answers_are_gzipped_for_clients_that_ask_and_say_the_same() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 60), ("node-2", 60)], 100).await;
+    let s = Served::start(&f);
+    let reader = s.token("grafana", "read");
+    assert!(
+        eventually(20, || async {
+            s.get("/v1/retention", Some(&reader)).0 == 200
+        })
+        .await,
+        "the first tick"
+    );
+    // One raw request asking for gzip: (headers, body bytes).
+    let gzipped = |path: &str| {
+        let mut c = std::net::TcpStream::connect(("127.0.0.1", s.port)).expect("connect");
+        c.set_read_timeout(Some(Duration::from_secs(20)))
+            .expect("timeout");
+        let req = format!("GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nAuthorization: Bearer {reader}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n");
+        c.write_all(req.as_bytes()).expect("write");
+        let mut raw = Vec::new();
+        let _ = c.read_to_end(&mut raw);
+        let at = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a response");
+        let head = String::from_utf8_lossy(&raw[..at]).to_ascii_lowercase();
+        (head, raw[at + 4..].to_vec())
+    };
+    for path in ["/metrics", "/v1/retention"] {
+        // The same tick's answer both ways (the loop ticks every second).
+        for _ in 0..5 {
+            let plain = s.get(path, Some(&reader)).1;
+            let (head, body) = gzipped(path);
+            assert!(head.contains("content-encoding: gzip"), "{path}: {head}");
+            assert!(head.contains("vary: accept-encoding"), "{path}: {head}");
+            let mut out = String::new();
+            flate2::read::GzDecoder::new(&body[..])
+                .read_to_string(&mut out)
+                .expect("gzip that decompresses");
+            if out == plain {
+                break;
+            }
+        }
+        let plain = s.get(path, Some(&reader)).1;
+        let (_, body) = gzipped(path);
+        let mut out = String::new();
+        flate2::read::GzDecoder::new(&body[..])
+            .read_to_string(&mut out)
+            .expect("gzip");
+        // Both parse, and carry the same figures.
+        if path == "/v1/retention" {
+            assert_eq!(
+                json(&out)["domains"][0]["trim_to"],
+                json(&plain)["domains"][0]["trim_to"]
+            );
+        } else {
+            assert!(out.contains("crewlet_trim_to{"), "{out}");
+        }
+    }
+    // Without Accept-Encoding: not compressed.
+    let (code, body) = s.get("/metrics", None);
+    assert_eq!(code, 200);
+    assert!(body.contains("crewlet_trim_to{"));
+    s.stop();
+}
