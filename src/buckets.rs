@@ -45,6 +45,7 @@ pub fn contract_buckets(config: &Config) -> Vec<BucketSpec> {
         spec("floors", &b.floors, Duration::ZERO, true),
         spec("duty", &b.duty, r.duty_ttl(), true),
         spec("gates", &b.gates, Duration::ZERO, true),
+        spec("erasures", &b.erasures, Duration::ZERO, true),
     ]
 }
 
@@ -105,7 +106,7 @@ mod tests {
     #[test]
     fn leases_get_their_ttls() {
         let specs = contract_buckets(&config());
-        assert_eq!(specs.len(), 8);
+        assert_eq!(specs.len(), 9);
         let by = |role: &str| {
             specs
                 .iter()
@@ -121,7 +122,7 @@ mod tests {
             .filter(|s| s.sidecar_owned)
             .map(|s| s.role)
             .collect();
-        assert_eq!(owned, ["floors", "duty", "gates"]);
+        assert_eq!(owned, ["floors", "duty", "gates", "erasures"]);
     }
 
     #[test]

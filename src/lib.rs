@@ -40,6 +40,7 @@ pub mod clock;
 pub mod config;
 pub mod duty;
 pub mod embedded;
+pub mod erase;
 pub mod exit;
 pub mod floor;
 pub mod gate;

@@ -101,6 +101,40 @@ pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
     Ok(Put::Written)
 }
 
+/// Replaces segment `name` with `bytes` (an erasure's rewrite): written
+/// and synced under a temporary name, then renamed over the old one in one
+/// step, then the directory synced. A reader sees the old segment whole or
+/// the new one whole, never neither.
+pub fn replace(root: &Path, name: &str, bytes: &[u8]) -> Result<(), DirError> {
+    let path = path_of(root, name)?;
+    let dir = path.parent().unwrap_or(root).to_path_buf();
+    let tmp = dir.join(format!(
+        ".{}.erasing-{}",
+        path.file_name()
+            .map(|f| f.to_string_lossy().to_string())
+            .unwrap_or_default(),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        f.write_all(bytes)?;
+        f.sync_all()
+    })();
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(io(&tmp, e));
+    }
+    if let Err(e) = fs::rename(&tmp, &path) {
+        let _ = fs::remove_file(&tmp);
+        return Err(io(&path, e));
+    }
+    sync_dir(&dir)
+}
+
 /// Whether a fold could write under `root`: a file can be created,
 /// synced and removed in it or, while it does not exist yet (the first
 /// fold creates it), in the nearest directory above it that does. Nothing

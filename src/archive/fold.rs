@@ -72,6 +72,21 @@ impl Store {
         }
     }
 
+    /// Replaces segment `name` with `bytes` (an erasure's rewrite of the
+    /// same range), the old one whole until the new one is.
+    pub async fn replace(
+        &self,
+        broker: &Broker,
+        name: &str,
+        bytes: &[u8],
+        op: &str,
+    ) -> Result<(), String> {
+        match self {
+            Store::ObjectStore(bucket) => broker.replace_segment(bucket, name, bytes, op).await,
+            Store::Dir(root) => dir::replace(root, name, bytes).map_err(|e| e.to_string()),
+        }
+    }
+
     /// The bytes of segment `name`.
     pub async fn get(&self, broker: &Broker, name: &str) -> Result<Vec<u8>, String> {
         match self {

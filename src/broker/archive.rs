@@ -12,7 +12,10 @@ use crate::archive::state::{ListError, Listed};
 use crate::archive::{segment, Put};
 
 impl Broker {
-    async fn object_store(&self, bucket: &str) -> Result<object_store::ObjectStore, String> {
+    pub(crate) async fn object_store(
+        &self,
+        bucket: &str,
+    ) -> Result<object_store::ObjectStore, String> {
         self.js
             .get_object_store(bucket)
             .await

@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod capacity;
 mod connect;
+pub mod erase;
 pub mod fixture;
 pub mod gates;
 pub mod http;

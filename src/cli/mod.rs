@@ -314,6 +314,12 @@ pub enum Retention {
     /// JetStream storage limit has left (account_limit). Then updated and
     /// read back. Exit 0 set, 1 refused or not applied, 2 bad input.
     SetCapacity(SetCapacityArgs),
+    /// Forget one subject: every record on it removed from the live log (a
+    /// purge filtered to it) and from the archive (each segment holding one
+    /// rewritten without it and verified), with one row in the erasures
+    /// bucket. Exit 0 finished, 1 refused or stopped part-way (the command
+    /// that finishes it is printed), 2 bad input.
+    Erase(EraseArgs),
     /// Read every segment of a domain's archive back and check it:
     /// checksums, counts, ranges, contiguity, and no gap before the live
     /// log. Exit 0 sound, 1 any problem. Writes nothing.
@@ -376,6 +382,29 @@ pub struct SetCapacityArgs {
     /// Repeat BYTES exactly as given.
     #[arg(long, value_name = "BYTES", allow_hyphen_values = true)]
     pub confirm: Option<String>,
+}
+
+/// `erase` options.
+#[derive(Debug, clap::Args)]
+pub struct EraseArgs {
+    /// The stream (or domain name).
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// The one literal subject to erase (no wildcards).
+    #[arg(long, value_name = "SUBJECT", allow_hyphen_values = true)]
+    pub subject: String,
+    /// Why (required: it is what survives of the erased records).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: Option<String>,
+    /// Repeat the subject.
+    #[arg(long, value_name = "SUBJECT", allow_hyphen_values = true)]
+    pub confirm: Option<String>,
+    /// Finish an erasure that stopped part-way: the operation id it printed.
+    #[arg(long, value_name = "ID")]
+    pub op_id: Option<String>,
+    /// Who [default: the OS account's login name, else $USER, else unknown].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
 }
 
 /// `tail` options.
@@ -658,6 +687,7 @@ pub async fn run(cli: Cli) -> Exit {
         Command::Retention(Retention::Tail(args)) => archive::tail(&cli, args).await,
         Command::Retention(Retention::Trim(args)) => archive::trim(&cli, args).await,
         Command::Retention(Retention::SetCapacity(args)) => set_capacity(&cli, args).await,
+        Command::Retention(Retention::Erase(args)) => erase(&cli, args).await,
         Command::Token(t) => token::run(&cli, t),
         Command::Retention(Retention::VerifyArchive(args)) => {
             archive::verify_archive(&cli, args).await
@@ -910,6 +940,36 @@ async fn set_capacity(cli: &Cli, args: &SetCapacityArgs) -> Exit {
         println!("{}", resize::json(&outcome));
     } else {
         let (out, err) = resize::text(&outcome);
+        print!("{out}");
+        eprint!("{err}");
+    }
+    outcome.exit()
+}
+
+/// `crewlet retention erase` (`crewlet::erase`).
+async fn erase(cli: &Cli, args: &EraseArgs) -> Exit {
+    use crate::erase::{self, Ask, Outcome};
+    let loaded = exit_on_err!(load_config(cli));
+    let config = loaded.config;
+    let ask = Ask {
+        stream: args.stream.clone(),
+        subject: args.subject.clone(),
+        reason: args.reason.clone(),
+        confirm: args.confirm.clone(),
+        op_id: args.op_id.clone(),
+        by: by_name(args.by.as_deref()),
+    };
+    let outcome = match erase::check(&config, &ask) {
+        Err(b) => Outcome::BadInput(b),
+        Ok((domain, op)) => {
+            let broker = exit_on_err!(connect(&config).await);
+            erase::apply(&config, &broker, &domain, &ask, op).await
+        }
+    };
+    if cli.json {
+        println!("{}", erase::json(&ask, &outcome));
+    } else {
+        let (out, err) = erase::text(&ask, &outcome, &config.buckets.erasures);
         print!("{out}");
         eprint!("{err}");
     }

@@ -174,6 +174,8 @@ pub struct Buckets {
     pub floors: String,
     pub duty: String,
     pub gates: String,
+    /// One row per erasure (`crewlet retention erase`).
+    pub erasures: String,
     /// How many replicas `init` (and `run`, for the sidecar's own buckets)
     /// creates each bucket with: 1, 3 or 5. A cluster wants 3.
     pub replicas: usize,
@@ -190,6 +192,7 @@ impl Default for Buckets {
             floors: "crewlet_floors".into(),
             duty: "crewlet_duty".into(),
             gates: "crewlet_gates".into(),
+            erasures: "crewlet_erasures".into(),
             replicas: 1,
         }
     }
@@ -197,7 +200,7 @@ impl Default for Buckets {
 
 impl Buckets {
     /// Every bucket with its field name, in contract order.
-    pub fn all(&self) -> [(&'static str, &str); 8] {
+    pub fn all(&self) -> [(&'static str, &str); 9] {
         [
             ("presence", &self.presence),
             ("positions", &self.positions),
@@ -207,6 +210,7 @@ impl Buckets {
             ("floors", &self.floors),
             ("duty", &self.duty),
             ("gates", &self.gates),
+            ("erasures", &self.erasures),
         ]
     }
 }

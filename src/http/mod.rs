@@ -274,6 +274,7 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/streams/{stream}/records", get(records))
         .route("/v1/streams/{stream}/ack", post(ack))
         .route("/v1/streams/{stream}/capacity", post(capacity))
+        .route("/v1/streams/{stream}/erase", post(erase))
         .route("/v1/nodes/{node}/evict", post(evict))
         .route("/v1/nodes/{node}/readmit", post(readmit))
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
@@ -674,6 +675,93 @@ async fn capacity(
         status,
         [(header::CONTENT_TYPE, "application/json")],
         resize::json(&outcome).to_string(),
+    )
+        .into_response()
+}
+
+/// The body of `POST …/erase`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct EraseBody {
+    subject: String,
+    confirm: Option<String>,
+    reason: Option<String>,
+    op_id: Option<String>,
+}
+
+async fn erase(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(stream): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    use crate::erase::{self, Outcome};
+    let (who, domain) = match gate(&shared, &headers, "erase", &stream) {
+        Ok(g) => g,
+        Err(r) => return r.into_response(),
+    };
+    let b: EraseBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("the body is not {{\"subject\": S, \"confirm\": S, \"reason\": R, \"op_id\": ID}}: {e}"),
+            )
+            .into_response()
+        }
+    };
+    let ask = erase::Ask {
+        stream: domain.stream.clone(),
+        subject: b.subject,
+        reason: b.reason,
+        confirm: b.confirm,
+        op_id: b.op_id,
+        by: format!("token:{}", who.name),
+    };
+    let outcome = match erase::check(&shared.config, &ask) {
+        Err(b) => Outcome::BadInput(b),
+        Ok((domain, op)) => {
+            // On its own task, like a gesture: a dropped request never
+            // leaves it half-done; its op id finishes it.
+            let task = {
+                let (shared, ask, op) = (shared.clone(), ask.clone(), op.clone());
+                tokio::spawn(async move {
+                    erase::apply(&shared.config, &shared.broker, &domain, &ask, op).await
+                })
+            };
+            match tokio::time::timeout(GESTURE_WAIT, task).await {
+                Ok(Ok(o)) => o,
+                Ok(Err(e)) => {
+                    return error(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "internal",
+                        format!("the erasure (op {op}) stopped: {e}; send it again with \"op_id\": \"{op}\" to finish it"),
+                    )
+                    .into_response()
+                }
+                Err(_) => {
+                    return error(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "timeout",
+                        format!("the erasure is still running as op {op}; send it again with \"op_id\": \"{op}\" to see it finished"),
+                    )
+                    .into_response()
+                }
+            }
+        }
+    };
+    let status = match &outcome {
+        Outcome::Done { .. } => StatusCode::OK,
+        Outcome::BadInput(_) => StatusCode::BAD_REQUEST,
+        Outcome::Refused { code, .. } if *code == "unreachable" => StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::Refused { code, .. } if *code == "stream_missing" => StatusCode::NOT_FOUND,
+        Outcome::Refused { .. } | Outcome::Stopped { .. } => StatusCode::CONFLICT,
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        erase::json(&ask, &outcome).to_string(),
     )
         .into_response()
 }

@@ -28,6 +28,7 @@ async fn creates_every_bucket_then_reports_differences() {
         "floors",
         "duty",
         "gates",
+        "erasures",
     ] {
         assert!(
             run.stdout
@@ -60,7 +61,7 @@ async fn creates_every_bucket_then_reports_differences() {
         .iter()
         .filter_map(|b| b["outcome"].as_str())
         .collect();
-    assert_eq!(outcomes, ["exists"; 8]);
+    assert_eq!(outcomes, ["exists"; 9]);
 }
 
 #[test]

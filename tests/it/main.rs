@@ -10,6 +10,7 @@ mod capacity;
 mod cluster;
 mod connect;
 mod dashboard;
+mod erase;
 mod examples;
 mod faults;
 mod gates;

@@ -445,6 +445,7 @@ async fn build(
         floors: format!("m{n}_floors"),
         duty: format!("m{n}_duty"),
         gates: format!("m{n}_gates"),
+        erasures: format!("m{n}_erasures"),
         replicas,
     };
     config.retention.snapshot_quorum = s.k;

@@ -1,0 +1,626 @@
+//! `crewlet retention erase` (and `POST /v1/streams/{s}/erase`): every
+//! record on one literal subject removed from the live log (a purge
+//! filtered to that subject, never one without the filter) and from the
+//! archive (each segment that holds one rewritten without it, verified,
+//! then put in the old one's place), with one row in the erasures bucket
+//! that is the erasure's own account.
+//!
+//! An erasure is resumable under its operation id and never counts a
+//! record twice: the row is written before each step with what that step
+//! will remove (the live log up to a sequence, one segment), so a retry
+//! that finds the step done adds what the row says, and one that finds it
+//! undone does it.
+
+use chrono::Utc;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::archive::segment;
+use crate::broker::streams::StreamRead;
+use crate::broker::Broker;
+use crate::config::{Config, Domain};
+use crate::exit::Exit;
+use crate::rows::{Instant, OpId};
+
+/// What an operator asked for, as typed.
+#[derive(Debug, Clone, Default)]
+pub struct Ask {
+    /// The stream or domain name.
+    pub stream: String,
+    pub subject: String,
+    pub reason: Option<String>,
+    pub confirm: Option<String>,
+    pub op_id: Option<String>,
+    /// Who: the OS account from the CLI, `token:NAME` over HTTP.
+    pub by: String,
+}
+
+/// Input refused before anything is read.
+#[derive(Debug, Clone)]
+pub struct BadInput {
+    /// `subject_invalid`, `confirm_mismatch`, `reason_missing`,
+    /// `op_id_invalid`, `unknown_stream`.
+    pub code: &'static str,
+    pub message: String,
+}
+
+/// A segment being rewritten: what its rewrite removes.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pending {
+    pub segment: String,
+    pub records: u64,
+}
+
+/// The row in the erasures bucket, key `<stream>.<op_id>`. The first nine
+/// fields are the contract's; `live_through`, `pending` and `finished`
+/// are the erasure's progress, so that a retry resumes it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErasureRow {
+    pub op_id: String,
+    pub stream: String,
+    pub subject: String,
+    pub reason: String,
+    pub by: String,
+    pub at: Instant,
+    pub live_records: u64,
+    pub archived_records: u64,
+    pub segments_rewritten: u64,
+    /// The live log's records on the subject up to here are counted (and
+    /// purged, or about to be).
+    #[serde(default)]
+    pub live_through: u64,
+    #[serde(default)]
+    pub pending: Option<Pending>,
+    #[serde(default)]
+    pub finished: bool,
+}
+
+/// What an erasure came to.
+#[derive(Debug, Clone)]
+pub enum Outcome {
+    BadInput(BadInput),
+    /// Refused by judgement (`gate_subject`, `subject_not_in_stream`,
+    /// `op_reused`); nothing written.
+    Refused {
+        code: &'static str,
+        message: String,
+    },
+    /// It stopped part-way: the row says how far; the same op id
+    /// finishes it.
+    Stopped {
+        row: Box<ErasureRow>,
+        message: String,
+    },
+    /// Finished (`again`: this op id had finished before; nothing done).
+    Done {
+        row: Box<ErasureRow>,
+        again: bool,
+    },
+}
+
+impl Outcome {
+    pub fn exit(&self) -> Exit {
+        match self {
+            Outcome::BadInput(_) => Exit::Usage,
+            Outcome::Done { .. } => Exit::Ok,
+            _ => Exit::Attention,
+        }
+    }
+}
+
+/// What the erasure cannot reach, said in every report.
+pub const NOT_REACHED: &str = "This cannot reach copies that nodes have already applied into their own databases, backups taken of the log or of those databases, or any consumer that has already delivered these records; erase them there too. It did not wait for the trim floor: records a node had not applied yet are gone as well.";
+
+/// A literal subject: tokens of printable characters without spaces,
+/// none empty, none a wildcard.
+pub fn check_subject(subject: &str) -> Result<(), String> {
+    let allowed = "one literal subject: dot-separated tokens of printable characters, no spaces, no empty token, no wildcard (* or >)";
+    if subject.is_empty() {
+        return Err(format!("-subject is empty; allowed: {allowed}"));
+    }
+    if subject.len() > 1024 {
+        return Err(format!(
+            "-subject is {} bytes; allowed: at most 1024",
+            subject.len()
+        ));
+    }
+    for token in subject.split('.') {
+        if token.is_empty() {
+            return Err(format!(
+                "-subject {subject:?} has an empty token; allowed: {allowed}"
+            ));
+        }
+        if token == "*" || token == ">" {
+            return Err(format!(
+                "-subject {subject:?} is a wildcard ({token}); allowed: {allowed}"
+            ));
+        }
+        if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
+            return Err(format!(
+                "-subject {subject:?} has a space or a control character; allowed: {allowed}"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Whether the literal `subject` is one the stream `pattern` captures.
+pub fn captures(pattern: &str, subject: &str) -> bool {
+    let mut p = pattern.split('.');
+    let mut s = subject.split('.');
+    loop {
+        match (p.next(), s.next()) {
+            (Some(">"), Some(_)) => return true,
+            (Some("*"), Some(_)) => {}
+            (Some(a), Some(b)) if a == b => {}
+            (None, None) => return true,
+            _ => return false,
+        }
+    }
+}
+
+/// Checks the input alone, before anything is read.
+pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
+    let bad = |code, message: String| BadInput { code, message };
+    let domain = config.domain(&ask.stream).cloned().ok_or_else(|| {
+        bad(
+            "unknown_stream",
+            format!(
+                "{:?} is not configured; configured: {}",
+                ask.stream,
+                config
+                    .domains
+                    .iter()
+                    .map(|d| format!("{} ({})", d.name, d.stream))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+        )
+    })?;
+    check_subject(&ask.subject).map_err(|e| {
+        bad(
+            "subject_invalid",
+            format!("subject_invalid: {e}; nothing written"),
+        )
+    })?;
+    if ask.confirm.as_deref() != Some(ask.subject.as_str()) {
+        return Err(bad(
+            "confirm_mismatch",
+            format!(
+                "confirm_mismatch: -confirm {} does not repeat the subject {:?}; nothing written",
+                ask.confirm
+                    .as_deref()
+                    .map_or_else(|| "is missing and".to_string(), |c| format!("{c:?}")),
+                ask.subject
+            ),
+        ));
+    }
+    let reason = ask.reason.as_deref().unwrap_or("").trim();
+    if reason.is_empty() {
+        return Err(bad(
+            "reason_missing",
+            "reason_missing: -reason is required: it is the one thing about the erased records that survives; nothing written".into(),
+        ));
+    }
+    if reason.chars().count() > 1024 || reason.chars().any(char::is_control) {
+        return Err(bad(
+            "bad_request",
+            "-reason: at most 1024 characters, without control characters".into(),
+        ));
+    }
+    let op = match &ask.op_id {
+        Some(text) => OpId::parse(text, Utc::now())
+            .map_err(|e| bad("op_id_invalid", format!("op_id_invalid: -op-id {e}")))?,
+        None => OpId::mint(Utc::now()),
+    };
+    Ok((domain, op))
+}
+
+fn key(stream: &str, op: &OpId) -> String {
+    format!("{stream}.{op}")
+}
+
+/// The command that finishes this erasure.
+pub fn finish_command(ask: &Ask, stream: &str, op: &str) -> String {
+    format!(
+        "crewlet retention erase -stream {stream} -subject {} -reason {:?} -confirm {} -op-id {op}",
+        ask.subject,
+        ask.reason.as_deref().unwrap_or("").trim(),
+        ask.subject
+    )
+}
+
+/// The erasure: judged, then the live log, then the archive, the row
+/// written before each step.
+pub async fn apply(
+    config: &Config,
+    broker: &Broker,
+    domain: &Domain,
+    ask: &Ask,
+    op: OpId,
+) -> Outcome {
+    let stream = domain.stream.clone();
+    let subject = ask.subject.clone();
+    if domain.gate_subject.as_deref() == Some(subject.as_str()) {
+        return Outcome::Refused {
+            code: "gate_subject",
+            message: format!("gate_subject: {subject} is the gate subject of {stream}: the gates view depends on those records, and they carry no one's data; nothing written"),
+        };
+    }
+    let facts = match broker.stream_facts(&stream).await {
+        Ok(StreamRead::Found(f)) => f,
+        Ok(StreamRead::Missing) => {
+            return Outcome::Refused {
+                code: "stream_missing",
+                message: format!("stream {stream} does not exist on the broker; nothing written"),
+            }
+        }
+        Err(e) => {
+            return Outcome::Refused {
+                code: "unreachable",
+                message: format!("{e}; nothing written"),
+            }
+        }
+    };
+    if !facts.subjects.iter().any(|p| captures(p, &subject)) {
+        return Outcome::Refused {
+            code: "subject_not_in_stream",
+            message: format!(
+                "subject_not_in_stream: {stream} takes {}, not {subject}; nothing written",
+                facts.subjects.join(", ")
+            ),
+        };
+    }
+    let bucket = config.buckets.erasures.clone();
+    // `init` creates the bucket; so does the first erasure.
+    if let Some(spec) = crate::buckets::contract_buckets(config)
+        .into_iter()
+        .find(|b| b.name == bucket)
+    {
+        if let Err(e) = broker.ensure_bucket(&spec).await {
+            return Outcome::Refused {
+                code: "unreachable",
+                message: format!("the erasures bucket {bucket}: {e}; nothing written"),
+            };
+        }
+    }
+    let k = key(&stream, &op);
+    let mut row = match broker.kv_entry(&bucket, &k).await {
+        Err(e) => {
+            return Outcome::Refused {
+                code: "unreachable",
+                message: format!("{e}; nothing written"),
+            }
+        }
+        Ok(Some(entry)) => match serde_json::from_slice::<ErasureRow>(&entry.value) {
+            Err(e) => {
+                return Outcome::Refused {
+                    code: "op_reused",
+                    message: format!("{bucket}/{k} exists and is not an erasure row ({e}); start a new erasure without -op-id"),
+                }
+            }
+            Ok(r) if r.subject != subject || r.stream != stream => {
+                return Outcome::Refused {
+                    code: "op_reused",
+                    message: format!("op_reused: {op} erased {} from {}; start a new erasure without -op-id", r.subject, r.stream),
+                }
+            }
+            Ok(r) if r.finished => {
+                return Outcome::Done {
+                    row: Box::new(r),
+                    again: true,
+                }
+            }
+            Ok(r) => r,
+        },
+        Ok(None) => ErasureRow {
+            op_id: op.to_string(),
+            stream: stream.clone(),
+            subject: subject.clone(),
+            reason: ask.reason.as_deref().unwrap_or("").trim().to_string(),
+            by: ask.by.clone(),
+            at: Instant(Utc::now()),
+            live_records: 0,
+            archived_records: 0,
+            segments_rewritten: 0,
+            live_through: 0,
+            pending: None,
+            finished: false,
+        },
+    };
+    let save = |row: &ErasureRow| {
+        let bytes = serde_json::to_vec(row).unwrap_or_default();
+        let (bucket, k) = (bucket.clone(), k.clone());
+        async move { broker.kv_put(&bucket, &k, bytes).await.map(|_| ()) }
+    };
+    let stopped = |row: &ErasureRow, message: String| Outcome::Stopped {
+        row: Box::new(row.clone()),
+        message,
+    };
+    // The row first: a crash from here on leaves the erasure's own trace.
+    if let Err(e) = save(&row).await {
+        return Outcome::Refused {
+            code: "unreachable",
+            message: format!("writing {bucket}/{k}: {e}; nothing written"),
+        };
+    }
+
+    // The live log, in rounds: count what is on the subject up to the
+    // last sequence, record it, purge it; again until none is left (a
+    // publisher may still be writing to it). A retry first completes the
+    // purge its row recorded.
+    for _ in 0..10 {
+        if row.live_through > 0 {
+            if let Err(e) = broker
+                .purge_subject_below(&stream, &subject, row.live_through + 1)
+                .await
+            {
+                return stopped(&row, format!("the live purge of {subject}: {e}"));
+            }
+        }
+        let (count, last) = match broker.subject_count(&stream, &subject).await {
+            Ok(c) => c,
+            Err(e) => return stopped(&row, format!("counting {subject} on {stream}: {e}")),
+        };
+        if count == 0 {
+            break;
+        }
+        row.live_records += count;
+        row.live_through = last;
+        if let Err(e) = save(&row).await {
+            return stopped(&row, format!("writing {bucket}/{k}: {e}"));
+        }
+        if let Err(e) = broker
+            .purge_subject_below(&stream, &subject, last + 1)
+            .await
+        {
+            return stopped(&row, format!("the live purge of {subject}: {e}"));
+        }
+    }
+    match broker.subject_count(&stream, &subject).await {
+        Ok((0, _)) => {}
+        Ok((n, _)) => {
+            return stopped(
+                &row,
+                format!("{n} records on {subject} keep arriving faster than they are erased; stop what publishes them"),
+            )
+        }
+        Err(e) => return stopped(&row, format!("counting {subject} on {stream}: {e}")),
+    }
+
+    // Between the live purge and the archive (the crash and broker-loss
+    // tests stop here).
+    crate::trim::failpoint("erase_after_live").await;
+    if let Some(archive) = &domain.archive {
+        if let Err(message) = settle(config, broker, &stream).await {
+            return stopped(&row, message);
+        }
+        let store = archive.store();
+        let generation = match broker.kv_entry(&config.buckets.floors, &stream).await {
+            Ok(Some(e)) => crate::floor::PublishedFloor::parse(&stream, &e.value)
+                .map(|p| p.generation)
+                .unwrap_or(0),
+            Ok(None) => 0,
+            Err(e) => return stopped(&row, format!("reading the floors row: {e}")),
+        };
+        for g in 0..=generation {
+            let listing = match store.list(broker, &stream, g).await {
+                Ok(l) => l,
+                Err(e) if e.missing => continue,
+                Err(e) => return stopped(&row, format!("listing the archive: {}", e.message)),
+            };
+            for listed in listing {
+                if let Err(message) =
+                    rewrite(broker, &store, &listed.name, &subject, &op, &mut row, &save).await
+                {
+                    return stopped(&row, message);
+                }
+            }
+        }
+        if let Some(p) = row.pending.clone() {
+            // A pending segment no longer listed: it cannot hold the subject.
+            row.pending = None;
+            tracing::warn!(event = "erase_pending_gone", segment = %p.segment, "a segment pending rewrite is no longer listed");
+        }
+    }
+    row.finished = true;
+    if let Err(e) = save(&row).await {
+        return stopped(&row, format!("writing {bucket}/{k}: {e}"));
+    }
+    Outcome::Done {
+        row: Box::new(row),
+        again: false,
+    }
+}
+
+/// Waits, on an archived domain, until a fold that read the live log
+/// before the purge has written its segments: a floors row published after
+/// the purge (a tick folds before it publishes). No duty holder: no fold
+/// in flight.
+async fn settle(config: &Config, broker: &Broker, stream: &str) -> Result<(), String> {
+    let held = broker
+        .kv_entry(&config.buckets.duty, crate::rows::DUTY_KEY)
+        .await
+        .map_err(|e| format!("reading the duty lease: {e}"))?;
+    if held.is_none() {
+        return Ok(());
+    }
+    let revision = |e: Option<crate::broker::kv::KvEntry>| e.map_or(0, |e| e.revision);
+    let before = revision(
+        broker
+            .kv_entry(&config.buckets.floors, stream)
+            .await
+            .map_err(|e| format!("reading the floors row: {e}"))?,
+    );
+    let wait = config.retention.tick.0 * 3 + std::time::Duration::from_secs(5);
+    let deadline = tokio::time::Instant::now() + wait;
+    while tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        if let Ok(e) = broker.kv_entry(&config.buckets.floors, stream).await {
+            if revision(e) > before {
+                return Ok(());
+            }
+        }
+    }
+    Err(format!(
+        "the duty holder published nothing within {} after the live purge, so a fold in flight could still write the erased records into the archive; the archive was not rewritten yet",
+        crate::config::Dur(wait)
+    ))
+}
+
+/// Rewrites one segment without `subject`, if it holds any: the row marks
+/// it pending (with the count) first, the new segment is put in its place
+/// and read back, then the row counts it.
+async fn rewrite<F, Fut>(
+    broker: &Broker,
+    store: &crate::archive::fold::Store,
+    name: &str,
+    subject: &str,
+    op: &OpId,
+    row: &mut ErasureRow,
+    save: &F,
+) -> Result<(), String>
+where
+    F: Fn(&ErasureRow) -> Fut,
+    Fut: std::future::Future<Output = Result<(), String>>,
+{
+    let bytes = store.get(broker, name).await?;
+    let seg = segment::decode(&bytes).map_err(|e| format!("segment {name}: {e}"))?;
+    let kept: Vec<segment::Record> = seg
+        .records
+        .iter()
+        .filter(|r| r.subject != subject)
+        .cloned()
+        .collect();
+    let removed = (seg.records.len() - kept.len()) as u64;
+    if removed == 0 {
+        // Rewritten by an earlier attempt that stopped before counting it.
+        if row.pending.as_ref().is_some_and(|p| p.segment == name) {
+            let p = row.pending.take().unwrap_or(Pending {
+                segment: name.to_string(),
+                records: 0,
+            });
+            row.archived_records += p.records;
+            row.segments_rewritten += 1;
+            save(row).await?;
+        }
+        return Ok(());
+    }
+    row.pending = Some(Pending {
+        segment: name.to_string(),
+        records: removed,
+    });
+    save(row).await?;
+    let h = &seg.header;
+    let range = segment::Range {
+        stream: h.stream.clone(),
+        generation: h.generation,
+        stream_created: h.stream_created.clone(),
+        first_seq: h.first_seq,
+        last_seq: h.last_seq,
+    };
+    let new = segment::encode(&range, &kept, h.compression)
+        .map_err(|e| format!("segment {name}: {e}"))?;
+    store.replace(broker, name, &new, op.as_str()).await?;
+    let back = segment::decode(&store.get(broker, name).await?)
+        .map_err(|e| format!("segment {name} after its rewrite: {e}"))?;
+    if back.records != kept
+        || (back.header.first_seq, back.header.last_seq) != (h.first_seq, h.last_seq)
+    {
+        return Err(format!("segment {name} did not read back as rewritten"));
+    }
+    row.pending = None;
+    row.archived_records += removed;
+    row.segments_rewritten += 1;
+    save(row).await
+}
+
+/// The outcome as `--json` prints it (and the route answers).
+pub fn json(ask: &Ask, o: &Outcome) -> serde_json::Value {
+    match o {
+        Outcome::BadInput(b) => json!({"error": b.code, "message": b.message}),
+        Outcome::Refused { code, message } => json!({"error": code, "message": message}),
+        Outcome::Stopped { row, message } => json!({
+            "error": "unfinished", "message": message, "row": row,
+            "finish": finish_command(ask, &row.stream, &row.op_id),
+        }),
+        Outcome::Done { row, again } => json!({
+            "op_id": row.op_id, "stream": row.stream, "subject": row.subject,
+            "live_records": row.live_records, "archived_records": row.archived_records,
+            "segments_rewritten": row.segments_rewritten, "finished": true, "again": again,
+            "not_reached": NOT_REACHED,
+        }),
+    }
+}
+
+/// The outcome as text: (stdout, stderr).
+pub fn text(ask: &Ask, o: &Outcome, bucket: &str) -> (String, String) {
+    match o {
+        Outcome::BadInput(BadInput { message, .. }) | Outcome::Refused { message, .. } => {
+            (String::new(), format!("refused erase: {message}\n"))
+        }
+        Outcome::Stopped { row, message } => (
+            String::new(),
+            format!(
+                "erase {} from {} (op {}) stopped: {message}\n  so far: {} live record(s), {} archived record(s) in {} segment(s)\n  finish: {}\n",
+                row.subject,
+                row.stream,
+                row.op_id,
+                row.live_records,
+                row.archived_records,
+                row.segments_rewritten,
+                finish_command(ask, &row.stream, &row.op_id)
+            ),
+        ),
+        Outcome::Done { row, again } => {
+            let mut out = format!(
+                "erase {} from {} (op {}){}:\n",
+                row.subject,
+                row.stream,
+                row.op_id,
+                if *again { ", finished earlier; nothing done now" } else { "" }
+            );
+            out.push_str(&format!(
+                "  live log: {} record(s) purged (a purge filtered to {}; no other record moved)\n",
+                row.live_records, row.subject
+            ));
+            out.push_str(&format!(
+                "  archive: {} record(s) removed, {} segment(s) rewritten and verified\n",
+                row.archived_records, row.segments_rewritten
+            ));
+            out.push_str(&format!(
+                "  recorded in {bucket} as {}.{} (by {}, at {}, reason {:?})\n",
+                row.stream, row.op_id, row.by, row.at, row.reason
+            ));
+            out.push_str(&format!("  {NOT_REACHED}\n"));
+            (out, String::new())
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_a_literal_subject_is_taken() {
+        for ok in ["user.42", "a", "people.eu.7f3a-9", "p_1.x-y"] {
+            assert_eq!(check_subject(ok), Ok(()), "{ok}");
+        }
+        for bad in [
+            "", "user.*", "user.>", ">", "user..42", ".user", "user.", "user 42", "a.\t",
+        ] {
+            assert!(check_subject(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn stream_subjects_capture_literal_ones() {
+        assert!(captures("LOG.>", "LOG.user.42"));
+        assert!(captures("LOG.*.x", "LOG.a.x"));
+        assert!(captures("exact", "exact"));
+        assert!(!captures("LOG.>", "LOG"));
+        assert!(!captures("LOG.*", "LOG.a.b"));
+        assert!(!captures("OTHER.>", "LOG.a"));
+    }
+}
