@@ -1038,3 +1038,69 @@ async fn answers_are_gzipped_for_clients_that_ask_and_say_the_same() {
     assert!(body.contains("crewlet_trim_to{"));
     s.stop();
 }
+
+#[tokio::test]
+async fn the_erase_route_needs_the_erase_scope_and_answers_like_the_cli() {
+    let f = Fleet::new(0).await;
+    let person = format!("{STREAM}.user.7");
+    for i in 0..10 {
+        let subject = if i % 2 == 0 {
+            person.clone()
+        } else {
+            format!("{STREAM}.records")
+        };
+        f.js.publish(subject, format!("x{i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    let s = Served::start(&f);
+    let dpo = s.token("dpo", "erase");
+    let others = s.token("others", "read,trim,gate,ack,capacity");
+    let post = |token: Option<&str>, body: &str| {
+        let (code, body) = request(
+            s.port,
+            "POST",
+            "/v1/streams/tracker/erase",
+            token,
+            Some(body),
+        );
+        (code, json(&body))
+    };
+    let ok = format!(r#"{{"subject": "{person}", "confirm": "{person}", "reason": "GDPR 9"}}"#);
+    assert_eq!(post(None, &ok).0, 401);
+    let (code, v) = post(Some(&others), &ok);
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (403, Some("forbidden")),
+        "erase is never implied: {v}"
+    );
+    for (body, code, error) in [
+        ("not json".to_string(), 400, "bad_request"),
+        (format!(r#"{{"subject": "{person}", "confirm": "{person}", "reason": "r", "force": true}}"#), 400, "bad_request"),
+        (format!(r#"{{"subject": "{STREAM}.user.*", "confirm": "{STREAM}.user.*", "reason": "r"}}"#), 400, "subject_invalid"),
+        (format!(r#"{{"subject": "{person}", "confirm": "x", "reason": "r"}}"#), 400, "confirm_mismatch"),
+        (format!(r#"{{"subject": "{person}", "confirm": "{person}"}}"#), 400, "reason_missing"),
+        (r#"{"subject": "crewlet.tracker.gate", "confirm": "crewlet.tracker.gate", "reason": "r"}"#.to_string(), 409, "gate_subject"),
+    ] {
+        let (got, v) = post(Some(&dpo), &body);
+        assert_eq!((got, v["error"].as_str()), (code, Some(error)), "{body}: {v}");
+    }
+    assert_eq!(f.state().await.0, 1, "nothing purged");
+    let (code, v) = post(Some(&dpo), &ok);
+    assert_eq!(code, 200, "{v}");
+    assert_eq!(
+        (v["live_records"].as_u64(), v["finished"].as_bool()),
+        (Some(5), Some(true)),
+        "{v}"
+    );
+    let id = v["op_id"].as_str().expect("op id");
+    let row = f
+        .get("crewlet_erasures", &format!("{STREAM}.{id}"))
+        .await
+        .expect("row");
+    assert_eq!(row["by"], "token:dpo");
+    assert_eq!(row["reason"], "GDPR 9");
+    s.stop();
+}
