@@ -291,3 +291,66 @@ async fn the_age_proof_proves_only_what_its_reader_saw() {
         .expect("scan");
     assert_eq!(first, None);
 }
+
+/// `set-capacity` on an R3 log: a raise the peers can place is applied and
+/// read back; one they cannot (each server's store holds 256 MiB) is the
+/// broker's refusal, reported with its own error, the ceiling unchanged.
+#[tokio::test]
+async fn set_capacity_on_a_cluster_is_applied_or_refused_by_the_peers() {
+    const MIB: i64 = 1 << 20;
+    let cluster = Cluster::start_with(3, "jetstream { max_file_store: 268435456 }\n").await;
+    let js = cluster.servers[0].js().await;
+    let subjects = [format!("{STREAM}.>"), "crewlet.tracker.gate".to_string()];
+    let subjects: Vec<&str> = subjects.iter().map(String::as_str).collect();
+    let mut log = log_stream(STREAM, &subjects, 64 * MIB);
+    log.num_replicas = 3;
+    create_stream(&js, log).await;
+    crate::support::wait_for_leader(&js, STREAM).await;
+    let url = cluster
+        .servers
+        .iter()
+        .map(|s| s.url())
+        .collect::<Vec<_>>()
+        .join(",");
+    let s = Scratch::new();
+    let cfg = s.write("c.yaml", &yaml(&url, "node-1", 3));
+    let cfg = cfg.to_str().expect("utf-8").to_string();
+    let sc = |target: &str| {
+        crewlet_env(
+            &[
+                "retention",
+                "set-capacity",
+                STREAM,
+                target,
+                "-confirm",
+                target,
+                "--config",
+                &cfg,
+            ],
+            &[],
+        )
+    };
+    let max = || async {
+        js.get_stream(STREAM)
+            .await
+            .expect("stream")
+            .cached_info()
+            .config
+            .max_bytes
+    };
+    let run = sc("128MiB");
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("the broker reports 134217728"),
+        "{run:?}"
+    );
+    assert_eq!(max().await, 128 * MIB);
+    let run = sc("512MiB");
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr
+            .contains("the broker refused the new ceiling of CREWLET_TRACKER_LOG"),
+        "{run:?}"
+    );
+    assert_eq!(max().await, 128 * MIB, "unchanged");
+}

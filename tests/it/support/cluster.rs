@@ -18,6 +18,12 @@ impl Cluster {
     /// `n` servers routed to each other; returns once JetStream answers
     /// on every one (a meta leader is elected).
     pub async fn start(n: usize) -> Cluster {
+        Self::start_with(n, "").await
+    }
+
+    /// As [`Cluster::start`], with more server configuration (`jetstream
+    /// { max_file_store: … }`, say) on every server.
+    pub async fn start_with(n: usize, extra: &str) -> Cluster {
         let routes: Vec<u16> = (0..n).map(|_| free_port()).collect();
         let all = routes
             .iter()
@@ -28,7 +34,7 @@ impl Cluster {
             .map(|i| {
                 Server::start_with(
                     &format!(
-                        "server_name: s{i}\ncluster {{\n  name: crewlet-test\n  listen: 127.0.0.1:{}\n  routes: [{all}]\n}}\n",
+                        "server_name: s{i}\ncluster {{\n  name: crewlet-test\n  listen: 127.0.0.1:{}\n  routes: [{all}]\n}}\n{extra}",
                         routes[i]
                     ),
                     "nats",
