@@ -139,7 +139,7 @@ pub enum Refusal {
     },
     #[error("account_limit: {0}")]
     AccountLimit(String),
-    #[error("discard_old: {stream} has discard: old, on which the broker deletes the oldest records to stay under the ceiling, whatever the trim still needs; set discard: new first (nats stream edit {stream} --discard new)")]
+    #[error("discard_old: {stream} has discard: old, on which a lower ceiling makes the broker delete its oldest records at once, whatever the trim still needs; set discard: new first (nats stream edit {stream} --discard new)")]
     DiscardOld { stream: String },
 }
 
@@ -168,11 +168,6 @@ pub struct Judged {
 /// Judges `target` against `facts`, in the order capacity.md gives.
 pub fn judge(target: u64, facts: &Facts, minimum: u64) -> Result<Judged, Refusal> {
     let b = |n: u64| format!("{} ({n} bytes)", human::bytes(n));
-    if !facts.discard_new {
-        return Err(Refusal::DiscardOld {
-            stream: facts.stream.clone(),
-        });
-    }
     if target < minimum {
         return Err(Refusal::BelowMinimum {
             target: b(target),
@@ -191,6 +186,13 @@ pub fn judge(target: u64, facts: &Facts, minimum: u64) -> Result<Judged, Refusal
         });
     }
     let now = u64::try_from(facts.max_bytes).unwrap_or(0);
+    // On discard: old a lower ceiling is an implicit purge of the oldest
+    // records, whatever the trim still needs; a raise deletes nothing.
+    if !facts.discard_new && (facts.max_bytes <= 0 || target < now) {
+        return Err(Refusal::DiscardOld {
+            stream: facts.stream.clone(),
+        });
+    }
     // The broker reserves the difference, on every replica.
     let reserves = target
         .saturating_sub(now)
@@ -316,9 +318,11 @@ mod tests {
         // A lowering that keeps above the usage is fair.
         let ok = judge(least, &f, GIB).expect("fair");
         assert_eq!(ok.reserves, 0);
+        // On discard: old, a lowering deletes; a raise does not.
         let mut old = f.clone();
         old.discard_new = false;
-        assert_eq!(judge(4 * GIB, &old, GIB).unwrap_err().code(), "discard_old");
+        assert_eq!(judge(least, &old, GIB).unwrap_err().code(), "discard_old");
+        assert!(judge(4 * GIB, &old, GIB).is_ok());
     }
 
     #[test]

@@ -103,6 +103,7 @@ impl Outcome {
         match self {
             Outcome::BadInput(_) => Exit::Usage,
             Outcome::Done { .. } => Exit::Ok,
+            Outcome::Refused { code, .. } if *code == "unreachable" => Exit::Unreachable,
             _ => Exit::Attention,
         }
     }
@@ -220,13 +221,76 @@ fn key(stream: &str, op: &OpId) -> String {
     format!("{stream}.{op}")
 }
 
+/// Writes the erasure's row by compare-and-set on the revision it last
+/// wrote (or read), so that two runs of one erasure at once (a retry
+/// beside a run still going) never overwrite each other's counts: the one
+/// that loses stops and says so.
+struct Saver<'a> {
+    broker: &'a Broker,
+    bucket: String,
+    key: String,
+    /// The revision last written or read (an atomic only to be `Sync`:
+    /// one run writes its row from one task). 0: none yet.
+    revision: std::sync::atomic::AtomicU64,
+}
+
+impl Saver<'_> {
+    fn current(&self) -> Option<u64> {
+        Some(self.revision.load(std::sync::atomic::Ordering::Relaxed)).filter(|r| *r > 0)
+    }
+
+    fn set(&self, revision: u64) {
+        self.revision
+            .store(revision, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    async fn save(&self, row: &ErasureRow) -> Result<(), String> {
+        use crate::broker::kv::CasError;
+        let bytes = serde_json::to_vec(row).map_err(|e| e.to_string())?;
+        let written = match self.current() {
+            None => {
+                self.broker
+                    .kv_create(&self.bucket, &self.key, bytes.clone())
+                    .await
+            }
+            Some(r) => {
+                self.broker
+                    .kv_update(&self.bucket, &self.key, bytes.clone(), r)
+                    .await
+            }
+        };
+        match written {
+            Ok(r) => {
+                self.set(r);
+                Ok(())
+            }
+            Err(CasError::Exists { .. } | CasError::Conflict { .. }) => Err(format!(
+                "another run of this erasure changed {}/{} meanwhile; let it finish, then run the finish command to see it done",
+                self.bucket, self.key
+            )),
+            // No answer: the write may have landed. It did if the row now
+            // holds exactly what was written.
+            Err(CasError::Failed { reason, .. }) => {
+                match self.broker.kv_entry(&self.bucket, &self.key).await {
+                    Ok(Some(e)) if e.value == bytes => {
+                        self.set(e.revision);
+                        Ok(())
+                    }
+                    _ => Err(format!("writing {}/{}: {reason}", self.bucket, self.key)),
+                }
+            }
+        }
+    }
+}
+
 /// The command that finishes this erasure.
 pub fn finish_command(ask: &Ask, stream: &str, op: &str) -> String {
+    let w = crate::human::shell_word;
     format!(
-        "crewlet retention erase -stream {stream} -subject {} -reason {:?} -confirm {} -op-id {op}",
-        ask.subject,
-        ask.reason.as_deref().unwrap_or("").trim(),
-        ask.subject
+        "crewlet retention erase -stream {stream} -subject {} -reason {} -confirm {} -op-id {op}",
+        w(&ask.subject),
+        w(ask.reason.as_deref().unwrap_or("").trim()),
+        w(&ask.subject)
     )
 }
 
@@ -285,6 +349,12 @@ pub async fn apply(
         }
     }
     let k = key(&stream, &op);
+    let saver = Saver {
+        broker,
+        bucket: bucket.clone(),
+        key: k.clone(),
+        revision: std::sync::atomic::AtomicU64::new(0),
+    };
     let mut row = match broker.kv_entry(&bucket, &k).await {
         Err(e) => {
             return Outcome::Refused {
@@ -292,7 +362,9 @@ pub async fn apply(
                 message: format!("{e}; nothing written"),
             }
         }
-        Ok(Some(entry)) => match serde_json::from_slice::<ErasureRow>(&entry.value) {
+        Ok(Some(entry)) => match serde_json::from_slice::<ErasureRow>(&entry.value)
+            .inspect(|_| saver.set(entry.revision))
+        {
             Err(e) => {
                 return Outcome::Refused {
                     code: "op_reused",
@@ -328,20 +400,15 @@ pub async fn apply(
             finished: false,
         },
     };
-    let save = |row: &ErasureRow| {
-        let bytes = serde_json::to_vec(row).unwrap_or_default();
-        let (bucket, k) = (bucket.clone(), k.clone());
-        async move { broker.kv_put(&bucket, &k, bytes).await.map(|_| ()) }
-    };
     let stopped = |row: &ErasureRow, message: String| Outcome::Stopped {
         row: Box::new(row.clone()),
         message,
     };
     // The row first: a crash from here on leaves the erasure's own trace.
-    if let Err(e) = save(&row).await {
+    if let Err(e) = saver.save(&row).await {
         return Outcome::Refused {
-            code: "unreachable",
-            message: format!("writing {bucket}/{k}: {e}; nothing written"),
+            code: "in_progress",
+            message: format!("{e}; nothing written by this run"),
         };
     }
 
@@ -367,7 +434,7 @@ pub async fn apply(
         }
         row.live_records += count;
         row.live_through = last;
-        if let Err(e) = save(&row).await {
+        if let Err(e) = saver.save(&row).await {
             return stopped(&row, format!("writing {bucket}/{k}: {e}"));
         }
         if let Err(e) = broker
@@ -396,10 +463,18 @@ pub async fn apply(
             return stopped(&row, message);
         }
         let store = archive.store();
+        // Every generation's segments hold the subject's records: one that
+        // cannot be known would be skipped, so it stops here instead.
         let generation = match broker.kv_entry(&config.buckets.floors, &stream).await {
-            Ok(Some(e)) => crate::floor::PublishedFloor::parse(&stream, &e.value)
-                .map(|p| p.generation)
-                .unwrap_or(0),
+            Ok(Some(e)) => match crate::floor::PublishedFloor::parse(&stream, &e.value) {
+                Ok(p) => p.generation,
+                Err(e) => {
+                    return stopped(
+                        &row,
+                        format!("the floors row cannot be read ({e}), so the archive's generations are unknown"),
+                    )
+                }
+            },
             Ok(None) => 0,
             Err(e) => return stopped(&row, format!("reading the floors row: {e}")),
         };
@@ -410,8 +485,16 @@ pub async fn apply(
                 Err(e) => return stopped(&row, format!("listing the archive: {}", e.message)),
             };
             for listed in listing {
-                if let Err(message) =
-                    rewrite(broker, &store, &listed.name, &subject, &op, &mut row, &save).await
+                if let Err(message) = rewrite(
+                    broker,
+                    &store,
+                    &listed.name,
+                    &subject,
+                    &op,
+                    &mut row,
+                    &saver,
+                )
+                .await
                 {
                     return stopped(&row, message);
                 }
@@ -424,8 +507,8 @@ pub async fn apply(
         }
     }
     row.finished = true;
-    if let Err(e) = save(&row).await {
-        return stopped(&row, format!("writing {bucket}/{k}: {e}"));
+    if let Err(e) = saver.save(&row).await {
+        return stopped(&row, e);
     }
     Outcome::Done {
         row: Box::new(row),
@@ -471,19 +554,15 @@ async fn settle(config: &Config, broker: &Broker, stream: &str) -> Result<(), St
 /// Rewrites one segment without `subject`, if it holds any: the row marks
 /// it pending (with the count) first, the new segment is put in its place
 /// and read back, then the row counts it.
-async fn rewrite<F, Fut>(
+async fn rewrite(
     broker: &Broker,
     store: &crate::archive::fold::Store,
     name: &str,
     subject: &str,
     op: &OpId,
     row: &mut ErasureRow,
-    save: &F,
-) -> Result<(), String>
-where
-    F: Fn(&ErasureRow) -> Fut,
-    Fut: std::future::Future<Output = Result<(), String>>,
-{
+    saver: &Saver<'_>,
+) -> Result<(), String> {
     let bytes = store.get(broker, name).await?;
     let seg = segment::decode(&bytes).map_err(|e| format!("segment {name}: {e}"))?;
     let kept: Vec<segment::Record> = seg
@@ -502,7 +581,7 @@ where
             });
             row.archived_records += p.records;
             row.segments_rewritten += 1;
-            save(row).await?;
+            saver.save(row).await?;
         }
         return Ok(());
     }
@@ -510,7 +589,7 @@ where
         segment: name.to_string(),
         records: removed,
     });
-    save(row).await?;
+    saver.save(row).await?;
     let h = &seg.header;
     let range = segment::Range {
         stream: h.stream.clone(),
@@ -532,7 +611,7 @@ where
     row.pending = None;
     row.archived_records += removed;
     row.segments_rewritten += 1;
-    save(row).await
+    saver.save(row).await
 }
 
 /// The outcome as `--json` prints it (and the route answers).

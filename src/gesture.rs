@@ -585,7 +585,7 @@ fn command(sign: GateSign, args: &Ask, op: Option<&OpId>) -> String {
         c.push_str(" -force");
     }
     if let Some(r) = &args.reason {
-        c.push_str(&format!(" -reason {r:?}"));
+        c.push_str(&format!(" -reason {}", crate::human::shell_word(r)));
     }
     c
 }

@@ -79,3 +79,50 @@ mod tests {
         assert_eq!(count(1000), "1 000");
     }
 }
+
+/// `s` as one word for a POSIX shell: as it is when it has only
+/// characters no shell treats specially, else in single quotes (a single
+/// quote inside written `'\''`). For the commands the product prints for
+/// a person to paste.
+pub fn shell_word(s: &str) -> String {
+    let plain = !s.is_empty()
+        && s.chars().all(|c| {
+            c.is_ascii_alphanumeric()
+                || matches!(c, '.' | '_' | '-' | '/' | ':' | '=' | '@' | '%' | '+' | ',')
+        });
+    if plain {
+        s.to_string()
+    } else {
+        format!("'{}'", s.replace('\'', "'\\''"))
+    }
+}
+
+#[cfg(test)]
+mod shell_tests {
+    use super::shell_word;
+
+    #[test]
+    fn words_survive_a_shell() {
+        assert_eq!(shell_word("user.42"), "user.42");
+        assert_eq!(shell_word("GDPR request 7"), "'GDPR request 7'");
+        assert_eq!(shell_word(""), "''");
+        // What sh makes of each printed word is the word itself.
+        for w in [
+            "a b",
+            "it's",
+            "$HOME `x` !",
+            "a*b",
+            "semi;colon",
+            "(p)",
+            "\"q\"",
+            "back\\slash",
+        ] {
+            let out = std::process::Command::new("sh")
+                .arg("-c")
+                .arg(format!("printf %s {}", shell_word(w)))
+                .output()
+                .expect("sh");
+            assert_eq!(String::from_utf8_lossy(&out.stdout), w, "{}", shell_word(w));
+        }
+    }
+}

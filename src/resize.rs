@@ -46,11 +46,13 @@ pub enum Outcome {
     },
     /// The broker refused the update (its own error); nothing changed.
     BrokerRefused { stream: String, message: String },
-    /// The update was sent but the broker reports another ceiling.
+    /// The update was taken but the broker reports another ceiling, or
+    /// reading it back failed (`why`).
     NotVerified {
         stream: String,
         target: u64,
-        reported: i64,
+        reported: Option<i64>,
+        why: Option<String>,
     },
     /// Applied and read back (or already the target: `changed` false).
     Done(Done),
@@ -110,9 +112,16 @@ impl Outcome {
                 stream,
                 target,
                 reported,
-            } => format!(
-                "the update of {stream} was sent, but the broker reports max_bytes {reported}, not {target}; read it with crewlet retention status -stream {stream} and set it again"
-            ),
+                why,
+            } => match (reported, why) {
+                (Some(r), _) => format!(
+                    "the update of {stream} was taken, but the broker reports max_bytes {r}, not {target}; read it with crewlet retention status -stream {stream} and set it again"
+                ),
+                (None, w) => format!(
+                    "the broker took the update of {stream} to {target}, but reading it back failed ({}); read it with crewlet retention status -stream {stream}",
+                    w.clone().unwrap_or_default()
+                ),
+            },
             Outcome::Done(d) => done_text(d),
         }
     }
@@ -200,11 +209,18 @@ pub async fn apply(config: &Config, broker: &Broker, domain: &Domain, target: u6
         return Outcome::Done(done(false));
     }
     match broker.set_max_bytes(&read, target_i).await {
-        Ok(reported) if reported == target_i => Outcome::Done(done(true)),
-        Ok(reported) => Outcome::NotVerified {
+        Ok(Ok(reported)) if reported == target_i => Outcome::Done(done(true)),
+        Ok(Ok(reported)) => Outcome::NotVerified {
             stream,
             target,
-            reported,
+            reported: Some(reported),
+            why: None,
+        },
+        Ok(Err(why)) => Outcome::NotVerified {
+            stream,
+            target,
+            reported: None,
+            why: Some(why),
         },
         Err(message) => Outcome::BrokerRefused { stream, message },
     }

@@ -102,8 +102,8 @@ pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
 }
 
 /// Replaces segment `name` with `bytes` (an erasure's rewrite): written
-/// and synced under a temporary name, then renamed over the old one in one
-/// step, then the directory synced. A reader sees the old segment whole or
+/// and synced under a temporary name and read back, then renamed over the
+/// old one in one step, then the directory synced. A reader sees the old segment whole or
 /// the new one whole, never neither.
 pub fn replace(root: &Path, name: &str, bytes: &[u8]) -> Result<(), DirError> {
     let path = path_of(root, name)?;
@@ -127,6 +127,20 @@ pub fn replace(root: &Path, name: &str, bytes: &[u8]) -> Result<(), DirError> {
     if let Err(e) = written {
         let _ = fs::remove_file(&tmp);
         return Err(io(&tmp, e));
+    }
+    // Read back before the old one goes: the rename is the removal.
+    match fs::read(&tmp) {
+        Ok(back) if back == bytes => {}
+        Ok(_) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(DirError::Conflict {
+                path: tmp.display().to_string(),
+            });
+        }
+        Err(e) => {
+            let _ = fs::remove_file(&tmp);
+            return Err(io(&tmp, e));
+        }
     }
     if let Err(e) = fs::rename(&tmp, &path) {
         let _ = fs::remove_file(&tmp);

@@ -109,8 +109,13 @@ impl Broker {
 
     /// Updates the stream with `config` as read and `max_bytes` = `target`
     /// (nothing else changed), then reads it back: the `max_bytes` the
-    /// broker reports. A refusal is the broker's own error.
-    pub async fn set_max_bytes(&self, read: &Read, target: i64) -> Result<i64, String> {
+    /// broker reports (`Ok(Err(why))` when the update was taken but the
+    /// re-read failed). A refusal is the broker's own error.
+    pub async fn set_max_bytes(
+        &self,
+        read: &Read,
+        target: i64,
+    ) -> Result<Result<i64, String>, String> {
         let config = &read.config;
         let mut wanted = config.clone();
         wanted.max_bytes = target;
@@ -121,12 +126,12 @@ impl Broker {
         .await?;
         // A fresh stream info, not the update's answer: what the broker
         // holds now.
-        let s = self
+        Ok(self
             .bounded(
                 &format!("stream {}", config.name),
                 self.js.get_stream(&config.name),
             )
-            .await?;
-        Ok(s.cached_info().config.max_bytes)
+            .await
+            .map(|s| s.cached_info().config.max_bytes))
     }
 }

@@ -64,23 +64,29 @@ fn gzip(bytes: &[u8]) -> Option<axum::body::Bytes> {
     enc.finish().ok().map(axum::body::Bytes::from)
 }
 
-/// Whether the request's `Accept-Encoding` takes gzip (not `gzip;q=0`).
+/// Whether the request's `Accept-Encoding` takes gzip: named, or `*`,
+/// with a non-zero weight; `gzip;q=0` refuses it whatever `*` says.
 fn takes_gzip(headers: &HeaderMap) -> bool {
-    headers
+    let codings: Vec<(String, bool)> = headers
         .get_all(header::ACCEPT_ENCODING)
         .iter()
         .filter_map(|v| v.to_str().ok())
         .flat_map(|v| v.split(','))
-        .any(|part| {
+        .map(|part| {
             let mut it = part.split(';').map(str::trim);
-            let coding = it.next().unwrap_or_default();
+            let coding = it.next().unwrap_or_default().to_ascii_lowercase();
             let refused = it.any(|p| {
                 p.strip_prefix("q=")
                     .and_then(|q| q.parse::<f32>().ok())
                     .is_some_and(|q| q == 0.0)
             });
-            (coding.eq_ignore_ascii_case("gzip") || coding == "*") && !refused
+            (coding, !refused)
         })
+        .collect();
+    match codings.iter().find(|(c, _)| c == "gzip") {
+        Some((_, taken)) => *taken,
+        None => codings.iter().any(|(c, taken)| c == "*" && *taken),
+    }
 }
 
 /// An answer from the last tick: compressed when the client takes gzip and
@@ -606,7 +612,7 @@ async fn trim(
 #[serde(deny_unknown_fields)]
 struct CapacityBody {
     bytes: serde_json::Value,
-    confirm: serde_json::Value,
+    confirm: Option<serde_json::Value>,
 }
 
 /// A size given as a JSON number or string, as typed.
@@ -644,10 +650,15 @@ async fn capacity(
             .into_response()
         }
     };
-    let (bytes, confirm) = match (
-        size_text("bytes", &b.bytes),
-        size_text("confirm", &b.confirm),
-    ) {
+    let Some(confirm) = &b.confirm else {
+        return error(
+            StatusCode::BAD_REQUEST,
+            "confirm_mismatch",
+            "confirm_mismatch: confirm is required: repeat bytes exactly as given; nothing written",
+        )
+        .into_response();
+    };
+    let (bytes, confirm) = match (size_text("bytes", &b.bytes), size_text("confirm", confirm)) {
         (Ok(b), Ok(c)) => (b, c),
         (Err(r), _) | (_, Err(r)) => return r.into_response(),
     };
@@ -666,10 +677,10 @@ async fn capacity(
         Outcome::Done(_) => StatusCode::OK,
         Outcome::BadInput(_) => StatusCode::BAD_REQUEST,
         Outcome::Unreadable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::Missing { .. }
-        | Outcome::Refused { .. }
-        | Outcome::BrokerRefused { .. }
-        | Outcome::NotVerified { .. } => StatusCode::CONFLICT,
+        Outcome::Missing { .. } => StatusCode::NOT_FOUND,
+        Outcome::Refused { .. } | Outcome::BrokerRefused { .. } | Outcome::NotVerified { .. } => {
+            StatusCode::CONFLICT
+        }
     };
     (
         status,
@@ -922,7 +933,10 @@ pub fn serve_apart(
     stop: Arc<tokio::sync::Notify>,
 ) -> std::io::Result<tokio::sync::oneshot::Receiver<std::io::Result<()>>> {
     listener.set_nonblocking(true)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
+    // Two workers: a gesture or an erasure doing blocking work (zstd, a
+    // directory's fsync) on one never stalls the answers on the other.
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
         .enable_all()
         .thread_name("crewlet-http")
         .build()?;
@@ -1050,6 +1064,8 @@ mod tests {
         assert!(accepting("GZIP"));
         assert!(accepting("*"));
         assert!(!accepting("gzip;q=0"));
+        assert!(!accepting("gzip;q=0, *"));
+        assert!(!accepting("*;q=0"));
         assert!(!accepting("identity"));
         assert!(!accepting("br, deflate"));
         assert!(!takes_gzip(&HeaderMap::new()));

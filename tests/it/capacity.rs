@@ -200,7 +200,8 @@ async fn every_refusal_is_decided_before_anything_is_written() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(settings(&f.js).await.0, 3 * MIB as i64);
 
-    // discard: old sheds under a ceiling: refused, unchanged.
+    // discard: old turns a lower ceiling into a purge of the oldest
+    // records: refused, unchanged.
     let mut cfg =
         f.js.get_stream(STREAM)
             .await
@@ -210,7 +211,7 @@ async fn every_refusal_is_decided_before_anything_is_written() {
             .clone();
     cfg.discard = DiscardPolicy::Old;
     f.js.update_stream(&cfg).await.expect("update");
-    let run = sc(&[STREAM, "6MiB", "-confirm", "6MiB"]);
+    let run = sc(&[STREAM, "2MiB", "-confirm", "2MiB"]);
     assert_eq!(run.code, 1, "{run:?}");
     assert!(
         run.stderr
@@ -218,6 +219,9 @@ async fn every_refusal_is_decided_before_anything_is_written() {
         "{run:?}"
     );
     assert_eq!(settings(&f.js).await.0, 3 * MIB as i64);
+    // A raise deletes nothing, and is taken.
+    let run = sc(&[STREAM, "5MiB", "-confirm", "5MiB"]);
+    assert_eq!(run.code, 0, "{run:?}");
     // A configured stream that does not exist.
     f.js.delete_stream(STREAM).await.expect("delete");
     let run = sc(&[STREAM, "6MiB", "-confirm", "6MiB"]);

@@ -350,7 +350,10 @@ async fn a_broker_lost_between_the_live_purge_and_the_archive_is_finished_by_the
     let op = operator(&f, Some(&store));
     let in_archive = person.iter().filter(|s| **s <= 40).count() as u64;
     let in_log = person.iter().filter(|s| **s > 40).count() as u64;
-    let mut args = erase(&["-subject", PERSON, "-reason", "gdpr", "-confirm", PERSON]);
+    // A reason a shell would mangle unquoted: the printed command must
+    // survive being pasted into one.
+    let reason = "it's $HOME: GDPR `7`";
+    let mut args = erase(&["-subject", PERSON, "-reason", reason, "-confirm", PERSON]);
     args.extend(["--config", &op.cfg]);
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
         .args(&args)
@@ -381,11 +384,26 @@ async fn a_broker_lost_between_the_live_purge_and_the_archive_is_finished_by_the
         records.iter().filter(|(_, s)| s == PERSON).count() as u64,
         in_archive
     );
-    // The printed command finishes it; each record counted once.
-    let words = shell_words(&finish);
-    let run = op
-        .json(&words.iter().skip(1).map(String::as_str).collect::<Vec<_>>())
-        .1;
+    // The printed command, run by a shell, finishes it; each record
+    // counted once.
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_crewlet"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{finish} --json --config {}", op.cfg))
+        .env("PATH", path)
+        .env_remove("NATS_URL")
+        .output()
+        .expect("sh");
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
     assert_eq!(run["finished"], true, "{run}");
     assert_eq!(run["live_records"], in_log, "{run}");
     assert_eq!(run["archived_records"], in_archive, "{run}");
@@ -395,26 +413,13 @@ async fn a_broker_lost_between_the_live_purge_and_the_archive_is_finished_by_the
         "the archive forgot it"
     );
     assert!(live(&f).await.iter().all(|(_, s)| s != PERSON));
-}
-
-/// Splits a printed command as a shell would (double quotes only).
-fn shell_words(cmd: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut word = String::new();
-    let mut quoted = false;
-    for c in cmd.chars() {
-        match c {
-            '"' => quoted = !quoted,
-            ' ' if !quoted => {
-                if !word.is_empty() {
-                    out.push(std::mem::take(&mut word));
-                }
-            }
-            c => word.push(c),
-        }
-    }
-    if !word.is_empty() {
-        out.push(word);
-    }
-    out
+    let id = run["op_id"].as_str().expect("op id");
+    let row = f
+        .get("crewlet_erasures", &format!("{STREAM}.{id}"))
+        .await
+        .expect("row");
+    assert_eq!(
+        row["reason"], reason,
+        "the reason as given, through the shell"
+    );
 }

@@ -835,7 +835,7 @@ async fn the_capacity_route_judges_like_set_capacity() {
     );
     for (body, code, error) in [
         ("not json", 400, "bad_request"),
-        (r#"{"bytes": "2GiB"}"#, 400, "bad_request"),
+        (r#"{"bytes": "2GiB"}"#, 400, "confirm_mismatch"),
         (
             r#"{"bytes": "2GiB", "confirm": "2GiB", "force": true}"#,
             400,
