@@ -82,16 +82,33 @@ impl Broker {
             Ok(a) => a,
             Err(error) => return Account::Unreadable { error },
         };
+        // An account with tiered limits (per replica count: `R1`, `R3`)
+        // has none at the top: the stream's tier is the one that applies.
+        let tier = a.tiers.get(&format!("R{}", read.replicas));
+        let tiered = a.limits.max_storage.is_none() && a.limits.max_memory.is_none();
+        let (limits, reserved_storage, reserved_memory) = match tier {
+            Some(t) if tiered => (&t.limits, t.reserved_storage, t.reserved_memory),
+            _ => (&a.limits, a.reserved_storage, a.reserved_memory),
+        };
+        if tiered && tier.is_none() && !a.tiers.is_empty() {
+            return Account::Unreadable {
+                error: format!(
+                    "the account's limits are per replica tier ({}) and none is R{}",
+                    a.tiers.keys().cloned().collect::<Vec<_>>().join(", "),
+                    read.replicas
+                ),
+            };
+        }
         let (max, reserved, per_stream) = match storage {
             StorageType::File => (
-                a.limits.max_storage,
-                a.reserved_storage,
-                a.limits.storage_max_stream_bytes,
+                limits.max_storage,
+                reserved_storage,
+                limits.storage_max_stream_bytes,
             ),
             StorageType::Memory => (
-                a.limits.max_memory,
-                a.reserved_memory,
-                a.limits.memory_max_stream_bytes,
+                limits.max_memory,
+                reserved_memory,
+                limits.memory_max_stream_bytes,
             ),
         };
         let max_stream_bytes = per_stream

@@ -386,24 +386,7 @@ async fn a_broker_lost_between_the_live_purge_and_the_archive_is_finished_by_the
     );
     // The printed command, run by a shell, finishes it; each record
     // counted once.
-    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_crewlet"))
-        .parent()
-        .expect("bin dir")
-        .to_path_buf();
-    let path = format!(
-        "{}:{}",
-        bin.display(),
-        std::env::var("PATH").unwrap_or_default()
-    );
-    let out = std::process::Command::new("sh")
-        .arg("-c")
-        .arg(format!("{finish} --json --config {}", op.cfg))
-        .env("PATH", path)
-        .env_remove("NATS_URL")
-        .output()
-        .expect("sh");
-    let run: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)));
+    let run = run_printed(&finish, &op);
     assert_eq!(run["finished"], true, "{run}");
     assert_eq!(run["live_records"], in_log, "{run}");
     assert_eq!(run["archived_records"], in_archive, "{run}");
@@ -422,4 +405,65 @@ async fn a_broker_lost_between_the_live_purge_and_the_archive_is_finished_by_the
         row["reason"], reason,
         "the reason as given, through the shell"
     );
+}
+
+/// Runs a command the product printed, through `sh` as a person pasting
+/// it would, with `--json --config CFG` after it: its JSON answer.
+fn run_printed(command: &str, op: &Operator) -> serde_json::Value {
+    let bin = std::path::Path::new(env!("CARGO_BIN_EXE_crewlet"))
+        .parent()
+        .expect("bin dir")
+        .to_path_buf();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("{command} --json --config {}", op.cfg))
+        .env("PATH", path)
+        .env_remove("NATS_URL")
+        .output()
+        .expect("sh");
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|_| panic!("{}", String::from_utf8_lossy(&out.stderr)))
+}
+
+#[tokio::test]
+async fn a_crash_after_a_segment_is_rewritten_is_counted_once_by_the_retry() {
+    let scratch = Scratch::new();
+    let store = Store::Dir(scratch.dir.path().join("archive"));
+    let (f, person) = fleet(Some(&store)).await;
+    let op = operator(&f, Some(&store));
+    let in_archive = person.iter().filter(|s| **s <= 40).count() as u64;
+    let in_log = person.iter().filter(|s| **s > 40).count() as u64;
+    let mut args = erase(&["-subject", PERSON, "-reason", "gdpr 11", "-confirm", PERSON]);
+    args.extend(["--config", &op.cfg]);
+    // Aborted right after the first segment's rewrite, before its count.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(&args)
+        .env_remove("NATS_URL")
+        .env("CREWLET_FAILPOINT", "erase_after_rewrite")
+        .output()
+        .expect("crewlet");
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    assert!(!out.status.success(), "aborted: {stderr}");
+    let finish = stderr
+        .lines()
+        .find_map(|l| l.split_once("finish it with: ").map(|(_, c)| c.to_string()))
+        .unwrap_or_else(|| panic!("the command was said before it began: {stderr}"));
+    let (_, records) = archived(&f, &store).await;
+    let left = records.iter().filter(|(_, s)| s == PERSON).count() as u64;
+    assert!(
+        left < in_archive && left > 0,
+        "one segment rewritten: {left} of {in_archive}"
+    );
+    let run = run_printed(&finish, &op);
+    assert_eq!(run["finished"], true, "{run}");
+    assert_eq!(run["live_records"], in_log, "{run}");
+    assert_eq!(run["archived_records"], in_archive, "counted once: {run}");
+    assert_eq!(run["segments_rewritten"], 4, "{run}");
+    let (_, records) = archived(&f, &store).await;
+    assert!(records.iter().all(|(_, s)| s != PERSON));
 }
