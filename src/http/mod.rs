@@ -741,7 +741,7 @@ async fn erase(
                     erase::apply(&shared.config, &shared.broker, &domain, &ask, op).await
                 })
             };
-            match tokio::time::timeout(GESTURE_WAIT, task).await {
+            match tokio::time::timeout(erase_wait(&shared.config), task).await {
                 Ok(Ok(o)) => o,
                 Ok(Err(e)) => {
                     return error(
@@ -910,7 +910,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(shared).layer(axum::middleware::from_fn(bounded));
+    let app = router(shared.clone()).layer(axum::middleware::from_fn_with_state(shared, bounded));
     let limited = Limited {
         inner: listener,
         permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
@@ -1035,16 +1035,35 @@ impl tokio::io::AsyncWrite for Counted {
 }
 
 /// A request that takes longer than [`REQUEST_TIMEOUT`] is answered 503.
-async fn bounded(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
-    match tokio::time::timeout(REQUEST_TIMEOUT, next.run(req)).await {
+async fn bounded(
+    State(shared): State<Arc<Shared>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    // An erasure on an archived domain waits for the duty holder's next
+    // publish (up to three ticks): its bound is its own wait and a margin.
+    let limit = if req.method() == axum::http::Method::POST && req.uri().path().ends_with("/erase")
+    {
+        erase_wait(&shared.config) + Duration::from_secs(5)
+    } else {
+        REQUEST_TIMEOUT
+    };
+    match tokio::time::timeout(limit, next.run(req)).await {
         Ok(r) => r,
         Err(_) => error(
             StatusCode::SERVICE_UNAVAILABLE,
             "timeout",
-            format!("no answer within {}", crate::config::Dur(REQUEST_TIMEOUT)),
+            format!("no answer within {}", crate::config::Dur(limit)),
         )
         .into_response(),
     }
+}
+
+/// How long the erase route waits for its erasure before answering that
+/// it is still running: the erasure's own wait for a publish, and time to
+/// rewrite the archive.
+fn erase_wait(config: &Config) -> Duration {
+    config.retention.tick.0 * 3 + Duration::from_secs(15)
 }
 
 #[cfg(test)]

@@ -1104,3 +1104,70 @@ async fn the_erase_route_needs_the_erase_scope_and_answers_like_the_cli() {
     assert_eq!(row["reason"], "GDPR 9");
     s.stop();
 }
+
+#[tokio::test]
+async fn an_erasure_over_http_on_an_archived_domain_waits_for_the_holders_fold() {
+    let f = Fleet::new(0).await;
+    let person = format!("{STREAM}.user.9");
+    let mut on_person = Vec::new();
+    for i in 0..60u64 {
+        let subject = if i % 3 == 0 {
+            person.clone()
+        } else {
+            format!("{STREAM}.records")
+        };
+        let seq =
+            f.js.publish(subject, format!("x{i}").into())
+                .await
+                .expect("publish")
+                .await
+                .expect("ack")
+                .sequence;
+        if i % 3 == 0 {
+            on_person.push(seq);
+        }
+    }
+    f.healthy(&[("node-1", 40), ("node-2", 40)], 40).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let archive = Scratch::new();
+    let dir = archive.dir.path().join("a");
+    let s = Served::start_full(
+        &f,
+        "",
+        &format!(", archive: {{dir: {}, segment_records: 10}}", dir.display()),
+    );
+    // The holder (this sidecar, ticking every second) folds and trims to 40.
+    assert!(
+        eventually(20, || async { f.first_seq().await == 41 }).await,
+        "folded and trimmed"
+    );
+    let dpo = s.token("dpo", "erase");
+    let body = format!(r#"{{"subject": "{person}", "confirm": "{person}", "reason": "GDPR 12"}}"#);
+    let (code, v) = request(
+        s.port,
+        "POST",
+        "/v1/streams/tracker/erase",
+        Some(&dpo),
+        Some(&body),
+    );
+    let v = json(&v);
+    assert_eq!(code, 200, "{v}");
+    let in_archive = on_person.iter().filter(|q| **q <= 40).count() as u64;
+    let in_log = on_person.iter().filter(|q| **q > 40).count() as u64;
+    assert_eq!(
+        (v["live_records"].as_u64(), v["archived_records"].as_u64()),
+        (Some(in_log), Some(in_archive)),
+        "{v}"
+    );
+    // verify-archive, beside the running sidecar, finds it sound.
+    let run = crewlet(&[
+        "retention",
+        "verify-archive",
+        "-stream",
+        "tracker",
+        "--config",
+        &s.cfg,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    s.stop();
+}
