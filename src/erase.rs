@@ -169,12 +169,7 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
             format!(
                 "{:?} is not configured; configured: {}",
                 ask.stream,
-                config
-                    .domains
-                    .iter()
-                    .map(|d| format!("{} ({})", d.name, d.stream))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                config.configured()
             ),
         )
     })?;

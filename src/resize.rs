@@ -138,12 +138,7 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, u64), BadInput> {
             message: format!(
                 "{:?} is not configured; configured: {}",
                 ask.stream,
-                config
-                    .domains
-                    .iter()
-                    .map(|d| format!("{} ({})", d.name, d.stream))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                config.configured()
             ),
         })?;
     let target = size::parse(&ask.bytes).map_err(|e| BadInput {

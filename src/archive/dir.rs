@@ -48,22 +48,12 @@ fn sync_dir(dir: &Path) -> Result<(), DirError> {
         .map_err(|e| io(dir, e))
 }
 
-/// Writes segment `name` durably, unless it is already there.
-pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
-    let path = path_of(root, name)?;
-    if let Some(existing) = read_if_there(&path)? {
-        return if existing == bytes {
-            Ok(Put::AlreadyThere)
-        } else {
-            Err(DirError::Conflict {
-                path: path.display().to_string(),
-            })
-        };
-    }
-    let dir = path.parent().unwrap_or(root).to_path_buf();
-    fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+/// Writes `bytes` durably to a hidden temporary file beside `path`
+/// (`.<file>.<what>-<pid>`), removed again if the write fails.
+fn write_beside(path: &Path, what: &str, bytes: &[u8]) -> Result<PathBuf, DirError> {
+    let dir = path.parent().unwrap_or(path);
     let tmp = dir.join(format!(
-        ".{}.tmp-{}",
+        ".{}.{what}-{}",
         path.file_name()
             .map(|f| f.to_string_lossy().to_string())
             .unwrap_or_default(),
@@ -82,6 +72,24 @@ pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
         let _ = fs::remove_file(&tmp);
         return Err(io(&tmp, e));
     }
+    Ok(tmp)
+}
+
+/// Writes segment `name` durably, unless it is already there.
+pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
+    let path = path_of(root, name)?;
+    if let Some(existing) = read_if_there(&path)? {
+        return if existing == bytes {
+            Ok(Put::AlreadyThere)
+        } else {
+            Err(DirError::Conflict {
+                path: path.display().to_string(),
+            })
+        };
+    }
+    let dir = path.parent().unwrap_or(root).to_path_buf();
+    fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
+    let tmp = write_beside(&path, "tmp", bytes)?;
     // Another fold may have put the same segment meanwhile: rename only
     // over nothing (hard_link fails if the target exists), so that an
     // existing segment is never replaced.
@@ -108,26 +116,7 @@ pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
 pub fn replace(root: &Path, name: &str, bytes: &[u8]) -> Result<(), DirError> {
     let path = path_of(root, name)?;
     let dir = path.parent().unwrap_or(root).to_path_buf();
-    let tmp = dir.join(format!(
-        ".{}.erasing-{}",
-        path.file_name()
-            .map(|f| f.to_string_lossy().to_string())
-            .unwrap_or_default(),
-        std::process::id()
-    ));
-    let written = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)?;
-        f.write_all(bytes)?;
-        f.sync_all()
-    })();
-    if let Err(e) = written {
-        let _ = fs::remove_file(&tmp);
-        return Err(io(&tmp, e));
-    }
+    let tmp = write_beside(&path, "erasing", bytes)?;
     // Read back before the old one goes: the rename is the removal.
     match fs::read(&tmp) {
         Ok(back) if back == bytes => {}

@@ -39,35 +39,13 @@ impl Broker {
     /// The stream's configuration and usage; `None` when it does not
     /// exist.
     pub async fn capacity_read(&self, stream: &str) -> Result<Option<Read>, String> {
-        use async_nats::jetstream::context::GetStreamErrorKind;
-        let got = tokio::time::timeout(self.read_timeout, self.js.get_stream(stream))
-            .await
-            .map_err(|_| {
-                format!(
-                    "stream {stream}: no answer within {}",
-                    crate::config::Dur(self.read_timeout)
-                )
-            })?;
-        match got {
-            Ok(s) => {
-                let info = s.cached_info();
-                Ok(Some(Read {
-                    bytes: info.state.bytes,
-                    max_bytes: info.config.max_bytes,
-                    replicas: u64::try_from(info.config.num_replicas.max(1)).unwrap_or(1),
-                    discard_new: super::streams::facts_of(&info.config).discard_new,
-                    config: info.config.clone(),
-                }))
-            }
-            Err(e) => match e.kind() {
-                GetStreamErrorKind::JetStream(je)
-                    if je.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND =>
-                {
-                    Ok(None)
-                }
-                _ => Err(format!("stream {stream}: {e}")),
-            },
-        }
+        Ok(self.stream_info_of(stream).await?.map(|info| Read {
+            bytes: info.state.bytes,
+            max_bytes: info.config.max_bytes,
+            replicas: u64::try_from(info.config.num_replicas.max(1)).unwrap_or(1),
+            discard_new: super::streams::facts_of(&info.config).discard_new,
+            config: info.config,
+        }))
     }
 
     /// The account's limits for the storage `read`'s stream uses, as

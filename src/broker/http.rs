@@ -38,7 +38,7 @@ impl Broker {
         }))
     }
 
-    async fn stream_info_of(
+    pub(super) async fn stream_info_of(
         &self,
         stream: &str,
     ) -> Result<Option<async_nats::jetstream::stream::Info>, String> {

@@ -891,12 +891,7 @@ pub fn domain_named(config: &Config, stream: &str) -> Result<config::Domain, Str
 }
 
 pub fn configured(config: &Config) -> String {
-    config
-        .domains
-        .iter()
-        .map(|d| format!("{} ({})", d.stream, d.name))
-        .collect::<Vec<_>>()
-        .join(", ")
+    config.configured()
 }
 
 /// Columns two spaces apart, the last unpadded.

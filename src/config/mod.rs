@@ -1269,6 +1269,16 @@ impl Config {
     }
 
     /// The domain with this name or stream.
+    /// The configured domains as error messages list them:
+    /// `tracker (CREWLET_TRACKER_LOG), pages (CREWLET_PAGES_LOG)`.
+    pub fn configured(&self) -> String {
+        self.domains
+            .iter()
+            .map(|d| format!("{} ({})", d.name, d.stream))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     pub fn domain(&self, name_or_stream: &str) -> Option<&Domain> {
         self.domains
             .iter()

@@ -366,13 +366,7 @@ pub fn domain_of(shared: &Shared, stream: &str) -> Result<crate::config::Domain,
             "unknown_stream",
             format!(
                 "{stream:?} is not configured; configured: {}",
-                shared
-                    .config
-                    .domains
-                    .iter()
-                    .map(|d| format!("{} ({})", d.name, d.stream))
-                    .collect::<Vec<_>>()
-                    .join(", ")
+                shared.config.configured()
             ),
         )
     })

@@ -314,7 +314,7 @@ async fn json_schema_is_stable_and_stream_filters() {
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr.contains(
-            "-stream \"PAGES\" is not configured; configured: CREWLET_TRACKER_LOG (tracker)"
+            "-stream \"PAGES\" is not configured; configured: tracker (CREWLET_TRACKER_LOG)"
         ),
         "{run:?}"
     );
@@ -465,7 +465,7 @@ async fn recording_commands_refuse_bad_input_and_write_nothing() {
     let cases: &[(&[&str], &str)] = &[
         (
             &["retention", "ack", "-stream", "NOPE", "-position", "5"],
-            "-stream \"NOPE\" is not configured; configured: CREWLET_TRACKER_LOG (tracker)",
+            "-stream \"NOPE\" is not configured; configured: tracker (CREWLET_TRACKER_LOG)",
         ),
         (
             &["retention", "ack", "-stream", STREAM, "-position", "-5"],
