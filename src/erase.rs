@@ -290,13 +290,16 @@ pub fn finish_command(ask: &Ask, stream: &str, op: &str) -> String {
 }
 
 /// The erasure: judged, then the live log, then the archive, the row
-/// written before each step.
+/// written before each step. `started` is called once it is judged and
+/// its row written, before anything is removed (the CLI says its op id
+/// and finishing command then).
 pub async fn apply(
     config: &Config,
     broker: &Broker,
     domain: &Domain,
     ask: &Ask,
     op: OpId,
+    started: impl FnOnce(&OpId) + Send,
 ) -> Outcome {
     let stream = domain.stream.clone();
     let subject = ask.subject.clone();
@@ -406,6 +409,8 @@ pub async fn apply(
             message: format!("{e}; nothing written by this run"),
         };
     }
+    // Judged and begun: from here the same op id finishes it.
+    started(&op);
 
     // The live log, in rounds: count what is on the subject up to the
     // last sequence, record it, purge it; again until none is left (a

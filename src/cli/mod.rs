@@ -958,15 +958,17 @@ async fn erase(cli: &Cli, args: &EraseArgs) -> Exit {
         Err(b) => Outcome::BadInput(b),
         Ok((domain, op)) => {
             let broker = exit_on_err!(connect(&config).await);
-            // Said before anything is done: a run killed part-way is
-            // finished by this command.
-            eprintln!(
-                "erasing {} from {} as op {op}; if this stops part-way, finish it with: {}",
-                ask.subject,
-                domain.stream,
-                erase::finish_command(&ask, &domain.stream, op.as_str())
-            );
-            erase::apply(&config, &broker, &domain, &ask, op).await
+            // Said once it is judged, before anything is removed: a run
+            // killed part-way is finished by this command.
+            let said = |op: &crate::rows::OpId| {
+                eprintln!(
+                    "erasing {} from {} as op {op}; if this stops part-way, finish it with: {}",
+                    ask.subject,
+                    domain.stream,
+                    erase::finish_command(&ask, &domain.stream, op.as_str())
+                )
+            };
+            erase::apply(&config, &broker, &domain, &ask, op, said).await
         }
     };
     if cli.json {

@@ -732,7 +732,7 @@ async fn erase(
             let task = {
                 let (shared, ask, op) = (shared.clone(), ask.clone(), op.clone());
                 tokio::spawn(async move {
-                    erase::apply(&shared.config, &shared.broker, &domain, &ask, op).await
+                    erase::apply(&shared.config, &shared.broker, &domain, &ask, op, |_| {}).await
                 })
             };
             match tokio::time::timeout(erase_wait(&shared.config), task).await {

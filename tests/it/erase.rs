@@ -209,6 +209,8 @@ async fn bad_input_and_refusals_write_nothing() {
         let run = op.run(&erase(&args));
         assert_eq!(run.code, code, "{args:?}: {run:?}");
         assert!(run.stderr.contains(said), "{args:?}: {run:?}");
+        // A refusal prints no finishing command: there is nothing to finish.
+        assert!(!run.stderr.contains("finish it with"), "{args:?}: {run:?}");
     }
     let run = op.run(&[
         "retention",
