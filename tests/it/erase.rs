@@ -469,3 +469,53 @@ async fn a_crash_after_a_segment_is_rewritten_is_counted_once_by_the_retry() {
     let (_, records) = archived(&f, &store).await;
     assert!(records.iter().all(|(_, s)| s != PERSON));
 }
+
+#[tokio::test]
+async fn an_erasure_reaches_the_archive_of_an_older_generation() {
+    let scratch = Scratch::new();
+    let store = Store::Dir(scratch.dir.path().join("archive"));
+    let (f, person) = fleet(Some(&store)).await;
+    let in_archive = person.iter().filter(|s| **s <= 40).count() as u64;
+    // The log recreated and reanchored: generation 1, another incarnation,
+    // with the person's records on it too; generation 0's segments stay.
+    f.recreate_stream().await;
+    for i in 0..9 {
+        let subject = if i % 3 == 0 {
+            PERSON.to_string()
+        } else {
+            format!("{STREAM}.records")
+        };
+        f.js.publish(subject, format!("g1-{i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    let created = f.created().await;
+    let op = operator(&f, Some(&store));
+    let run = op.run(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(f.floors_row().await.expect("row")["generation"], 1);
+    let (run, v) = op.json(&erase(&[
+        "-subject", PERSON, "-reason", "gdpr 13", "-confirm", PERSON,
+    ]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(v["live_records"], 3, "{v}");
+    assert_eq!(
+        v["archived_records"], in_archive,
+        "generation 0's segments too: {v}"
+    );
+    let (_, records) = archived(&f, &store).await;
+    assert!(!records.is_empty());
+    assert!(
+        records.iter().all(|(_, s)| s != PERSON),
+        "generation 0 forgot it"
+    );
+}
