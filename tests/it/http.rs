@@ -864,6 +864,35 @@ async fn the_capacity_route_judges_like_set_capacity() {
         assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{v}");
     }
     assert_eq!(max().await, before, "nothing written");
+    // About 1 MiB the trim may not take: 1 MiB would refuse every append.
+    let mut acks = Vec::new();
+    for _ in 0..1000 {
+        acks.push(
+            f.js.publish(format!("{STREAM}.records"), vec![b'x'; 1000].into())
+                .await
+                .expect("publish"),
+        );
+    }
+    for a in acks {
+        a.await.expect("ack");
+    }
+    let (code, v) = post(
+        "/v1/streams/tracker/capacity",
+        Some(&sizer),
+        r#"{"bytes": "1MiB", "confirm": "1MiB"}"#,
+    );
+    assert_eq!(
+        (code, v["error"].as_str()),
+        (409, Some("below_usage")),
+        "{v}"
+    );
+    assert!(
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains(&format!("crewlet retention set-capacity {STREAM} "))),
+        "the least target as a command: {v}"
+    );
+    assert_eq!(max().await, before, "nothing written");
     let (code, v) = post(&format!("/v1/streams/{STREAM}/capacity"), Some(&sizer), ok);
     assert_eq!(code, 200, "{v}");
     assert_eq!(
