@@ -357,6 +357,36 @@ fn gate(
     Ok((who, domain_of(shared, stream)?))
 }
 
+/// As [`gate`], for a route that writes: the broker connected, or 503
+/// before anything is judged (a judgement on reads that cannot be made
+/// would answer with a refusal that is not one).
+fn gate_write(
+    shared: &Shared,
+    headers: &HeaderMap,
+    scope: &str,
+    stream: &str,
+) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
+    let gated = gate(shared, headers, scope, stream)?;
+    reachable(shared)?;
+    Ok(gated)
+}
+
+/// The broker connected, or the 503 answer.
+fn reachable(shared: &Shared) -> Result<(), ApiError> {
+    if shared.broker.connected() {
+        Ok(())
+    } else {
+        Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "unreachable",
+            format!(
+                "not connected to the broker at {}; nothing written",
+                shared.broker.url
+            ),
+        ))
+    }
+}
+
 /// The configured domain named by `{stream}` (its stream or its name), or
 /// the 404 answer listing the configured ones.
 pub fn domain_of(shared: &Shared, stream: &str) -> Result<crate::config::Domain, ApiError> {
@@ -484,7 +514,7 @@ async fn ack(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::ack::AckError;
-    let (who, domain) = match gate(&shared, &headers, "ack", &stream) {
+    let (who, domain) = match gate_write(&shared, &headers, "ack", &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -576,7 +606,7 @@ async fn trim(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::requested::AskError;
-    let (who, domain) = match gate(&shared, &headers, "trim", &stream) {
+    let (who, domain) = match gate_write(&shared, &headers, "trim", &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -629,7 +659,7 @@ async fn capacity(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::resize::{self, Outcome};
-    let (_, domain) = match gate(&shared, &headers, "capacity", &stream) {
+    let (_, domain) = match gate_write(&shared, &headers, "capacity", &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -701,7 +731,7 @@ async fn erase(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::erase::{self, Outcome};
-    let (who, domain) = match gate(&shared, &headers, "erase", &stream) {
+    let (who, domain) = match gate_write(&shared, &headers, "erase", &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -817,7 +847,10 @@ async fn gesture_route(
     sign: crate::rows::GateSign,
 ) -> Response {
     use crate::gesture::{self, Performed};
-    let who = match authorise(&shared, &headers, "gate") {
+    let who = match authorise(&shared, &headers, "gate").and_then(|w| {
+        reachable(&shared)?;
+        Ok(w)
+    }) {
         Ok(w) => w,
         Err(r) => return r.into_response(),
     };

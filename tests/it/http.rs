@@ -1200,3 +1200,52 @@ async fn an_erasure_over_http_on_an_archived_domain_waits_for_the_holders_fold()
     assert_eq!(run.code, 0, "{run:?}");
     s.stop();
 }
+
+#[tokio::test]
+async fn with_the_broker_gone_every_writing_route_is_503() {
+    let mut f = Fleet::new(10).await;
+    let s = Served::start(&f);
+    let all = s.token("all", "read,trim,gate,ack,capacity,erase");
+    assert!(
+        eventually(20, || async { s.get("/readyz", None).0 == 200 }).await,
+        "ready"
+    );
+    f.server.kill();
+    assert!(
+        eventually(20, || async { s.get("/readyz", None).0 == 503 }).await,
+        "not ready once the broker is gone"
+    );
+    let person = format!("{STREAM}.user.1");
+    for (path, body) in [
+        (
+            "/v1/nodes/node-3/evict",
+            r#"{"confirm": "node-3"}"#.to_string(),
+        ),
+        (
+            "/v1/nodes/node-3/readmit",
+            r#"{"confirm": "node-3"}"#.to_string(),
+        ),
+        ("/v1/streams/tracker/ack", r#"{"position": 5}"#.to_string()),
+        ("/v1/streams/tracker/trim", r#"{"seq_num": 5}"#.to_string()),
+        (
+            "/v1/streams/tracker/capacity",
+            r#"{"bytes": "2GiB", "confirm": "2GiB"}"#.to_string(),
+        ),
+        (
+            "/v1/streams/tracker/erase",
+            format!(r#"{{"subject": "{person}", "confirm": "{person}", "reason": "r"}}"#),
+        ),
+    ] {
+        let (code, body) = request(s.port, "POST", path, Some(&all), Some(&body));
+        let v = json(&body);
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (503, Some("unreachable")),
+            "{path}: {v}"
+        );
+    }
+    // Token and scope are still judged first.
+    let (code, _) = request(s.port, "POST", "/v1/streams/tracker/trim", None, Some("{}"));
+    assert_eq!(code, 401);
+    s.stop();
+}
