@@ -310,9 +310,10 @@ pub enum Retention {
     /// Change a log's ceiling (max_bytes, nothing else). Refused, with the
     /// numbers and nothing written, under 1 GiB (below_minimum), when the
     /// new soft ceiling is at or below what the log holds (below_usage,
-    /// naming the least target that would do), or past what the account's
-    /// JetStream storage limit has left (account_limit). Then updated and
-    /// read back. Exit 0 set, 1 refused or not applied, 2 bad input.
+    /// naming the least target that would do), past what the account's
+    /// JetStream storage limit has left (account_limit), or lower on a
+    /// discard: old log (discard_old). Then updated and read back. Exit 0
+    /// set, 1 refused or not applied, 2 bad input, 3 broker unreachable.
     SetCapacity(SetCapacityArgs),
     /// Forget one subject: every record on it removed from the live log (a
     /// purge filtered to it) and from the archive (each segment holding one
