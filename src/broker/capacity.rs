@@ -21,21 +21,6 @@ pub struct Read {
 }
 
 impl Broker {
-    async fn bounded<T, E: std::fmt::Display>(
-        &self,
-        what: &str,
-        f: impl std::future::Future<Output = Result<T, E>>,
-    ) -> Result<T, String> {
-        match tokio::time::timeout(self.read_timeout, f).await {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(format!("{what}: {e}")),
-            Err(_) => Err(format!(
-                "{what}: no answer within {}",
-                crate::config::Dur(self.read_timeout)
-            )),
-        }
-    }
-
     /// The stream's configuration and usage; `None` when it does not
     /// exist.
     pub async fn capacity_read(&self, stream: &str) -> Result<Option<Read>, String> {

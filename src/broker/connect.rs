@@ -27,6 +27,23 @@ pub struct Broker {
 }
 
 impl Broker {
+    /// `f` within the read timeout, its error or the timeout as a
+    /// sentence starting with `what` ("stream T: no answer within 5s").
+    pub(crate) async fn bounded<T, E: std::fmt::Display>(
+        &self,
+        what: &str,
+        f: impl std::future::Future<Output = Result<T, E>>,
+    ) -> Result<T, String> {
+        match tokio::time::timeout(self.read_timeout, f).await {
+            Ok(Ok(v)) => Ok(v),
+            Ok(Err(e)) => Err(format!("{what}: {e}")),
+            Err(_) => Err(format!(
+                "{what}: no answer within {}",
+                crate::config::Dur(self.read_timeout)
+            )),
+        }
+    }
+
     /// Bounds every read by `timeout` (the sidecar takes its tick: a read
     /// that hangs must not outlive the duty lease of three ticks, even
     /// tried twice).

@@ -4,9 +4,10 @@
 //! must stay), and replacing an archive segment in an Object Store.
 
 use super::Broker;
-use crate::config::Dur;
 
 impl Broker {
+    /// A JetStream API request (`$JS.API.` + `subject`) answered within
+    /// the read timeout; an error answer is an error.
     async fn js_request(
         &self,
         subject: String,
@@ -15,10 +16,7 @@ impl Broker {
         let request = self
             .js
             .request::<_, _, serde_json::Value>(subject.clone(), &body);
-        let reply = tokio::time::timeout(self.read_timeout, request)
-            .await
-            .map_err(|_| format!("{subject}: no answer within {}", Dur(self.read_timeout)))?
-            .map_err(|e| format!("{subject}: {e}"))?;
+        let reply = self.bounded(&subject, request).await?;
         if let Some(err) = reply.get("error") {
             let error: async_nats::jetstream::Error = serde_json::from_value(err.clone())
                 .map_err(|e| format!("{subject}: an error answer that does not parse ({e})"))?;

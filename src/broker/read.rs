@@ -318,15 +318,7 @@ impl Broker {
         let request = self
             .js
             .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
-        let reply = tokio::time::timeout(self.read_timeout, request)
-            .await
-            .map_err(|_| {
-                format!(
-                    "stream {stream}: no answer within {}",
-                    crate::config::Dur(self.read_timeout)
-                )
-            })?
-            .map_err(|e| format!("stream {stream}: {e}"))?;
+        let reply = self.bounded(&format!("stream {stream}"), request).await?;
         let local = Utc::now();
         if let Some(err) = reply.get("error") {
             let error: async_nats::jetstream::Error =
@@ -533,15 +525,9 @@ impl Broker {
         let request = self
             .js
             .request::<_, _, Reply>(format!("STREAM.MSG.GET.{stream}"), &body);
-        let reply = tokio::time::timeout(self.read_timeout, request)
-            .await
-            .map_err(|_| {
-                format!(
-                    "age lookup on {stream}: no answer within {}",
-                    crate::config::Dur(self.read_timeout)
-                )
-            })?
-            .map_err(|e| format!("age lookup on {stream}: {e}"))?;
+        let reply = self
+            .bounded(&format!("age lookup on {stream}"), request)
+            .await?;
         match reply {
             Reply::Ok { message } => Ok(Some(message.seq)),
             // 10037: no message at or after that time.
