@@ -757,32 +757,16 @@ async fn erase(
     let outcome = match erase::check(&shared.config, &ask) {
         Err(b) => Outcome::BadInput(b),
         Ok((domain, op)) => {
-            // On its own task, like a gesture: a dropped request never
-            // leaves it half-done; its op id finishes it.
-            let task = {
-                let (shared, ask, op) = (shared.clone(), ask.clone(), op.clone());
-                tokio::spawn(async move {
-                    erase::apply(&shared.config, &shared.broker, &domain, &ask, op, |_| {}).await
-                })
-            };
-            match tokio::time::timeout(erase_wait(&shared.config), task).await {
-                Ok(Ok(o)) => o,
-                Ok(Err(e)) => {
-                    return error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "internal",
-                        format!("the erasure (op {op}) stopped: {e}; send it again with \"op_id\": \"{op}\" to finish it"),
-                    )
-                    .into_response()
-                }
-                Err(_) => {
-                    return error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "timeout",
-                        format!("the erasure is still running as op {op}; send it again with \"op_id\": \"{op}\" to see it finished"),
-                    )
-                    .into_response()
-                }
+            let (shared, ask, op) = (shared.clone(), ask.clone(), op.clone());
+            let wait = erase_wait(&shared.config);
+            let id = op.clone();
+            match detached("erasure", &id, wait, async move {
+                erase::apply(&shared.config, &shared.broker, &domain, &ask, op, |_| {}).await
+            })
+            .await
+            {
+                Ok(o) => o,
+                Err(r) => return r.into_response(),
             }
         }
     };
@@ -810,6 +794,31 @@ struct GestureBody {
     force: bool,
     op_id: Option<String>,
     reason: Option<String>,
+}
+
+/// Runs an operator's operation (`what`: gesture, erasure) under `op` on a
+/// task of its own, so that a client that goes away, or a request that
+/// times out, never leaves it half-done by dropping it; waits `wait` for
+/// it, then answers that it is still running and how to see it finished.
+async fn detached<T: Send + 'static>(
+    what: &str,
+    op: &crate::rows::OpId,
+    wait: Duration,
+    work: impl std::future::Future<Output = T> + Send + 'static,
+) -> Result<T, ApiError> {
+    match tokio::time::timeout(wait, tokio::spawn(work)).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(error(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("the {what} (op {op}) stopped: {e}; send it again with \"op_id\": \"{op}\" to finish it"),
+        )),
+        Err(_) => Err(error(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "timeout",
+            format!("the {what} is still running as op {op}; send it again with \"op_id\": \"{op}\" to see it finished"),
+        )),
+    }
 }
 
 /// How long a gesture may take before the route answers that it is still
@@ -876,32 +885,14 @@ async fn gesture_route(
     let performed = match gesture::check(&shared.config, &ask) {
         Err(p) => p,
         Ok(op) => {
-            // On its own task: a client that goes away, or a request that
-            // times out, never leaves a gesture half-written by dropping it.
-            let task = {
-                let (shared, ask, op) = (shared.clone(), ask.clone(), op.clone());
-                tokio::spawn(async move {
-                    gesture::perform(&shared.config, &shared.broker, sign, &ask, op).await
-                })
-            };
-            match tokio::time::timeout(GESTURE_WAIT, task).await {
-                Ok(Ok(p)) => p,
-                Ok(Err(e)) => {
-                    return error(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "internal",
-                        format!("the gesture (op {op}) stopped: {e}; send it again with \"op_id\": \"{op}\" to finish it"),
-                    )
-                    .into_response()
-                }
-                Err(_) => {
-                    return error(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        "timeout",
-                        format!("the gesture is still running as op {op}; send it again with \"op_id\": \"{op}\" to see it finished"),
-                    )
-                    .into_response()
-                }
+            let (shared, ask, id) = (shared.clone(), ask.clone(), op.clone());
+            match detached("gesture", &id, GESTURE_WAIT, async move {
+                gesture::perform(&shared.config, &shared.broker, sign, &ask, op).await
+            })
+            .await
+            {
+                Ok(p) => p,
+                Err(r) => return r.into_response(),
             }
         }
     };
