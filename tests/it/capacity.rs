@@ -44,32 +44,12 @@ async fn settings(js: &async_nats::jetstream::Context) -> (i64, serde_json::Valu
     (info.config.max_bytes, v)
 }
 
-async fn fill(f: &Fleet, records: usize, size: usize) {
-    let mut acks = Vec::new();
-    for _ in 0..records {
-        acks.push(
-            f.js.publish(format!("{STREAM}.records"), vec![b'x'; size].into())
-                .await
-                .expect("publish"),
-        );
-    }
-    for a in acks {
-        a.await.expect("ack");
-    }
-}
-
 #[tokio::test]
 async fn every_refusal_is_decided_before_anything_is_written() {
     let f = Fleet::with_max_bytes(0, 3 * MIB as i64).await;
     // About 1.2 MiB the trim may not take (no node has reported).
-    fill(&f, 1200, 1000).await;
-    let usage =
-        f.js.get_stream(STREAM)
-            .await
-            .expect("s")
-            .cached_info()
-            .state
-            .bytes;
+    f.fill(1200, 1000).await;
+    let usage = f.log_info().await.state.bytes;
     assert!(usage > MIB, "{usage}");
     let op = operator(&f.server.url(), true);
     let before = settings(&f.js).await;
@@ -202,13 +182,7 @@ async fn every_refusal_is_decided_before_anything_is_written() {
 
     // discard: old turns a lower ceiling into a purge of the oldest
     // records: refused, unchanged.
-    let mut cfg =
-        f.js.get_stream(STREAM)
-            .await
-            .expect("s")
-            .cached_info()
-            .config
-            .clone();
+    let mut cfg = f.log_info().await.config;
     cfg.discard = DiscardPolicy::Old;
     f.js.update_stream(&cfg).await.expect("update");
     let run = sc(&[STREAM, "2MiB", "-confirm", "2MiB"]);
@@ -350,7 +324,7 @@ async fn a_raise_the_broker_refuses_is_reported_with_its_own_error() {
 async fn the_log_headroom_remedy_prints_a_command_that_clears_it() {
     let f = Fleet::with_max_bytes(0, 2 * MIB as i64).await;
     // Past nine tenths of the soft ceiling (1.875 MiB), nothing trimmable.
-    fill(&f, 1800, 1000).await;
+    f.fill(1800, 1000).await;
     f.healthy(&[("node-1", 0)], 1800).await;
     tokio::time::sleep(Duration::from_millis(3100)).await;
     let op = operator(&f.server.url(), true);

@@ -814,14 +814,7 @@ async fn the_capacity_route_judges_like_set_capacity() {
         let (code, body) = request(s.port, "POST", path, token, Some(body));
         (code, json(&body))
     };
-    let max = || async {
-        f.js.get_stream(STREAM)
-            .await
-            .expect("s")
-            .cached_info()
-            .config
-            .max_bytes
-    };
+    let max = || async { f.log_info().await.config.max_bytes };
     let before = max().await;
     let ok = r#"{"bytes": 2147483648, "confirm": 2147483648}"#;
     assert_eq!(post("/v1/streams/tracker/capacity", None, ok).0, 401);
@@ -865,17 +858,7 @@ async fn the_capacity_route_judges_like_set_capacity() {
     }
     assert_eq!(max().await, before, "nothing written");
     // About 1 MiB the trim may not take: 1 MiB would refuse every append.
-    let mut acks = Vec::new();
-    for _ in 0..1000 {
-        acks.push(
-            f.js.publish(format!("{STREAM}.records"), vec![b'x'; 1000].into())
-                .await
-                .expect("publish"),
-        );
-    }
-    for a in acks {
-        a.await.expect("ack");
-    }
+    f.fill(1000, 1000).await;
     let (code, v) = post(
         "/v1/streams/tracker/capacity",
         Some(&sizer),
@@ -949,13 +932,7 @@ async fn every_metric_family_carries_the_last_ticks_values() {
             .and_then(|v| v.parse().ok())
             .unwrap_or_else(|| panic!("{family} not in\n{text}"))
     };
-    let bytes =
-        f.js.get_stream(STREAM)
-            .await
-            .expect("s")
-            .cached_info()
-            .state
-            .bytes;
+    let bytes = f.log_info().await.state.bytes;
     assert!(value("crewlet_bytes") > 0.0);
     assert!(value("crewlet_bytes") <= bytes as f64 + 1.0);
     assert_eq!(value("crewlet_max_bytes"), (1u64 << 30) as f64);

@@ -180,17 +180,7 @@ async fn each_alarm_fires_and_clears() {
 async fn log_headroom_names_what_holds_the_trim() {
     let f = Fleet::with_max_bytes(0, 64 * 1024).await;
     // Fill past 90% of the soft ceiling (60 KiB) with records nothing may trim.
-    let mut acks = Vec::new();
-    for _ in 0..56 {
-        acks.push(
-            f.js.publish(format!("{STREAM}.records"), vec![b'x'; 1000].into())
-                .await
-                .expect("publish"),
-        );
-    }
-    for a in acks {
-        a.await.expect("ack");
-    }
+    f.fill(56, 1000).await;
     f.healthy(&[("node-1", 0)], 56).await;
     tokio::time::sleep(Duration::from_millis(3100)).await;
     let op = Op::new(&f, "");

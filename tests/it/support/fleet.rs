@@ -175,21 +175,42 @@ impl Fleet {
     }
 
     pub async fn state(&self) -> (u64, u64, String) {
-        // Retried while a cluster elects the stream's leader.
-        let deadline = std::time::Instant::now() + Duration::from_secs(15);
-        let s = loop {
-            match self.js.get_stream(STREAM).await {
-                Ok(s) => break s,
-                Err(e) if std::time::Instant::now() > deadline => panic!("stream: {e}"),
-                Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
-            }
-        };
-        let i = s.cached_info();
+        let i = self.log_info().await;
         (
             i.state.first_sequence,
             i.state.last_sequence,
             crewlet::broker::read::instant_of(i.created).to_rfc3339(),
         )
+    }
+
+    /// The log's stream info, fresh (retried while a cluster elects the
+    /// stream's leader).
+    pub async fn log_info(&self) -> jetstream::stream::Info {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        loop {
+            match self.js.get_stream(STREAM).await {
+                Ok(s) => return s.cached_info().clone(),
+                Err(e) if std::time::Instant::now() > deadline => panic!("stream: {e}"),
+                Err(_) => tokio::time::sleep(Duration::from_millis(300)).await,
+            }
+        }
+    }
+
+    /// Appends `records` records of `size` bytes that no node has applied
+    /// (on `<log>.records`), all acknowledged on return.
+    pub async fn fill(&self, records: usize, size: usize) {
+        let mut acks = Vec::new();
+        for _ in 0..records {
+            acks.push(
+                self.js
+                    .publish(format!("{STREAM}.records"), vec![b'x'; size].into())
+                    .await
+                    .expect("publish"),
+            );
+        }
+        for a in acks {
+            a.await.expect("ack");
+        }
     }
 
     pub async fn first_seq(&self) -> u64 {
