@@ -16,8 +16,9 @@ pub struct StreamFacts {
     pub max_bytes: i64,
     /// `true` for `discard: new`.
     pub discard_new: bool,
-    /// Zero when unset.
-    pub max_age_secs: u64,
+    /// Zero when unset; kept to the nanosecond, as the broker stores it
+    /// (a `max_age` of 500 ms deletes records; it is not 0).
+    pub max_age: std::time::Duration,
     /// -1 when unset.
     pub max_msgs: i64,
     /// -1 when unset.
@@ -28,8 +29,12 @@ pub struct StreamFacts {
     pub retention: RetentionKind,
     /// `allow_msg_ttl`: a publisher's `Nats-TTL` header deletes its record.
     pub allow_msg_ttl: bool,
-    /// `subject_delete_marker_ttl`, in seconds (markers expire records).
-    pub subject_delete_marker_ttl_secs: Option<u64>,
+    /// `subject_delete_marker_ttl` (markers expire records), to the
+    /// nanosecond.
+    pub subject_delete_marker_ttl: Option<std::time::Duration>,
+    /// `allow_rollup_hdrs`: a publish with `Nats-Rollup: all` deletes every
+    /// earlier record of the stream (`sub`: every earlier one of its subject).
+    pub allow_rollup: bool,
     /// `deny_delete`: clients may not delete single records.
     pub deny_delete: bool,
     /// `num_replicas` (1 when unset).
@@ -61,8 +66,8 @@ pub struct Bypass {
 pub fn bypasses(f: &StreamFacts) -> Vec<Bypass> {
     let mut out = Vec::new();
     let mut add = |limit: &'static str, value: String| out.push(Bypass { limit, value });
-    if f.max_age_secs > 0 {
-        add("max_age", format!("{}s", f.max_age_secs));
+    if !f.max_age.is_zero() {
+        add("max_age", setting_duration(f.max_age));
     }
     if f.max_msgs > 0 && !f.discard_new {
         add("max_msgs", f.max_msgs.to_string());
@@ -81,10 +86,24 @@ pub fn bypasses(f: &StreamFacts) -> Vec<Bypass> {
     if f.allow_msg_ttl {
         add("allow_msg_ttl", "true".into());
     }
-    if let Some(ttl) = f.subject_delete_marker_ttl_secs {
-        add("subject_delete_marker_ttl", format!("{ttl}s"));
+    if let Some(ttl) = f.subject_delete_marker_ttl {
+        add("subject_delete_marker_ttl", setting_duration(ttl));
+    }
+    if f.allow_rollup {
+        add("allow_rollup_hdrs", "true".into());
     }
     out
+}
+
+/// A stream's duration setting as an operator compares it with
+/// `nats stream info`: whole seconds as `Ns`, anything finer exactly
+/// (`500ms`), never rounded down to a harmless-looking 0.
+fn setting_duration(d: std::time::Duration) -> String {
+    if d.subsec_nanos() == 0 {
+        format!("{}s", d.as_secs())
+    } else {
+        humantime::format_duration(d).to_string()
+    }
 }
 
 /// The remedy sentence for the bypasses found on `stream`: what to unset,
@@ -99,6 +118,11 @@ pub fn bypass_remedy(stream: &str, found: &[Bypass]) -> String {
     });
     if limits {
         fixes.push(format!("set discard: new and unset max_age, max_msgs and max_msgs_per_subject on {stream} (nats stream edit {stream} --discard new --max-age 0 --max-msgs=-1 --max-msgs-per-subject=-1)"));
+    }
+    if found.iter().any(|b| b.limit == "allow_rollup_hdrs") {
+        fixes.push(format!(
+            "turn rollups off on {stream} (nats stream edit {stream} --no-allow-rollup)"
+        ));
     }
     let recreate: Vec<&str> = found
         .iter()
@@ -249,7 +273,7 @@ mod tests {
             subjects: vec!["crewlet.tracker.>".into()],
             max_bytes: 8 << 30,
             discard_new: true,
-            max_age_secs: 0,
+            max_age: std::time::Duration::ZERO,
             max_msgs: -1,
             max_msgs_per_subject: -1,
             deny_delete: true,
@@ -285,7 +309,9 @@ mod tests {
         let cases: Vec<(&str, StreamFacts, bool, &[&str])> = vec![
             ("discard old", StreamFacts { discard_new: false, ..good() }, false,
              &["discard: old", "broker_retention_bypass: stream T's own limits can delete records the floor protects (max_bytes with discard: old = 8589934592)"]),
-            ("max_age", StreamFacts { max_age_secs: 3600, ..good() }, false, &["broker_retention_bypass", "max_age = 3600s"]),
+            ("max_age", StreamFacts { max_age: std::time::Duration::from_secs(3600), ..good() }, false, &["broker_retention_bypass", "max_age = 3600s"]),
+            ("sub-second max_age", StreamFacts { max_age: std::time::Duration::from_millis(500), ..good() }, false, &["broker_retention_bypass", "max_age = 500ms"]),
+            ("rollups", StreamFacts { allow_rollup: true, ..good() }, false, &["(allow_rollup_hdrs = true)", "nats stream edit T --no-allow-rollup"]),
             ("max_msgs_per_subject", StreamFacts { max_msgs_per_subject: 5, ..good() }, false, &["max_msgs_per_subject = 5"]),
             ("no max_bytes", StreamFacts { max_bytes: -1, ..good() }, false, &["has no max_bytes"]),
             ("small max_bytes", StreamFacts { max_bytes: 1 << 20, ..good() }, false, &["error: c: domains[0].stream: stream T has max_bytes 1048576"]),
@@ -330,7 +356,7 @@ mod tests {
             (
                 "markers",
                 StreamFacts {
-                    subject_delete_marker_ttl_secs: Some(60),
+                    subject_delete_marker_ttl: Some(std::time::Duration::from_secs(60)),
                     ..good()
                 },
                 "subject_delete_marker_ttl = 60s",

@@ -193,7 +193,7 @@ fn not_ready_prints_the_reanchor_command() {
 fn broker_retention_bypass() {
     let mut w = fresh();
     if let Ok(s) = &mut w.stream {
-        s.facts.max_age_secs = 86400;
+        s.facts.max_age = std::time::Duration::from_secs(86400);
         s.facts.discard_new = true;
     }
     let a = alarms(&w);

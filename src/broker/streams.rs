@@ -14,7 +14,7 @@ pub fn facts_of(c: &Config) -> StreamFacts {
         subjects: c.subjects.clone(),
         max_bytes: c.max_bytes,
         discard_new: matches!(c.discard, DiscardPolicy::New),
-        max_age_secs: c.max_age.as_secs(),
+        max_age: c.max_age,
         max_msgs: c.max_messages,
         max_msgs_per_subject: c.max_messages_per_subject,
         discard_new_per_subject: c.discard_new_per_subject,
@@ -24,10 +24,8 @@ pub fn facts_of(c: &Config) -> StreamFacts {
             RetentionPolicy::WorkQueue => RetentionKind::WorkQueue,
         },
         allow_msg_ttl: c.allow_message_ttl,
-        subject_delete_marker_ttl_secs: c
-            .subject_delete_marker_ttl
-            .filter(|d| !d.is_zero())
-            .map(|d| d.as_secs().max(1)),
+        subject_delete_marker_ttl: c.subject_delete_marker_ttl.filter(|d| !d.is_zero()),
+        allow_rollup: c.allow_rollup,
         deny_delete: c.deny_delete,
         replicas: c.num_replicas.max(1),
     }

@@ -22,6 +22,7 @@ mod node;
 mod operator;
 mod packaging;
 mod run;
+mod safety;
 mod samples;
 mod security;
 mod status;
