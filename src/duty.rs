@@ -6,12 +6,18 @@
 //!
 //! Every purge is fenced by a compare-and-set renewal immediately before it
 //! ([`Duty::fence`]): a read that a replica may answer proves nothing, an
-//! update on the revision we hold does. A renewal whose answer was lost is
-//! re-read and retried, not abandoned for a whole TTL.
+//! update on the revision we hold does, and it grants a permit that lasts
+//! until a deadline (`crate::broker::lease`). A definite refusal gives the
+//! duty up; only a renewal whose answer was lost is re-read (each renewal
+//! writes an id of its own, so the re-read tells whether it landed), not
+//! abandoned for a whole TTL.
 
-use chrono::Utc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
 
 use crate::broker::kv::{CasError, KvEntry};
+use crate::broker::lease::{FencePermit, Lease, Renewal};
 use crate::broker::Broker;
 use crate::rows::{DutyRow, Instant, OpId, DUTY_KEY};
 
@@ -44,23 +50,18 @@ pub struct Duty {
     /// The revision we last wrote, while we hold the lease.
     revision: Option<u64>,
     /// The last renewal's answer was lost and could not be settled: the
-    /// lease may still be ours (the next renewal tells), but this tick
-    /// does not act on it.
-    unsettled: bool,
+    /// lease may still be ours (the next renewal re-reads the key first and
+    /// looks for these `renewal` ids), but this tick does not act on it.
+    unsettled: Option<Vec<String>>,
     may_claim: bool,
-}
-
-/// How a renewal ended.
-enum Renewed {
-    Held(u64),
-    /// Someone else wrote the key (or it expired): the lease is gone.
-    Lost,
-    /// No answer we can trust, and the re-read could not settle it.
-    Unknown(String),
+    /// How long a fence's permit lasts after its renewal is sent: the
+    /// lease TTL less the clock skew allowed and one read timeout
+    /// ([`crate::config::Retention::fence_grant`]).
+    window: Duration,
 }
 
 impl Duty {
-    pub fn new(bucket: &str, holder: &str, may_claim: bool) -> Duty {
+    pub fn new(bucket: &str, holder: &str, may_claim: bool, window: Duration) -> Duty {
         let now = Utc::now();
         Duty {
             bucket: bucket.to_string(),
@@ -68,8 +69,9 @@ impl Duty {
             session: OpId::mint(now).to_string(),
             claimed_at: Instant(now),
             revision: None,
-            unsettled: false,
+            unsettled: None,
             may_claim,
+            window,
         }
     }
 
@@ -87,16 +89,17 @@ impl Duty {
 
     /// Whether this sidecar holds the duty for this tick.
     pub fn holds(&self) -> bool {
-        self.revision.is_some() && !self.unsettled
+        self.revision.is_some() && self.unsettled.is_none()
     }
 
-    fn row(&self) -> Vec<u8> {
-        let row = DutyRow {
-            holder: self.holder.clone(),
-            session: self.session.clone(),
+    fn lease(&self) -> Lease<'_> {
+        Lease {
+            bucket: &self.bucket,
+            holder: &self.holder,
+            session: &self.session,
             claimed_at: self.claimed_at,
-        };
-        serde_json::to_vec(&row).unwrap_or_default()
+            window: self.window,
+        }
     }
 
     /// Whether `entry` is our lease (our session wrote it).
@@ -104,55 +107,40 @@ impl Duty {
         DutyRow::parse(DUTY_KEY, &entry.value).is_ok_and(|r| r.session == self.session)
     }
 
-    /// An update on the revision we hold. A refused or unanswered update is
-    /// settled by re-reading the key: only this process writes our session,
-    /// so a key that carries it is our lease (an earlier write whose answer
-    /// was lost landed), and one more update on the revision read renews
-    /// it. Anything else is a lease lost.
-    async fn renew(&self, broker: &Broker, revision: u64) -> Renewed {
-        let mut revision = revision;
-        let mut last_error = String::new();
-        for _ in 0..3 {
-            match broker
-                .kv_update(&self.bucket, DUTY_KEY, self.row(), revision)
-                .await
-            {
-                Ok(rev) => return Renewed::Held(rev),
-                Err(e) => last_error = e.to_string(),
-            }
-            match broker.kv_entry(&self.bucket, DUTY_KEY).await {
-                Ok(Some(entry)) if self.is_ours(&entry) => revision = entry.revision,
-                Ok(_) => return Renewed::Lost,
-                Err(e) => return Renewed::Unknown(format!("{last_error}; re-reading: {e}")),
-            }
-        }
-        Renewed::Unknown(last_error)
-    }
-
-    /// Renews a held lease, or tries to claim a free one. Call once per tick.
-    pub async fn claim_or_renew(&mut self, broker: &Broker) -> DutyStatus {
-        self.unsettled = false;
+    /// Renews a held lease, or tries to claim a free one. Call once per
+    /// tick; `now` is the broker's time as last read (the row's
+    /// `renewed_at`).
+    pub async fn claim_or_renew(&mut self, broker: &Broker, now: DateTime<Utc>) -> DutyStatus {
+        let earlier = self.unsettled.take().unwrap_or_default();
         if let Some(rev) = self.revision {
-            match self.renew(broker, rev).await {
-                Renewed::Held(new_rev) => {
-                    self.revision = Some(new_rev);
+            match broker.renew_lease(&self.lease(), rev, &earlier, now).await {
+                Renewal::Held { revision, .. } => {
+                    self.revision = Some(revision);
                     return DutyStatus::Held;
                 }
-                Renewed::Lost => {
+                Renewal::Refused => {
+                    self.lost();
+                    tracing::warn!(
+                        event = "duty_lost",
+                        "the duty lease's renewal was refused (the key moved on): given up"
+                    );
+                }
+                Renewal::Lost => {
                     self.lost();
                     tracing::warn!(event = "duty_lost", "the duty lease was taken or expired");
                 }
-                Renewed::Unknown(e) => {
+                Renewal::Unknown { error, tried } => {
                     // Keep the revision: the next tick's renewal settles it.
                     // This tick neither publishes nor purges.
-                    self.unsettled = true;
-                    return DutyStatus::Unknown(format!("renewing the duty lease: {e}"));
+                    self.unsettled = Some(tried);
+                    return DutyStatus::Unknown(format!("renewing the duty lease: {error}"));
                 }
             }
         }
         if self.may_claim {
             self.claimed_at = Instant(Utc::now());
-            match broker.kv_create(&self.bucket, DUTY_KEY, self.row()).await {
+            let row = self.lease().row(OpId::mint(Utc::now()).as_str(), now);
+            match broker.kv_create(&self.bucket, DUTY_KEY, row).await {
                 Ok(rev) => {
                     self.revision = Some(rev);
                     tracing::info!(event = "duty_claimed", session = %self.session, holder = %self.holder, "claimed the trim duty");
@@ -199,30 +187,32 @@ impl Duty {
     }
 
     /// Fencing, immediately before a purge: a compare-and-set renewal on
-    /// the revision we hold. Only a successful write proves that nobody
-    /// has taken over; a refused one gives the duty up for this tick (the
-    /// next tick claims again), and purges nothing.
-    pub async fn fence(&mut self, broker: &Broker) -> bool {
-        let Some(rev) = self.revision else {
-            return false;
-        };
-        match self.renew(broker, rev).await {
-            Renewed::Held(new_rev) => {
-                self.revision = Some(new_rev);
-                true
+    /// the revision we hold. Only a write the broker took proves that
+    /// nobody has taken over, and it grants the purge until a deadline; a
+    /// refused one gives the duty up for this tick (the next tick claims
+    /// again), and purges nothing.
+    pub async fn fence(&mut self, broker: &Broker, now: DateTime<Utc>) -> Option<FencePermit> {
+        let rev = self.revision?;
+        if self.unsettled.is_some() {
+            return None;
+        }
+        match broker.renew_lease(&self.lease(), rev, &[], now).await {
+            Renewal::Held { revision, permit } => {
+                self.revision = Some(revision);
+                Some(permit)
             }
-            Renewed::Lost => {
+            Renewal::Refused | Renewal::Lost => {
                 self.lost();
                 tracing::warn!(
                     event = "duty_lost",
                     "the duty lease changed hands before the purge"
                 );
-                false
+                None
             }
-            Renewed::Unknown(e) => {
-                self.unsettled = true;
-                tracing::warn!(event = "fence_failed", error = %e, "the duty lease could not be renewed before the purge; nothing purged");
-                false
+            Renewal::Unknown { error, tried } => {
+                self.unsettled = Some(tried);
+                tracing::warn!(event = "fence_failed", error = %error, "the duty lease could not be renewed before the purge; nothing purged");
+                None
             }
         }
     }

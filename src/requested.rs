@@ -5,7 +5,9 @@
 //! clamped when made to `last_seq + 1`, so it never reaches records
 //! appended later. The next tick applies `max(trim_to, min(R - 1, safety,
 //! last_seq))`: never past a node, a hold, a backup, a snapshot, the feed
-//! or the archive.
+//! or the archive. The watermark belongs to the incarnation it was made in
+//! (the stream's `created` and the domain's generation, stored with it): a
+//! recreated or re-anchored log ignores it, and a new request replaces it.
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
@@ -52,6 +54,33 @@ pub enum AskError {
     /// The broker did not answer (exit 3; HTTP 503).
     #[error("{0}")]
     Unreachable(String),
+    /// The watermark kept changing under this request, or the floors row
+    /// it belongs to cannot be read: nothing was written (exit 1; HTTP 409).
+    #[error("{0}")]
+    NotTaken(String),
+}
+
+/// The incarnation a new watermark belongs to: the live stream's `created`
+/// and the generation of the domain's floors row (0 before the first one).
+fn incarnation_of(
+    floors_row: Option<&[u8]>,
+    stream: &str,
+    created: Instant,
+) -> Result<crate::rows::Incarnation, AskError> {
+    let generation = match floors_row {
+        None => 0,
+        Some(body) => crate::floor::PublishedFloor::parse(stream, body)
+            .map_err(|e| {
+                AskError::NotTaken(format!(
+                    "the floors row of {stream} cannot be read ({e}), so the generation the request belongs to is unknown; nothing written (crewlet retention status says how to mend it)"
+                ))
+            })?
+            .generation,
+    };
+    Ok(crate::rows::Incarnation {
+        stream_created: created,
+        generation,
+    })
 }
 
 /// Raises `domain`'s requested watermark to what `ask` resolves to.
@@ -95,17 +124,28 @@ pub async fn raise(
     };
     let bucket = &config.buckets.floors;
     let key = Requested::key(&domain.stream);
+    let floors_row = broker
+        .kv_entry(bucket, &domain.stream)
+        .await
+        .map_err(AskError::Unreachable)?;
+    let incarnation = incarnation_of(
+        floors_row.as_ref().map(|e| e.value.as_slice()),
+        &domain.stream,
+        state.created,
+    )?;
     let row = Requested {
         seq: r,
         by: by.to_string(),
         at: Instant(clock.broker),
         reason: reason.to_string(),
+        stream_created: Some(incarnation.stream_created),
+        generation: Some(incarnation.generation),
     };
     let body = serde_json::to_vec(&row).map_err(|e| AskError::Input(e.to_string()))?;
-    let mut in_force = r;
-    let mut unchanged = false;
     // Compare-and-set on the revision read: a concurrent request that won
-    // is re-read, and this one is a no-op if it is not higher.
+    // is re-read, and this one is a no-op if it is not higher. A watermark
+    // of another incarnation is replaced, never compared with.
+    let mut taken: Option<(u64, bool)> = None;
     for _ in 0..5 {
         let current = broker
             .kv_entry(bucket, &key)
@@ -114,9 +154,8 @@ pub async fn raise(
         let written = match &current {
             Some(e) => {
                 if let Ok(cur) = Requested::parse(&key, &domain.stream, &e.value) {
-                    if cur.seq >= r {
-                        in_force = cur.seq;
-                        unchanged = true;
+                    if cur.belongs_to(&incarnation) && cur.seq >= r {
+                        taken = Some((cur.seq, true));
                         break;
                     }
                 }
@@ -127,11 +166,22 @@ pub async fn raise(
             None => broker.kv_create(bucket, &key, body.clone()).await,
         };
         match written {
-            Ok(_) => break,
+            Ok(_) => {
+                taken = Some((r, false));
+                break;
+            }
             Err(CasError::Exists { .. } | CasError::Conflict { .. }) => continue,
             Err(e) => return Err(AskError::Unreachable(e.to_string())),
         }
     }
+    // Five races lost in a row: nothing is written, and saying otherwise
+    // would tell the operator a trim was asked for that was not.
+    let Some((in_force, unchanged)) = taken else {
+        return Err(AskError::NotTaken(format!(
+            "the requested watermark of {} changed five times while this request was being written; nothing written: run it again",
+            domain.stream
+        )));
+    };
     // What the next tick would make of it, computed now.
     let mut one = config.clone();
     one.domains = vec![domain.clone()];

@@ -458,6 +458,13 @@ pub struct DutyRow {
     pub holder: String,
     pub session: String,
     pub claimed_at: Instant,
+    /// The broker time of the write (absent in rows of older versions).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewed_at: Option<Instant>,
+    /// A fresh id per write, so that a re-read after a lost answer tells
+    /// whether this write is the one there (docs/architecture.md, Fencing).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub renewal: Option<String>,
 }
 
 /// The one key of the duty bucket.
@@ -692,9 +699,21 @@ pub struct Requested {
     pub at: Instant,
     #[serde(default)]
     pub reason: String,
+    /// The incarnation the watermark was made in (the stream's `created`
+    /// and the domain's generation): it means nothing in another. A row
+    /// without them (older versions) belongs to none.
+    #[serde(default)]
+    pub stream_created: Option<Instant>,
+    #[serde(default)]
+    pub generation: Option<u64>,
 }
 
 impl Requested {
+    /// Whether this watermark was made in incarnation `i` of its log.
+    pub fn belongs_to(&self, i: &Incarnation) -> bool {
+        self.stream_created == Some(i.stream_created) && self.generation == Some(i.generation)
+    }
+
     /// Parses `_requested.<stream>`'s value.
     pub fn parse(key: &str, _stream: &str, body: &[u8]) -> Result<Requested, String> {
         serde_json::from_slice(body).map_err(|e| format!("floors key {key}: {e}"))

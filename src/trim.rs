@@ -313,16 +313,16 @@ pub fn duty_view(status: &DutyStatus, duty: &Duty) -> DutyView {
 
 impl Sidecar {
     pub fn new(config: Config, broker: Broker) -> Sidecar {
-        let duty = Duty::new(&config.buckets.duty, &config.node.id, config.node.duty);
+        let duty = Duty::new(
+            &config.buckets.duty,
+            &config.node.id,
+            config.node.duty,
+            config.retention.fence_grant(),
+        );
         // A read that hangs (a server lost, a leader being elected) is
         // given up within a tick, so that a tick, a read tried twice
         // included, stays inside the lease of three ticks.
-        let timeout = config
-            .retention
-            .tick
-            .0
-            .clamp(Duration::from_secs(1), super::broker::read::READ_TIMEOUT);
-        let broker = broker.with_read_timeout(timeout);
+        let broker = broker.with_read_timeout(config.retention.read_timeout());
         Sidecar {
             config,
             broker,
@@ -343,7 +343,7 @@ impl Sidecar {
         // The lease and the rows are independent, so they are read together.
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let (duty, (mut raw, mut parsed)) = tokio::join!(
-            self.duty.claim_or_renew(&self.broker),
+            self.duty.claim_or_renew(&self.broker, now),
             self.broker.read_all(&self.config.buckets)
         );
         let policy = Policy::from_config(&self.config, self.duty.session());
@@ -671,16 +671,25 @@ impl Sidecar {
             return;
         };
         // Fencing: a compare-and-set renewal of the lease, immediately
-        // before the purge.
-        if !self.duty.fence(&self.broker).await {
+        // before the purge; its permit bounds everything up to the purge.
+        let Some(permit) = self.duty.fence(&self.broker, now).await else {
             d.purged = Some(Err(
                 "the duty lease could not be renewed before the purge".into()
             ));
             return;
-        }
+        };
+        failpoint("after_fence").await;
         let a = &d.answer;
-        match self.broker.purge_to(&a.stream, target - 1, created).await {
+        match self
+            .broker
+            .purge_to(&a.stream, target - 1, created, permit)
+            .await
+        {
             Ok(n) => d.purged = Some(Ok(n)),
+            Err(e @ crate::broker::write::PurgeError::FenceExpired { .. }) => {
+                tracing::warn!(event = "fence_expired", domain = %a.domain, error = %e, "the fence's deadline passed before the purge could be sent; nothing purged, the next tick starts over");
+                d.purged = Some(Err(e.to_string()));
+            }
             Err(e) => {
                 // The floor is now ahead of the log: the safe direction.
                 tracing::warn!(event = "purge_failed", domain = %a.domain, error = %e, "the floor is ahead of the log until a later tick purges");
@@ -807,8 +816,9 @@ fn log_domain(d: &DomainTick, holder: bool) {
 /// pauses there, so that a test can act inside the window. The points:
 /// `after_segment` (a segment of a fold is durable, the next is not
 /// written yet), `after_fold` (segments are durable, the answer naming
-/// them is not published) and `after_publish` (the answer is published and the purge
-/// it licenses is not sent yet). Inert unless set.
+/// them is not published), `after_publish` (the answer is published and the purge
+/// it licenses is not sent yet) and `after_fence` (the fence's permit is
+/// granted and the purge is not sent yet). Inert unless set.
 pub(crate) async fn failpoint(name: &str) {
     let Ok(v) = std::env::var("CREWLET_FAILPOINT") else {
         return;

@@ -10,6 +10,7 @@ pub mod fixture;
 pub mod gates;
 pub mod http;
 pub mod kv;
+pub mod lease;
 pub mod read;
 pub mod streams;
 pub mod write;

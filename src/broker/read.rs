@@ -27,7 +27,7 @@ pub struct Raw {
 
 /// How long one read may take before it counts as unreadable, unless the
 /// sidecar sets a shorter one from its tick ([`Broker::with_read_timeout`]).
-pub const READ_TIMEOUT: Duration = Duration::from_secs(10);
+pub const READ_TIMEOUT: Duration = crate::config::MAX_READ_TIMEOUT;
 
 /// Converts the broker's `created` (nanoseconds preserved).
 pub fn instant_of(t: time::OffsetDateTime) -> Instant {

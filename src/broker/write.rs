@@ -3,6 +3,7 @@
 
 use async_nats::jetstream::kv;
 
+use super::lease::FencePermit;
 use super::read::instant_of;
 use super::Broker;
 use crate::floor::check_purge;
@@ -21,6 +22,14 @@ pub enum PublishError {
 /// Why a purge was not sent or failed.
 #[derive(Debug, thiserror::Error)]
 pub enum PurgeError {
+    /// The fence's deadline passed before the purge could be sent: another
+    /// sidecar may hold the duty by now.
+    #[error("purge of {stream} to {target} not sent: fence_expired ({step})")]
+    FenceExpired {
+        stream: String,
+        target: u64,
+        step: &'static str,
+    },
     /// Fresh stream info no longer licenses the purge.
     #[error("purge of {stream} to {target} not sent: {reason}")]
     Refused {
@@ -105,11 +114,17 @@ impl Broker {
     /// stream info: the stream must still be the incarnation `created`, hold
     /// `trim_to` (`last_seq >= trim_to`), and start below the target.
     /// Returns how many records went.
+    ///
+    /// The permit is the fence (a renewal of the duty lease the broker took)
+    /// and is spent here: every call after it is bounded by what is left of
+    /// its deadline, and a purge that cannot be sent before the deadline is
+    /// not sent (`fence_expired`).
     pub async fn purge_to(
         &self,
         stream: &str,
         trim_to: u64,
         created: Instant,
+        permit: FencePermit,
     ) -> Result<u64, PurgeError> {
         let target = trim_to.saturating_add(1);
         let refused = |reason: String| PurgeError::Refused {
@@ -117,10 +132,17 @@ impl Broker {
             target,
             reason,
         };
-        let s = self
-            .js
-            .get_stream(stream)
+        let expired = |step: &'static str| PurgeError::FenceExpired {
+            stream: stream.to_string(),
+            target,
+            step,
+        };
+        let left = permit
+            .remaining()
+            .ok_or_else(|| expired("before stream info"))?;
+        let s = tokio::time::timeout(left, self.js.get_stream(stream))
             .await
+            .map_err(|_| expired("stream info outlived the fence"))?
             .map_err(|e| refused(format!("stream info: {e}")))?;
         let info = s.cached_info();
         let live_created = instant_of(info.created);
@@ -137,10 +159,16 @@ impl Broker {
         };
         // check_purge never yields 0 (a full purge) nor past last_seq + 1.
         debug_assert!(seq > 0 && seq <= last + 1);
-        let response = s
-            .purge()
-            .sequence(seq)
+        let left = permit
+            .remaining()
+            .ok_or_else(|| expired("before the purge"))?;
+        let response = tokio::time::timeout(left, std::future::IntoFuture::into_future(s.purge().sequence(seq)))
             .await
+            .map_err(|_| PurgeError::Failed {
+                stream: stream.to_string(),
+                target,
+                reason: "no answer before the fence's deadline (the purge may have applied; the next tick reads the log as it is)".into(),
+            })?
             .map_err(|e| PurgeError::Failed {
                 stream: stream.to_string(),
                 target,

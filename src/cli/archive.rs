@@ -344,5 +344,9 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
             eprintln!("error: {e}");
             Exit::Unreachable
         }
+        Err(AskError::NotTaken(e)) => {
+            eprintln!("error: {e}");
+            Exit::Attention
+        }
     }
 }

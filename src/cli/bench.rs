@@ -38,6 +38,43 @@ fn stats(mut ms: Vec<f64>) -> Stats {
     }
 }
 
+/// A fence permit for a purge the bench times: a real lease in a bucket of
+/// the bench's own, renewed as the duty holder renews it (the purge takes
+/// nothing less).
+async fn bench_permit(broker: &Broker) -> Result<crate::broker::lease::FencePermit, String> {
+    const BUCKET: &str = "crewlet_bench_duty";
+    broker
+        .ensure_bucket(&crate::buckets::BucketSpec {
+            role: "duty",
+            name: BUCKET.into(),
+            history: 1,
+            max_age: Duration::from_secs(60),
+            sidecar_owned: true,
+            replicas: 1,
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    let session = crate::rows::OpId::mint(Utc::now()).to_string();
+    let lease = crate::broker::lease::Lease {
+        bucket: BUCKET,
+        holder: "bench",
+        session: &session,
+        claimed_at: At(Utc::now()),
+        window: Duration::from_secs(30),
+    };
+    let revision = broker
+        .kv_put(
+            BUCKET,
+            crate::rows::DUTY_KEY,
+            lease.row(&session, Utc::now()),
+        )
+        .await?;
+    match broker.renew_lease(&lease, revision, &[], Utc::now()).await {
+        crate::broker::lease::Renewal::Held { permit, .. } => Ok(permit),
+        other => Err(format!("the bench's lease was not renewed: {other:?}")),
+    }
+}
+
 fn ms(d: Duration) -> f64 {
     d.as_secs_f64() * 1000.0
 }
@@ -537,9 +574,10 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             let name = format!("PURGE_{i}");
             let created = js.create_plain_stream(&name, None, 1).await?;
             js.publish_many(&format!("{name}.r"), 200).await?;
+            let permit = bench_permit(&broker).await?;
             let t = Instant::now();
             broker
-                .purge_to(&name, 100, created)
+                .purge_to(&name, 100, created, permit)
                 .await
                 .map_err(|e| e.to_string())?;
             purge_ms.push(ms(t.elapsed()));
@@ -983,7 +1021,7 @@ async fn archive_lines(
         }),
     }];
     broker
-        .purge_to(ARCH, 50_000, created)
+        .purge_to(ARCH, 50_000, created, bench_permit(&broker).await?)
         .await
         .map_err(|e| e.to_string())?;
     let domain = config.domains[0].clone();

@@ -266,10 +266,35 @@ impl Default for Retention {
     }
 }
 
+/// The least time a fence must grant a purge (docs/architecture.md,
+/// Fencing): a stream-info re-read and the purge request fit in it on a
+/// loaded broker.
+pub const MIN_FENCE_GRANT: Duration = Duration::from_millis(500);
+
+/// The longest a single read may take ([`Retention::read_timeout`]).
+pub const MAX_READ_TIMEOUT: Duration = Duration::from_secs(10);
+
 impl Retention {
-    /// The duty lease's TTL: three ticks (contract.md, duty).
+    /// The duty lease's TTL: three ticks (docs/contract.md, duty).
     pub fn duty_ttl(&self) -> Duration {
         self.tick.0 * 3
+    }
+
+    /// How long one read may take before it is given up: a tick, at least
+    /// 1 s and at most 10 s, so that a tick, a read tried twice included,
+    /// stays inside the lease of three ticks.
+    pub fn read_timeout(&self) -> Duration {
+        self.tick.0.clamp(Duration::from_secs(1), MAX_READ_TIMEOUT)
+    }
+
+    /// How long a fence grants its purge after the renewal is sent: the
+    /// lease TTL less the clock skew allowed (the broker's clock may run
+    /// ahead and expire the lease early) and one read timeout (the purge's
+    /// own way to the broker). Zero when nothing is left.
+    pub fn fence_grant(&self) -> Duration {
+        self.duty_ttl()
+            .saturating_sub(self.max_clock_skew.0)
+            .saturating_sub(self.read_timeout())
     }
 }
 
@@ -1178,6 +1203,21 @@ impl Config {
                     u64::from(r.snapshots_kept) + 1,
                     Dur(span),
                     r.min_age
+                ),
+            ));
+        }
+        // The fence must leave the purge time to be sent: otherwise every
+        // purge would be given up as fence_expired and the log never trimmed.
+        if r.fence_grant() < MIN_FENCE_GRANT {
+            out.push(Problem::error(
+                "retention.max_clock_skew",
+                format!(
+                    "{} leaves the duty holder {} to purge after each fence: the lease lasts 3 ticks ({}), less max_clock_skew, less one read timeout ({}), and at least {} is needed; lower max_clock_skew or lengthen retention.tick",
+                    r.max_clock_skew,
+                    Dur(r.fence_grant()),
+                    Dur(r.duty_ttl()),
+                    Dur(r.read_timeout()),
+                    Dur(MIN_FENCE_GRANT),
                 ),
             ));
         }

@@ -385,3 +385,31 @@ fn an_archive_is_one_store_within_the_bounds_of_archive_md() {
         );
     }
 }
+
+/// The fence grants the purge the lease less the clock skew allowed and
+/// one read timeout; a configuration that leaves it no time is refused,
+/// naming the numbers and both ways out.
+#[test]
+fn a_fence_that_leaves_no_time_to_purge_is_refused() {
+    let c = check(BASE).config.expect("valid");
+    assert_eq!(c.retention.read_timeout(), Duration::from_secs(10));
+    assert_eq!(c.retention.fence_grant(), Duration::from_secs(18));
+    let fast = BASE.replace(
+        "retention:\n",
+        "retention:\n  tick: 1s\n  allow_unsafe_limits: true\n  min_age: 3s\n  snapshot_interval: 1s\n",
+    );
+    let checked = check(&fast);
+    let errors: Vec<String> = checked
+        .problems
+        .iter()
+        .map(|p| p.render("c.yaml"))
+        .filter(|p| p.starts_with("error"))
+        .collect();
+    assert_eq!(
+        errors,
+        ["error: c.yaml:4: retention.max_clock_skew: 2s leaves the duty holder 0s to purge after each fence: the lease lasts 3 ticks (3s), less max_clock_skew, less one read timeout (1s), and at least 500ms is needed; lower max_clock_skew or lengthen retention.tick"],
+    );
+    let ok = fast.replace("  tick: 1s\n", "  tick: 1s\n  max_clock_skew: 500ms\n");
+    let c = check(&ok).config.expect("valid with a smaller skew");
+    assert_eq!(c.retention.fence_grant(), Duration::from_millis(1500));
+}

@@ -586,6 +586,25 @@ pub fn compute(
     // that concludes; an unreadable request raises nothing.
     let requested = match rows.requested(stream) {
         Ok(None) => None,
+        // A watermark of another incarnation or generation was asked for in
+        // a history this log no longer is: shown, never applied (a new
+        // request replaces it).
+        Ok(Some(r)) if !incarnation.is_some_and(|i| r.belongs_to(&i)) => {
+            let made_in = match (r.stream_created, r.generation) {
+                (Some(c), Some(g)) => format!("stream created {c}, generation {g}"),
+                _ => "a version that did not record its incarnation".to_string(),
+            };
+            Some(RequestedView {
+                seq: r.seq,
+                by: r.by,
+                at: r.at,
+                reason: r.reason,
+                bounded_by: None,
+                error: Some(format!(
+                    "the requested watermark was made in another incarnation of the log ({made_in}); it is ignored here, and a new trim request replaces it"
+                )),
+            })
+        }
         Ok(Some(r)) => {
             let mut view = RequestedView {
                 seq: r.seq,

@@ -386,7 +386,7 @@ fn world(c: &Case) -> World {
         }
     }
     if let Some(r) = c.requested {
-        let row = json!({"seq": r, "by": "oncall", "at": ts(-5), "reason": "model"}).to_string();
+        let row = json!({"seq": r, "by": "oncall", "at": ts(-5), "reason": "model", "stream_created": CREATED, "generation": 0}).to_string();
         w.floors
             .get_or_insert_with(Vec::new)
             .push((format!("_requested.{S}"), row));

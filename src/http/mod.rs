@@ -627,6 +627,7 @@ async fn trim(
         Err(AskError::Unreachable(m)) => {
             error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response()
         }
+        Err(AskError::NotTaken(m)) => error(StatusCode::CONFLICT, "not_taken", m).into_response(),
     }
 }
 

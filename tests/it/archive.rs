@@ -354,7 +354,7 @@ async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopte
     let cfg = scratch.write(
         "crewlet.yaml",
         &format!(
-            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, archive: {{dir: {}, segment_records: 20, fold_per_tick: 2}}}}]\n",
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, archive: {{dir: {}, segment_records: 20, fold_per_tick: 2}}}}]\n",
             f.url(),
             root.display()
         ),
@@ -436,7 +436,7 @@ async fn a_broker_lost_mid_fold_leaves_the_frontier_at_the_last_durable_segment(
     let cfg = scratch.write(
         "crewlet.yaml",
         &format!(
-            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, archive: {{object_store: {BUCKET}, segment_records: 20, fold_per_tick: 2}}}}]\n",
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, archive: {{object_store: {BUCKET}, segment_records: 20, fold_per_tick: 2}}}}]\n",
             f.url()
         ),
     );

@@ -16,7 +16,7 @@ const MIB: u64 = 1 << 20;
 /// An operator's configuration; `nats` the fields of its `nats:` section.
 fn operator_with(nats: &str, unsafe_limits: bool) -> Operator {
     let retention = if unsafe_limits {
-        "{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall, held_alarm_after: 0s}"
+        "{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall, held_alarm_after: 0s}"
     } else {
         "{backup_owner: oncall}"
     };

@@ -11,7 +11,7 @@ use crate::support::{create_stream, crewlet_env, log_stream, Scratch};
 
 fn yaml(url: &str, node: &str, replicas: usize) -> String {
     format!(
-        "node: {{id: {node}}}\nnats: {{url: \"{url}\"}}\nbuckets: {{replicas: {replicas}}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
+        "node: {{id: {node}}}\nnats: {{url: \"{url}\"}}\nbuckets: {{replicas: {replicas}}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
     )
 }
 

@@ -72,7 +72,7 @@ fn operator(f: &Fleet, store: Option<&Store>) -> Operator {
         Some(Store::Dir(d)) => format!(", archive: {{dir: {}, segment_records: 10}}", d.display()),
     };
     Operator::with_yaml(&format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate{archive}}}]\n",
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate{archive}}}]\n",
         f.url()
     ))
 }

@@ -15,7 +15,7 @@ const GATE: &str = "crewlet.tracker.gate";
 /// The operator's configuration for a [`Fleet`].
 fn operator(f: &Fleet) -> Operator {
     Operator::with_yaml(&format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
         f.server.url()
     ))
 }
@@ -811,7 +811,7 @@ async fn hole_12_a_test_fleet_runs_with_min_age_one_second() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let op = Operator::with_yaml(&format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 100ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
         f.server.url()
     ));
     let run = op.run(&["validate"]);

@@ -11,7 +11,7 @@ use crate::support::{
 
 fn cron_yaml(url: &str) -> String {
     format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
+        "node: {{id: node-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
     )
 }
 
@@ -124,7 +124,7 @@ async fn configuration_is_exit_2_and_the_network_exit_3() {
 /// The operator's configuration for a [`Fleet`] with a gated log.
 fn gated(f: &Fleet, extra: &str) -> Operator {
     Operator::with_yaml(&format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall{extra}}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall{extra}}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
         f.server.url()
     ))
 }
@@ -580,7 +580,7 @@ async fn status_names_eviction_only_where_it_can_land() {
     f.position("node-3", 0).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let ungated = Operator::with_yaml(&format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall, held_alarm_after: 0s, snapshot_quorum: 1}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}}}]\n",
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall, held_alarm_after: 0s, snapshot_quorum: 1}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}}}]\n",
         f.server.url()
     ));
     let run = ungated.status();

@@ -46,3 +46,199 @@ async fn leak_9_rollups_and_a_sub_second_max_age_are_bypasses() {
         .collect();
     assert_eq!(bypass.len(), 2, "{run:?}");
 }
+
+/// The operator's configuration for a [`Fleet`]: a 1 s tick (a 3 s lease)
+/// and a clock skew allowance that leaves the holder a fence of 1.5 s.
+fn operator(f: &Fleet) -> Operator {
+    Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+        f.server.url()
+    ))
+}
+
+/// `crewlet retention run --once` for `op`'s configuration with
+/// `CREWLET_FAILPOINT` set to `failpoint`.
+fn once_with(op: &Operator, failpoint: &str) -> std::process::Child {
+    std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(["retention", "run", "--once", "--config", &op.cfg])
+        .env_remove("NATS_URL")
+        .env("RUST_LOG", "info")
+        .env("CREWLET_FAILPOINT", failpoint)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start crewlet")
+}
+
+async fn wait_child(child: std::process::Child) -> String {
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Leak 2: the gap between the fence and the purge was unbounded. A stall
+/// after the fence (a leader election, here a pause) outlived the lease;
+/// another sidecar claimed the duty and a hold was placed against its
+/// answer, and the first holder's purge still went out at its old target.
+/// The fence is a deadline: a purge that cannot be sent before it is not.
+#[tokio::test]
+async fn leak_2_a_purge_stalled_past_its_fence_is_not_sent() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let op = operator(&f);
+    // The lease lives 3 s; the stall after the fence lasts 4 s.
+    let child = once_with(&op, "after_fence:sleep=4000");
+    if !eventually(10, || async { f.floors_row().await.is_some() }).await {
+        panic!("the tick publishes: {}", wait_child(child).await);
+    }
+    tokio::time::sleep(Duration::from_millis(3200)).await;
+    // The lease has expired: another sidecar holds the duty, and a hold
+    // confirmed against its answer keeps 6 on.
+    f.delete("crewlet_duty", "retention").await;
+    f.put(
+        "crewlet_duty",
+        "retention",
+        json!({"holder": "node-2", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
+    )
+    .await;
+    f.hold("late", 6, 600).await;
+    let log = wait_child(child).await;
+    assert_eq!(f.first_seq().await, 1, "nothing purged: {log}");
+    assert!(log.contains("fence_expired"), "{log}");
+}
+
+/// Leak 3: a definite compare-and-set refusal of the lease's renewal was
+/// treated like a lost answer: the key was re-read, found with our holder
+/// and session (written by someone else), its revision adopted, and the
+/// tick went on to purge. A refusal gives the duty up for the tick.
+#[tokio::test]
+async fn leak_3_a_refused_renewal_gives_the_duty_up() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let mut s = f.sidecar().await;
+    assert_eq!(s.tick().await.duty, crewlet::duty::DutyStatus::Held);
+    let session = s.duty.session().to_string();
+    // Someone else writes the lease key with our very value.
+    let lease = f.get("crewlet_duty", "retention").await.expect("the lease");
+    f.put("crewlet_duty", "retention", lease).await;
+    let r = s.tick().await;
+    assert_ne!(
+        r.duty,
+        crewlet::duty::DutyStatus::Held,
+        "a refused renewal is a lost lease"
+    );
+    assert!(r
+        .domains
+        .iter()
+        .all(|d| d.published.is_none() && d.purged.is_none()));
+    assert_ne!(
+        s.duty.session(),
+        session,
+        "a lost lease means a new session"
+    );
+}
+
+/// Leak 3: each renewal writes a value of its own (`renewed_at`, the
+/// broker time of the write, and `renewal`, a fresh id), so that a re-read
+/// after a lost answer tells whose write is there.
+#[tokio::test]
+async fn leak_3_every_renewal_writes_a_value_of_its_own() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let first = f.get("crewlet_duty", "retention").await.expect("the lease");
+    s.tick().await;
+    let second = f.get("crewlet_duty", "retention").await.expect("the lease");
+    for row in [&first, &second] {
+        assert!(row["renewed_at"].is_string(), "{row}");
+        assert!(row["renewal"].is_string(), "{row}");
+        assert_eq!(row["session"], Value::from(s.duty.session()));
+    }
+    assert_ne!(first["renewal"], second["renewal"]);
+}
+
+/// Leak 6: the requested watermark of an explicit trim outlived its
+/// incarnation. `trim --entry 1000000` before the log was recreated and
+/// reanchored made every later tick trim the new log to its safety terms,
+/// young records included, with no age proof: a trim no one asked for in
+/// this history.
+#[tokio::test]
+async fn leak_6_a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    // A floor of generation 0 is published (a reanchor needs one to move on).
+    f.sidecar().await.tick().await;
+    let op = operator(&f);
+    let (run, v) = op.json(&[
+        "retention",
+        "trim",
+        "-stream",
+        "tracker",
+        "--entry",
+        "1000000",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(v["requested"], 21, "{v}");
+    let row = f
+        .get("crewlet_floors", &format!("_requested.{STREAM}"))
+        .await
+        .expect("the requested watermark");
+    assert_eq!(
+        row["stream_created"],
+        Value::from(f.created().await),
+        "{row}"
+    );
+    assert_eq!(row["generation"], 0, "{row}");
+
+    // The log is recreated, reanchored, and written again: every record is
+    // young (min_age is an hour), every other term would let 20 go.
+    f.recreate_stream().await;
+    f.publish(30).await;
+    let created = f.created().await;
+    let run = op.run(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    f.position_at("node-1", 30, 1, &created, "ok").await;
+    let artefact = crewlet::rows::Artefact {
+        position: 30,
+        generation: 1,
+        taken_at: crewlet::rows::Instant(chrono::Utc::now()),
+        verified: true,
+    };
+    f.node("node-1")
+        .await
+        .register_snapshots(
+            [(STREAM.to_string(), artefact)].into(),
+            crewlet::rows::SkipReason::None,
+        )
+        .await
+        .expect("snapshot register");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    f.backup("node-1", "b2", 30, 0, true, true).await;
+
+    let mut config = f.config.clone();
+    config.retention.min_age = crewlet::config::Dur::hours(1);
+    let mut s = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    assert_eq!(a.trim_to, 0, "only the age policy binds: {:?}", a.terms);
+    assert_eq!(f.first_seq().await, 1, "no young record went");
+    let requested = a.requested.as_ref().expect("the request is shown");
+    assert!(
+        requested
+            .error
+            .as_deref()
+            .is_some_and(|e| e.contains("another incarnation")),
+        "shown as ignored: {requested:?}"
+    );
+}

@@ -10,7 +10,7 @@ use crate::support::{crewlet, Operator, Scratch};
 
 fn yaml(url: &str, extra_retention: &str) -> String {
     format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: platform-oncall{extra_retention}}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
+        "node: {{id: node-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: platform-oncall{extra_retention}}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
     )
 }
 
@@ -162,9 +162,15 @@ async fn each_alarm_fires_and_clears() {
     // floor_stale: the holder keeps its lease but stops publishing.
     l.stop().await;
     let mut holder = f.sidecar().await;
-    holder.duty.claim_or_renew(&holder.broker).await;
+    holder
+        .duty
+        .claim_or_renew(&holder.broker, chrono::Utc::now())
+        .await;
     tokio::time::sleep(Duration::from_millis(3200)).await;
-    holder.duty.claim_or_renew(&holder.broker).await;
+    holder
+        .duty
+        .claim_or_renew(&holder.broker, chrono::Utc::now())
+        .await;
     let run = op.status();
     assert!(
         run.stderr

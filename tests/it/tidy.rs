@@ -63,3 +63,49 @@ fn every_alarm_has_a_runbook_entry() {
         .collect();
     assert!(missing.is_empty(), "no runbook entry for {missing:?}");
 }
+
+/// Every place a purge can be sent, by file: the tick's fenced purge
+/// (`Broker::purge_to`, which takes a fence permit), an erasure's filtered
+/// purge, and the bench's fixture on its own publisher stream. A new one
+/// fails here until docs/architecture.md names it and its guard.
+#[test]
+fn only_the_tick_sends_a_purge() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let rel = |f: &PathBuf| f.strip_prefix(root()).unwrap_or(f).display().to_string();
+    let with = |needle: &str| -> Vec<String> {
+        let mut found: Vec<String> = files
+            .iter()
+            .filter(|f| {
+                std::fs::read_to_string(f)
+                    .expect("read")
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .any(|l| l.contains(needle))
+            })
+            .map(rel)
+            .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(
+        with(".purge()"),
+        ["src/broker/fixture.rs", "src/broker/write.rs"],
+        "async-nats's purge is sent from the fenced purge (and the bench's fixture) only"
+    );
+    assert_eq!(
+        with("STREAM.PURGE"),
+        ["src/broker/erase.rs"],
+        "a raw purge request only for an erasure's filtered purge"
+    );
+    assert_eq!(
+        with(".purge_to("),
+        ["src/cli/bench.rs", "src/trim.rs"],
+        "the fenced purge is sent by the tick (and timed by the bench, with a real lease's permit)"
+    );
+    assert_eq!(
+        with("FencePermit {"),
+        ["src/broker/lease.rs"],
+        "a fence permit is made only by a renewal the broker took"
+    );
+}
