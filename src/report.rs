@@ -91,6 +91,17 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
             a.last_seq
         );
     }
+    if let NotReady::GenerationUnknown { highest } = why {
+        let confirm = a
+            .stream_created
+            .map_or_else(String::new, |c| format!(" -confirm {c}"));
+        return format!(
+            "NOT READY {}: {why} — the floors row was lost, so nothing is trimmed on a guessed generation; run: crewlet retention reanchor -stream {}{confirm} (it opens generation {})",
+            a.domain,
+            a.stream,
+            highest + 1
+        );
+    }
     if let NotReady::FloorUnreadable { .. } = why {
         return format!(
             "NOT READY {}: {why} — a tick never overwrites it; run: crewlet retention reanchor -stream {} (it prints the -confirm that opens a new generation)",

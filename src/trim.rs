@@ -545,6 +545,11 @@ impl Sidecar {
         if a.stream_error.is_some() {
             return;
         }
+        // A lost floors row is not replaced by a guess: there is no floor
+        // this tick could stand behind until a confirmed reanchor.
+        if matches!(a.not_ready, Some(floor::NotReady::GenerationUnknown { .. })) {
+            return;
+        }
         d.published = Some(self.write_row(a, revision).await);
         if let Some(Err(e)) = &d.published {
             tracing::warn!(event = "publish_failed", domain = %a.domain, error = %e, "the answer was not published; nothing is purged this tick");

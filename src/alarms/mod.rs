@@ -506,6 +506,16 @@ fn not_ready_remedy(a: &Answer) -> String {
             "a tick never overwrites an unreadable floors row; replace it with a new generation: crewlet retention reanchor -stream {} (prints the -confirm to give)",
             a.stream
         ),
+        Some(NotReady::GenerationUnknown { highest }) => match a.stream_created {
+            Some(c) => format!(
+                "the floors row was lost; open the generation after {highest}: crewlet retention reanchor -stream {} -confirm {c}",
+                a.stream
+            ),
+            None => format!(
+                "the floors row was lost; run crewlet retention reanchor -stream {} to see the -confirm that opens the generation after {highest}",
+                a.stream
+            ),
+        },
         None => "see the status of this domain".into(),
     }
 }

@@ -234,6 +234,10 @@ pub enum NotReady {
     AheadOfLog,
     /// The floors row does not parse.
     FloorUnreadable { error: String },
+    /// There is no floors row, but positions rows name a later generation
+    /// than the one a missing row would start at: the row was lost, and
+    /// the generation (with the backups and archive it admits) is unknown.
+    GenerationUnknown { highest: u64 },
 }
 
 impl std::fmt::Display for NotReady {
@@ -242,6 +246,10 @@ impl std::fmt::Display for NotReady {
             NotReady::Recreated => f.write_str("wrong_stream (recreated)"),
             NotReady::AheadOfLog => f.write_str("wrong_stream (ahead_of_log)"),
             NotReady::FloorUnreadable { error } => write!(f, "floor_unreadable ({error})"),
+            NotReady::GenerationUnknown { highest } => write!(
+                f,
+                "generation_unknown (there is no floors row, but positions name generation {highest})"
+            ),
         }
     }
 }
@@ -472,7 +480,21 @@ pub fn compute(
             not_ready = Some(NotReady::FloorUnreadable { error: e.clone() });
             (0, live_created, None, FloorState::None, None, None)
         }
-        Ok(None) => (0, live_created, None, FloorState::None, None, None),
+        Ok(None) => {
+            // A missing row starts at generation 0, unless positions name a
+            // later one: then the row was lost, and starting over at 0 would
+            // count a restored log's old backups and segments again.
+            let highest = rows.positions.as_ref().ok().and_then(|p| {
+                p.get(stream)?
+                    .values()
+                    .filter_map(|r| r.as_ref().ok().map(|r| r.generation))
+                    .max()
+            });
+            if let Some(highest) = highest.filter(|g| *g > 0) {
+                not_ready = Some(NotReady::GenerationUnknown { highest });
+            }
+            (0, live_created, None, FloorState::None, None, None)
+        }
         Ok(Some((p, _))) => {
             let held = if p.blocked_by.is_empty() {
                 None

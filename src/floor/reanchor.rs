@@ -44,6 +44,9 @@ pub enum Case {
     RestoredAhead { generation: u64 },
     /// Same `created`, the gates view's cursor past the log's end.
     RestoredCursor { generation: u64, cursor: u64 },
+    /// There is no floors row, but positions name generation `highest`:
+    /// the row was lost, and the next generation is opened above it.
+    Lost { highest: u64 },
     /// The floors row cannot be read: only a confirmed reanchor replaces it
     /// (a tick never overwrites it), with a generation above any it or the
     /// positions rows name, so that every old position counts at 0.
@@ -59,6 +62,7 @@ impl Case {
             | Case::RestoredAhead { generation }
             | Case::RestoredCursor { generation, .. } => Some(generation + 1),
             Case::Unreadable { next, .. } => Some(*next),
+            Case::Lost { highest } => Some(highest + 1),
         }
     }
 
@@ -79,6 +83,10 @@ impl Case {
             ),
             Case::RestoredCursor { cursor, .. } => format!(
                 "restored: the gates view's cursor ({cursor}) is past the log's end ({last_seq})"
+            ),
+            Case::Lost { highest } => format!(
+                "lost: there is no floors row, but positions name generation {highest}; a confirmed reanchor opens generation {}",
+                highest + 1
             ),
             Case::Unreadable { error, .. } => format!(
                 "unreadable: the floors row cannot be read ({error}); a confirmed reanchor replaces it"
@@ -104,6 +112,9 @@ pub fn case(f: &Facts) -> Case {
         // Without a floor the first tick adopts the stream, unless it is
         // restored (positions or the gates cursor past its end): then it
         // never would, and generation 1 is opened on it.
+        Ok(None) if f.highest_position_generation.is_some_and(|g| g > 0) => Case::Lost {
+            highest: f.highest_position_generation.unwrap_or(0),
+        },
         Ok(None) if f.ahead => Case::RestoredAhead { generation: 0 },
         Ok(None) => match f.cursor_past {
             Some(cursor) => Case::RestoredCursor {
@@ -161,6 +172,16 @@ mod tests {
             },
             Case::NoFloor,
             None,
+        );
+        // A lost row: positions of a later generation than 0.
+        check(
+            Facts {
+                row: Ok(None),
+                highest_position_generation: Some(2),
+                ..base.clone()
+            },
+            Case::Lost { highest: 2 },
+            Some(3),
         );
         let old = at("2026-11-02T10:00:00Z");
         check(

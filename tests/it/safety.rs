@@ -242,3 +242,65 @@ async fn leak_6_a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
         "shown as ignored: {requested:?}"
     );
 }
+
+/// Leak 7: a floors row that was lost silently restarted the domain at
+/// generation 0, so manifests from before a restore counted again. With
+/// positions of a later generation it is NOT READY (`generation_unknown`),
+/// publishes nothing, and the printed reanchor opens the next generation.
+#[tokio::test]
+async fn leak_7_a_lost_floors_row_is_not_a_silent_generation_0() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    // Generation 1 on a recreated log, with the nodes reporting in it.
+    f.recreate_stream().await;
+    f.publish(10).await;
+    let created = f.created().await;
+    let op = operator(&f);
+    let run = op.run(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    f.position_at("node-1", 10, 1, &created, "ok").await;
+    s.tick().await;
+    assert_eq!(f.floors_row().await.expect("row")["generation"], 1);
+
+    // The floors row is lost.
+    f.delete("crewlet_floors", STREAM).await;
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    assert_eq!(
+        a.not_ready,
+        Some(crewlet::floor::NotReady::GenerationUnknown { highest: 1 }),
+        "{a:?}"
+    );
+    assert_eq!(a.trim_to, 0);
+    assert!(f.floors_row().await.is_none(), "no row is published");
+    assert_eq!(f.first_seq().await, 1, "nothing purged");
+
+    let run = op.status();
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains("generation_unknown"), "{run:?}");
+    let remedy = format!("crewlet retention reanchor -stream {STREAM} -confirm {created}");
+    assert!(run.stderr.contains(&remedy), "{run:?}");
+    let run = op.run(&[
+        "retention",
+        "reanchor",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 0, "the printed remedy works: {run:?}");
+    assert_eq!(
+        f.floors_row().await.expect("row")["generation"],
+        2,
+        "the generation after the highest one seen"
+    );
+}
