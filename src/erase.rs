@@ -457,7 +457,7 @@ pub async fn apply(
 
     // Between the live purge and the archive (the crash and broker-loss
     // tests stop here).
-    crate::trim::failpoint("erase_after_live").await;
+    crate::failpoint::failpoint("erase_after_live").await;
     if let Some(archive) = &domain.archive {
         if let Err(message) = settle(config, broker, &stream).await {
             return stopped(&row, message);
@@ -602,7 +602,7 @@ async fn rewrite(
         .map_err(|e| format!("segment {name}: {e}"))?;
     store.replace(broker, name, &new, op.as_str()).await?;
     // Between a rewrite and its count (the crash test stops here).
-    crate::trim::failpoint("erase_after_rewrite").await;
+    crate::failpoint::failpoint("erase_after_rewrite").await;
     let back = segment::decode(&store.get(broker, name).await?)
         .map_err(|e| format!("segment {name} after its rewrite: {e}"))?;
     if back.records != kept

@@ -42,6 +42,7 @@ pub mod duty;
 pub mod embedded;
 pub mod erase;
 pub mod exit;
+pub mod failpoint;
 pub mod floor;
 pub mod gate;
 pub mod gesture;

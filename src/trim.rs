@@ -20,6 +20,7 @@ use crate::broker::read::Raw;
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::duty::{Duty, DutyStatus};
+use crate::failpoint::failpoint;
 use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy};
 
 /// The most records the age proof scans on one log in one tick. A larger
@@ -444,7 +445,21 @@ impl Sidecar {
                     read.absorbed = Some(Ok(()));
                 }
                 Err(e) => {
-                    tracing::warn!(event = "gates_unabsorbed", domain = %d.name, error = %e, "the gates view could not be brought up to date; the purge stops at what it has absorbed");
+                    // Where absorbing stopped: the first sequence past the
+                    // cursor this incarnation proved (the log's first without
+                    // one); the purge goes no further.
+                    let first_unabsorbed = parsed
+                        .gates
+                        .as_ref()
+                        .ok()
+                        .and_then(|g| g.cursors.get(&d.stream))
+                        .and_then(|c| c.as_ref().ok())
+                        .filter(|c| c.belongs_to(&incarnation))
+                        .map_or_else(
+                            || read.stream.as_ref().map_or(1, |s| s.first_seq.max(1)),
+                            |c| c.seq + 1,
+                        );
+                    tracing::warn!(event = "gates_unabsorbed", domain = %d.name, first_unabsorbed, error = %e, "the gates view could not be brought up to date; the purge stops at what it has absorbed");
                     read.absorbed = Some(Err(e));
                 }
             }
@@ -812,34 +827,5 @@ fn log_domain(d: &DomainTick, holder: bool) {
     } else {
         let would = a.would_purge.map(|w| w.records).unwrap_or(0);
         tracing::info!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published");
-    }
-}
-
-/// Fault injection for the crash and race tests (docs/testing.md): with
-/// `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as
-/// a kill would leave it; with `CREWLET_FAILPOINT=<name>:sleep=<ms>` it
-/// pauses there, so that a test can act inside the window. The points:
-/// `after_segment` (a segment of a fold is durable, the next is not
-/// written yet), `after_fold` (segments are durable, the answer naming
-/// them is not published), `after_publish` (the answer is published and the purge
-/// it licenses is not sent yet) and `after_fence` (the fence's permit is
-/// granted and the purge is not sent yet). Inert unless set.
-pub(crate) async fn failpoint(name: &str) {
-    let Ok(v) = std::env::var("CREWLET_FAILPOINT") else {
-        return;
-    };
-    let (point, action) = v.split_once(':').unwrap_or((v.as_str(), ""));
-    if point != name {
-        return;
-    }
-    match action.strip_prefix("sleep=").map(str::parse::<u64>) {
-        Some(Ok(ms)) => {
-            tracing::warn!(event = "failpoint", name, ms, "CREWLET_FAILPOINT: pausing");
-            tokio::time::sleep(Duration::from_millis(ms)).await;
-        }
-        _ => {
-            tracing::error!(event = "failpoint", name, "CREWLET_FAILPOINT: aborting");
-            std::process::abort();
-        }
     }
 }

@@ -311,6 +311,6 @@ async fn write_one(
     if put == Put::AlreadyThere {
         done.already_there += 1;
     }
-    crate::trim::failpoint("after_segment").await;
+    crate::failpoint::failpoint("after_segment").await;
     Ok(())
 }

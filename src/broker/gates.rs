@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
 use async_nats::jetstream::context::PublishErrorKind;
 use async_nats::jetstream::message::PublishMessage;
+use async_nats::jetstream::stream::RawMessageErrorKind;
 use async_nats::jetstream::ErrorCode;
 use futures::StreamExt;
 
@@ -112,6 +113,15 @@ impl Broker {
 
     /// Gate records on `subject` after sequence `after`, in log order, and
     /// the last sequence the scan covered.
+    ///
+    /// Proven current (docs/architecture.md, On a cluster): the leader's
+    /// `last_seq` is read first; an ordered reader (which JetStream may
+    /// place on a replica that is behind) delivers the records; then the
+    /// stream's leader itself is asked for the next record on the subject
+    /// after the last one delivered (`MSG.GET` with `next_by_subj`, which
+    /// only the leader answers). The scan covers `last_seq` only if the
+    /// leader has none at or below it; a record the reader was not shown is
+    /// an error, and the cursor never moves past what the reader saw.
     pub async fn gate_records(
         &self,
         stream: &str,
@@ -147,17 +157,22 @@ impl Broker {
                 .await
                 .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
             let consumer_name = consumer.cached_info().name.clone();
-            let announced = consumer.cached_info().num_pending;
+            // A replica that has none of the records offers nothing (the
+            // failpoint plays one, for the test that shows the proof).
+            let announced = if crate::failpoint::is_set("gate_reader_behind") {
+                0
+            } else {
+                consumer.cached_info().num_pending
+            };
             let scan = async {
                 if announced == 0 {
-                    return Ok((Vec::new(), last));
+                    return Ok(Vec::new());
                 }
                 let mut messages = consumer
                     .messages()
                     .await
                     .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
                 let mut out = Vec::new();
-                let mut scanned = last;
                 while let Some(m) = messages.next().await {
                     let m = m.map_err(|e| format!("reading gate records on {stream}: {e}"))?;
                     let info = m
@@ -185,9 +200,8 @@ impl Broker {
                         headers,
                         body: m.payload.to_vec(),
                     });
-                    scanned = scanned.max(seq);
                     if pending == 0 {
-                        return Ok((out, scanned));
+                        return Ok(out);
                     }
                 }
                 // Ended before the end it announced: the cursor must not
@@ -199,7 +213,33 @@ impl Broker {
             }
             .await;
             let _ = s.delete_consumer(&consumer_name).await;
-            scan
+            let mut records = scan?;
+            records.retain(|r| r.seq <= last);
+            let seen = records.last().map_or(after, |r| r.seq);
+            // The proof: the leader has no record on the subject between
+            // what the reader showed and the last_seq it answered first.
+            match s
+                .raw_message_builder()
+                .sequence(seen + 1)
+                .next_by_subject(subject.to_string())
+                .send()
+                .await
+            {
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {}
+                Ok(m) if m.sequence > last => {}
+                Ok(m) => {
+                    return Err(format!(
+                        "reading gate records on {stream}: the reader's server showed them up to {seen}, but the leader holds gate record {} (a replica behind); nothing absorbed past {after}",
+                        m.sequence
+                    ))
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "reading gate records on {stream}: asking the leader for the next gate record after {seen}: {e}"
+                    ))
+                }
+            }
+            Ok((records, last))
         };
         tokio::time::timeout(self.read_timeout, read)
             .await

@@ -304,3 +304,79 @@ async fn leak_7_a_lost_floors_row_is_not_a_silent_generation_0() {
         "the generation after the highest one seen"
     );
 }
+
+/// Publishes an eviction of `node` on the log as the gesture would, by
+/// hand (so that no absorption follows it); returns its sequence.
+async fn raw_eviction(f: &Fleet, node: &str) -> u64 {
+    let op = crewlet::rows::OpId::mint(chrono::Utc::now());
+    let g = crewlet::gate::Gesture {
+        op: &op,
+        sign: crewlet::rows::GateSign::Evict,
+        node,
+        by: "alice",
+        force: false,
+        reason: "",
+    };
+    let (headers, body) = crewlet::gate::record(&g, STREAM, chrono::Utc::now());
+    f.broker()
+        .await
+        .publish_gate(GATE, &headers, body)
+        .await
+        .expect("publish gate record")
+}
+
+/// Leak 1: the gate-record reader was not proven current. Served by a
+/// replica behind the leader (here: a reader offered nothing, as such a
+/// replica would, `CREWLET_FAILPOINT=gate_reader_behind`), it returned the
+/// leader's `last_seq` as the new cursor, past an eviction it had not
+/// shown, and the purge took that record unabsorbed. Now the leader is
+/// asked for the next gate record after what the reader showed.
+#[tokio::test]
+async fn leak_1_the_gate_reader_is_proven_against_the_leader() {
+    let f = Fleet::new(10).await;
+    let gate_seq = raw_eviction(&f, "node-9").await;
+    f.publish(5).await;
+    f.healthy(&[("node-1", 16)], 16).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let op = operator(&f);
+    let log = wait_child(once_with(&op, "gate_reader_behind")).await;
+    assert!(
+        f.first_seq().await <= gate_seq,
+        "the unabsorbed eviction at {gate_seq} is still on the log: {log}"
+    );
+    assert!(
+        f.get("crewlet_gates", &format!("_absorbed.{STREAM}"))
+            .await
+            .is_none_or(|c| c["seq"].as_u64() < Some(gate_seq)),
+        "the cursor did not pass what the reader was shown"
+    );
+    assert!(log.contains("a replica behind"), "{log}");
+    assert!(
+        log.contains("first_unabsorbed=1"),
+        "the log line names where absorbing stopped: {log}"
+    );
+    // Leak 12: the alarm names the log, the first unabsorbed sequence,
+    // since when, and the error.
+    let run = op.status();
+    let alarm = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("ALARM gates_unabsorbed"))
+        .unwrap_or_else(|| panic!("the alarm: {run:?}"))
+        .to_string();
+    for want in [
+        &format!("the gates view of {STREAM} cannot absorb gate records from 1 since "),
+        &format!("the leader holds gate record {gate_seq}"),
+    ] {
+        assert!(alarm.contains(want.as_str()), "{want}: {alarm}");
+    }
+    // With the reader current again the eviction is absorbed, then trimmed.
+    let log = wait_child(once_with(&op, "none")).await;
+    assert_eq!(
+        f.get("crewlet_gates", &format!("{STREAM}.node-9"))
+            .await
+            .expect("the eviction is in the view")["seq"],
+        gate_seq,
+        "{log}"
+    );
+}

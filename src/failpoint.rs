@@ -1,0 +1,42 @@
+//! Fault injection for the crash and race tests (docs/testing.md): with
+//! `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as
+//! a kill would leave it; with `CREWLET_FAILPOINT=<name>:sleep=<ms>` it
+//! pauses there, so that a test can act inside the window. The points:
+//! `after_segment` (a segment of a fold is durable, the next is not
+//! written yet), `after_fold` (segments are durable, the answer naming
+//! them is not published), `after_publish` (the answer is published and
+//! the purge it licenses is not sent yet), `after_fence` (the fence's
+//! permit is granted and the purge is not sent yet), `erase_after_live`
+//! and `erase_after_rewrite` (an erasure's steps). One point changes what a
+//! reader is shown instead ([`is_set`]): `gate_reader_behind` (the gate
+//! records' reader is offered nothing, as a replica that has none of them
+//! would). Inert unless set.
+
+use std::time::Duration;
+
+/// Aborts or pauses at `name` when `CREWLET_FAILPOINT` names it.
+pub async fn failpoint(name: &str) {
+    let Ok(v) = std::env::var("CREWLET_FAILPOINT") else {
+        return;
+    };
+    let (point, action) = v.split_once(':').unwrap_or((v.as_str(), ""));
+    if point != name {
+        return;
+    }
+    match action.strip_prefix("sleep=").map(str::parse::<u64>) {
+        Some(Ok(ms)) => {
+            tracing::warn!(event = "failpoint", name, ms, "CREWLET_FAILPOINT: pausing");
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        }
+        _ => {
+            tracing::error!(event = "failpoint", name, "CREWLET_FAILPOINT: aborting");
+            std::process::abort();
+        }
+    }
+}
+
+/// Whether `CREWLET_FAILPOINT` names `name` (a point that changes what a
+/// reader is shown rather than stopping the process).
+pub fn is_set(name: &str) -> bool {
+    std::env::var("CREWLET_FAILPOINT").is_ok_and(|v| v.split(':').next() == Some(name))
+}
