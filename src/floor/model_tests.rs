@@ -502,6 +502,12 @@ fn may_go(c: &Case, r: u64) -> bool {
     if c.recreated {
         return false;
     }
+    // A lost floors row: there is none, yet a position names a later
+    // generation (1) than the 0 a missing row would start at.
+    let floors_row = c.recreated || c.archive.as_ref().is_some_and(|a| a.published.is_some());
+    if !floors_row && c.nodes.iter().any(|n| n.row.is_some() && !n.current_gen) {
+        return false;
+    }
     let counted: Vec<&NodeCase> = c
         .nodes
         .iter()
