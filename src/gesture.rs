@@ -368,7 +368,12 @@ async fn place_join_holds(
     if refusal.is_none() {
         for (p, w) in &written {
             match hold::confirm(broker, config, p, w).await {
-                hold::Placed::Held { .. } | hold::Placed::Unconfirmed(_) => {}
+                // Held, or placed while the holder is slow to publish: its
+                // next tick reads the hold before it purges. A hold that
+                // could not be checked against the leader refuses.
+                hold::Placed::Held { .. }
+                | hold::Placed::Unconfirmed(hold::Unconfirmed::NoAnswer { .. })
+                | hold::Placed::Unconfirmed(hold::Unconfirmed::NotWaited) => {}
                 placed => {
                     refusal = Some(join_refusal(p, &placed));
                     break;

@@ -12,10 +12,15 @@
 //! tick whose re-read follows the write, and any earlier tick has finished
 //! its purge by then. A row rewritten within the same tick (to record what
 //! bounded its purge) keeps its `at`, so only a new `at` counts.
+//!
+//! Every read it confirms against is proven current (`Proven`, answered by
+//! the bucket's stream leader): the floors row before, the lease, and the
+//! floors row after. A replica behind could show no lease, or an old row as
+//! new; a read that fails leaves the hold `unconfirmed`, never `held`.
 
 use std::time::{Duration, Instant as Clock};
 
-use crate::broker::kv::CasError;
+use crate::broker::kv::{CasError, LeaderReadError};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::exit::Exit;
@@ -43,12 +48,15 @@ pub enum Confirmed {
 }
 
 /// Why a placed hold is not confirmed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Unconfirmed {
     /// `-no-wait`.
     NotWaited,
     /// No answer was published within two ticks.
     NoAnswer { waited: Duration },
+    /// What it must be confirmed against could not be read from the
+    /// leader.
+    Unproven { why: String },
 }
 
 /// What placing a hold came to.
@@ -108,6 +116,9 @@ impl Placed {
             Placed::Unconfirmed(Unconfirmed::NotWaited) => format!(
                 "placed {id} on {stream} from {seq} until {until}, not yet confirmed (-no-wait): a tick in flight may still purge below {seq}"
             ),
+            Placed::Unconfirmed(Unconfirmed::Unproven { why }) => format!(
+                "placed {id} on {stream} from {seq} until {until}, but not confirmed: {why}; check that the broker answers (crewlet retention status), then run the same command with -replace to confirm it"
+            ),
             Placed::Unconfirmed(Unconfirmed::NoAnswer { waited }) => format!(
                 "placed {id} on {stream} from {seq} until {until}, but not confirmed: no answer was published within {} (two ticks); the duty holder may be stalled, see crewlet retention status",
                 humantime::format_duration(*waited)
@@ -130,30 +141,47 @@ fn describe(entry: &[u8]) -> String {
     }
 }
 
-/// The `at` and floor of the stream's published row (`None` when there is
-/// none, or it cannot be read).
-async fn published(
-    broker: &Broker,
-    config: &Config,
-    stream: &str,
-) -> Option<(Instant, Option<u64>)> {
-    let entry = broker
-        .kv_entry(&config.buckets.floors, stream)
-        .await
-        .ok()??;
-    PublishedFloor::parse(stream, &entry.value)
-        .ok()
-        .map(|p| (p.at, p.floor))
+/// What a published floors row says to a hold: when it was written, and
+/// the floor.
+type Seen = Option<(Instant, Option<u64>)>;
+
+/// The `at` and floor of the stream's published row as its leader has it
+/// (`None` when there is none yet; a row that does not parse is an error:
+/// a hold cannot be confirmed against it).
+async fn published(broker: &Broker, config: &Config, stream: &str) -> Result<Seen, String> {
+    let entry = match broker.kv_entry_proven(&config.buckets.floors, stream).await {
+        Ok(e) => e.into_inner(),
+        Err(LeaderReadError::BucketMissing { .. }) => None,
+        Err(e) => return Err(e.to_string()),
+    };
+    match entry {
+        None => Ok(None),
+        Some(e) => PublishedFloor::parse(stream, &e.value)
+            .map(|p| Some((p.at, p.floor)))
+            .map_err(|e| format!("the floors row cannot be read ({e})")),
+    }
+}
+
+/// Whether a duty lease is held, as the duty bucket's leader has it: no
+/// bucket and no key are no lease (no tick is in flight).
+async fn lease_held(broker: &Broker, config: &Config) -> Result<bool, String> {
+    match broker.kv_entry_proven(&config.buckets.duty, DUTY_KEY).await {
+        Ok(e) => Ok(e.get().is_some()),
+        Err(LeaderReadError::BucketMissing { .. }) => Ok(false),
+        Err(e) => Err(e.to_string()),
+    }
 }
 
 /// A hold on the bucket, proved against the log, waiting for a tick.
 #[derive(Debug, Clone)]
 pub struct Written {
     revision: u64,
-    /// The published row's `at` and floor, read after the write.
-    before: Option<(Instant, Option<u64>)>,
-    /// Whether a duty lease may be held (a tick may be in flight).
-    lease: bool,
+    /// The published row's `at` and floor, read from the leader after
+    /// the write; `Err` when it could not be.
+    before: Result<Seen, String>,
+    /// Whether a duty lease is held (a tick may be in flight); `Err` when
+    /// the lease could not be read from the leader.
+    lease: Result<bool, String>,
 }
 
 /// Places `p`, proves it against the log and, when `wait`, against a tick.
@@ -196,12 +224,9 @@ pub async fn write(broker: &Broker, config: &Config, p: &Placement<'_>) -> Resul
         }
     };
     // After the write: what was published so far, and whether a tick may
-    // be in flight (an unreadable lease may be held).
+    // be in flight, both from the leaders.
     let before = published(broker, config, p.stream).await;
-    let lease = !matches!(
-        broker.kv_entry(&config.buckets.duty, DUTY_KEY).await,
-        Ok(None)
-    );
+    let lease = lease_held(broker, config).await;
     if let Some(gone) = too_late(broker, bucket, &key, revision, p).await {
         return Err(gone);
     }
@@ -215,12 +240,18 @@ pub async fn write(broker: &Broker, config: &Config, p: &Placement<'_>) -> Resul
 /// Waits (at most two ticks) for an answer a later tick publishes, and
 /// checks the log again.
 pub async fn confirm(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Written) -> Placed {
-    if !w.lease {
-        return Placed::Held {
-            floor: w.before.and_then(|b| b.1),
-            how: Confirmed::NoLease,
-        };
-    }
+    let before = match (&w.before, &w.lease) {
+        (Err(why), _) | (_, Err(why)) => {
+            return Placed::Unconfirmed(Unconfirmed::Unproven { why: why.clone() })
+        }
+        (Ok(before), Ok(false)) => {
+            return Placed::Held {
+                floor: before.and_then(|b| b.1),
+                how: Confirmed::NoLease,
+            }
+        }
+        (Ok(before), Ok(true)) => *before,
+    };
     let key = format!("{}.{}", p.stream, p.id);
     let tick = config.retention.tick.0;
     let budget = tick * 2 + Duration::from_secs(2);
@@ -228,8 +259,11 @@ pub async fn confirm(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Wr
     let started = Clock::now();
     while started.elapsed() < budget {
         tokio::time::sleep(poll).await;
-        let now = published(broker, config, p.stream).await;
-        let later = match (&w.before, &now) {
+        // A read that fails proves nothing: poll again.
+        let Ok(now) = published(broker, config, p.stream).await else {
+            continue;
+        };
+        let later = match (&before, &now) {
             (_, None) => false,
             (None, Some(_)) => true,
             (Some(b), Some(n)) => n.0 != b.0,

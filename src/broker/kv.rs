@@ -223,3 +223,87 @@ impl Broker {
         })
     }
 }
+
+/// Why a leader-answered read of a key found nothing to say.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum LeaderReadError {
+    /// The bucket does not exist.
+    #[error("bucket {bucket} does not exist")]
+    BucketMissing { bucket: String },
+    #[error("reading {key} from {bucket}: {reason}")]
+    Failed {
+        bucket: String,
+        key: String,
+        reason: String,
+    },
+}
+
+impl Broker {
+    /// The live entry at `key` as the bucket's stream leader has it: a
+    /// message get by last subject (`MSG.GET` with `last_by_subj`), which
+    /// on a cluster only the stream's leader answers, so a key written
+    /// before the request is seen (a direct get, which any replica may
+    /// answer, can miss it). `None` when the key is absent or deleted.
+    /// Bounded by the read timeout.
+    pub async fn kv_entry_proven(
+        &self,
+        bucket: &str,
+        key: &str,
+    ) -> Result<super::proven::Proven<Option<KvEntry>>, LeaderReadError> {
+        use async_nats::jetstream::context::GetStreamErrorKind;
+        use async_nats::jetstream::stream::RawMessageErrorKind;
+        use async_nats::jetstream::ErrorCode;
+        let failed = |reason: String| LeaderReadError::Failed {
+            bucket: bucket.to_string(),
+            key: key.to_string(),
+            reason,
+        };
+        let read = async {
+            let stream = self
+                .js
+                .get_stream(format!("KV_{bucket}"))
+                .await
+                .map_err(|e| match e.kind() {
+                    GetStreamErrorKind::JetStream(je)
+                        if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
+                    {
+                        LeaderReadError::BucketMissing {
+                            bucket: bucket.to_string(),
+                        }
+                    }
+                    _ => failed(e.to_string()),
+                })?;
+            match stream
+                .raw_message_builder()
+                .last_by_subject(format!("$KV.{bucket}.{key}"))
+                .send()
+                .await
+            {
+                Ok(m) => {
+                    let deleted = m
+                        .headers
+                        .get("KV-Operation")
+                        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+                    Ok(super::proven::Proven::vouched((!deleted).then(|| {
+                        KvEntry {
+                            value: m.payload.to_vec(),
+                            revision: m.sequence,
+                        }
+                    })))
+                }
+                Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {
+                    Ok(super::proven::Proven::vouched(None))
+                }
+                Err(e) => Err(failed(e.to_string())),
+            }
+        };
+        tokio::time::timeout(self.read_timeout, read)
+            .await
+            .map_err(|_| {
+                failed(format!(
+                    "no answer within {}",
+                    crate::config::Dur(self.read_timeout)
+                ))
+            })?
+    }
+}

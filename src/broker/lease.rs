@@ -99,9 +99,15 @@ impl Broker {
     ) -> Renewal {
         let mut revision = revision;
         let mut tried: Vec<String> = earlier.to_vec();
-        if !earlier.is_empty() {
-            match self.settle(lease, revision, earlier).await {
-                Ok(Settled::Landed(rev, _)) => revision = rev,
+        // Writes of ours whose answers never came (an earlier renewal's and
+        // this one's): one of them may still land.
+        let mut unanswered: Vec<String> = earlier.to_vec();
+        if !unanswered.is_empty() {
+            match self.settle(lease, revision, &unanswered).await {
+                Ok(Settled::Landed(rev, _)) => {
+                    revision = rev;
+                    unanswered.clear();
+                }
                 Ok(Settled::NotLanded) => {}
                 Ok(Settled::Lost) => return Renewal::Lost,
                 Err(error) => return Renewal::Unknown { error, tried },
@@ -115,6 +121,7 @@ impl Broker {
             sent.push((renewal.clone(), started));
             tried.push(renewal.clone());
             let update = self.kv_update(lease.bucket, DUTY_KEY, lease.row(&renewal, now), revision);
+            let mut refused = false;
             match tokio::time::timeout(self.read_timeout, update).await {
                 Ok(Ok(rev)) => {
                     return Renewal::Held {
@@ -124,32 +131,46 @@ impl Broker {
                         },
                     }
                 }
+                // A refusal is a refusal, unless the key moved on to a write
+                // of ours whose answer was lost (it landed after the re-read
+                // that found it missing): only that write's own id, re-read,
+                // makes the lease ours.
                 Ok(Err(CasError::Conflict { .. })) | Ok(Err(CasError::Exists { .. })) => {
-                    return Renewal::Refused
+                    if unanswered.is_empty() {
+                        return Renewal::Refused;
+                    }
+                    refused = true;
                 }
-                Ok(Err(CasError::Failed { reason, .. })) => last_error = reason,
+                Ok(Err(CasError::Failed { reason, .. })) => {
+                    last_error = reason;
+                    unanswered.push(renewal.clone());
+                }
                 Err(_) => {
                     last_error =
-                        format!("no answer within {}", crate::config::Dur(self.read_timeout))
+                        format!("no answer within {}", crate::config::Dur(self.read_timeout));
+                    unanswered.push(renewal.clone());
                 }
             }
-            let ids: Vec<String> = sent.iter().map(|(id, _)| id.clone()).collect();
-            match self.settle(lease, revision, &ids).await {
-                // One of this renewal's writes landed: the permit runs from
-                // when that write was sent.
+            match self.settle(lease, revision, &unanswered).await {
                 Ok(Settled::Landed(rev, id)) => {
-                    let started = sent
-                        .iter()
-                        .find(|(i, _)| *i == id)
-                        .map_or(Monotonic::now(), |(_, t)| *t);
-                    return Renewal::Held {
-                        revision: rev,
-                        permit: FencePermit {
-                            deadline: started + lease.window,
-                        },
-                    };
+                    // A write of this renewal: its permit runs from when it
+                    // was sent.
+                    if let Some((_, sent_at)) = sent.iter().find(|(i, _)| *i == id) {
+                        return Renewal::Held {
+                            revision: rev,
+                            permit: FencePermit {
+                                deadline: *sent_at + lease.window,
+                            },
+                        };
+                    }
+                    // An earlier renewal's: the lease is ours; renew on it
+                    // for a permit of this renewal's own.
+                    revision = rev;
+                    unanswered.clear();
                 }
+                Ok(Settled::NotLanded) if refused => return Renewal::Refused,
                 Ok(Settled::NotLanded) => {}
+                Ok(Settled::Lost) if refused => return Renewal::Refused,
                 Ok(Settled::Lost) => return Renewal::Lost,
                 Err(e) => {
                     return Renewal::Unknown {

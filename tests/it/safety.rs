@@ -380,3 +380,99 @@ async fn leak_1_the_gate_reader_is_proven_against_the_leader() {
         "{log}"
     );
 }
+
+fn hold_args<'a>(seq: &'a str, id: &'a str) -> Vec<&'a str> {
+    vec![
+        "retention",
+        "hold",
+        "-stream",
+        STREAM,
+        "-seq",
+        seq,
+        "-ttl",
+        "1h",
+        "-owner",
+        "backup-job",
+        "-id",
+        id,
+    ]
+}
+
+/// Leak 4 (and the first run): with no duty lease held no tick is in
+/// flight, so a hold confirms at once, also when the duty bucket does not
+/// exist yet. It waited two ticks and exited 1.
+#[tokio::test]
+async fn leak_4_with_no_lease_held_a_hold_confirms_at_once() {
+    let f = Fleet::new(20).await;
+    f.js.delete_key_value("crewlet_duty")
+        .await
+        .expect("delete the duty bucket");
+    let op = operator(&f);
+    let started = std::time::Instant::now();
+    let run = op.run(&hold_args("5", "first"));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stderr.contains("no sidecar holds the trim duty"),
+        "{run:?}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "at once: {:?}",
+        started.elapsed()
+    );
+}
+
+/// Leak 4, on a three-server cluster: a hold is `held` only against an
+/// answer published after it was written, read from the leaders (the
+/// floors row and the lease by `MSG.GET`, which a replica behind never
+/// answers), whichever server the command is connected to. A holder that
+/// does not publish leaves it unconfirmed (exit 1); the next answer
+/// confirms it.
+#[tokio::test]
+async fn leak_4_on_a_cluster_a_hold_is_held_only_against_a_later_answer() {
+    let f = Fleet::cluster(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let mut s = f.sidecar().await;
+    assert_eq!(s.tick().await.duty, crewlet::duty::DutyStatus::Held);
+    for first in 0..3 {
+        let op = Operator::with_yaml(&format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nbuckets: {{replicas: 3}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+            f.url_from(first)
+        ));
+        // The holder keeps its lease but publishes nothing new.
+        let cfg = op.cfg.clone();
+        let id = format!("stalled-{first}");
+        let stalled = tokio::task::spawn_blocking(move || {
+            let mut args = hold_args("21", &id);
+            args.extend(["--config", &cfg]);
+            crate::support::crewlet(&args)
+        });
+        while !stalled.is_finished() {
+            s.duty.claim_or_renew(&s.broker, chrono::Utc::now()).await;
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        let run = stalled.await.expect("join");
+        assert_eq!(
+            run.code, 1,
+            "not confirmed while no answer is published: {run:?}"
+        );
+        assert!(run.stderr.contains("not confirmed"), "{run:?}");
+        // A hold placed while the holder ticks is confirmed by its answer.
+        let cfg = op.cfg.clone();
+        let id = format!("ticked-{first}");
+        let placing = tokio::task::spawn_blocking(move || {
+            let mut args = hold_args("21", &id);
+            args.extend(["--config", &cfg]);
+            crate::support::crewlet(&args)
+        });
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        s.tick().await;
+        let run = placing.await.expect("join");
+        assert_eq!(run.code, 0, "{run:?}");
+        assert!(
+            run.stderr
+                .contains("confirmed by an answer published after it"),
+            "{run:?}"
+        );
+    }
+}

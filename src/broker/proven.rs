@@ -1,0 +1,26 @@
+//! Reads proven current (docs/architecture.md, On a cluster): on a
+//! cluster any replica may serve a consumer or a direct get, and a replica
+//! may be behind, so a read that confirms a pin to a person, or decides how
+//! far a purge may go, is taken only in a form the broker module made after
+//! checking it against the leader. Code outside `src/broker/` can hold and
+//! read a [`Proven`], never make one.
+
+/// A value read from the broker and proven current against the stream's
+/// leader.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Proven<T>(T);
+
+impl<T> Proven<T> {
+    /// Only the broker's readers vouch for a read.
+    pub(in crate::broker) fn vouched(value: T) -> Proven<T> {
+        Proven(value)
+    }
+
+    pub fn get(&self) -> &T {
+        &self.0
+    }
+
+    pub fn into_inner(self) -> T {
+        self.0
+    }
+}
