@@ -134,6 +134,26 @@ pub fn assess(
     log_first_seq: u64,
     now: Instant,
 ) -> ArchiveState {
+    let mut state = assess_listing(read, published, log_first_seq, now);
+    // An archive that cannot be read keeps what was published of it, the
+    // first archived sequence with the frontier: the next tick must still
+    // see a published archive whose segments are missing, never an
+    // unpublished one to start afresh at the log's first sequence.
+    if state.unreadable {
+        if let Some(p) = published.filter(|p| p.store == read.store) {
+            state.frontier = state.frontier.or(p.frontier);
+            state.first_archived = p.first_archived.or(state.first_archived);
+        }
+    }
+    state
+}
+
+fn assess_listing(
+    read: &ArchiveRead,
+    published: Option<&ArchiveState>,
+    log_first_seq: u64,
+    now: Instant,
+) -> ArchiveState {
     let published = published.filter(|p| p.store == read.store);
     let mut state = ArchiveState {
         store: read.store.clone(),

@@ -48,12 +48,20 @@ impl Broker {
             Err(e) if e.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
             Err(e) => return Err(format!("reading {name} from {bucket}: {e}")),
         };
+        // An object whose body is gone (its chunks purged while its entry
+        // stays) is never answered: the reader waits for chunks that will
+        // not come. Bounded, it is a damaged segment named as such.
+        let (size, chunks) = (object.info.size, object.info.chunks);
         let mut bytes = Vec::new();
-        object
-            .read_to_end(&mut bytes)
-            .await
-            .map_err(|e| format!("reading {name} from {bucket}: {e}"))?;
-        Ok(Some(bytes))
+        match tokio::time::timeout(self.read_timeout, object.read_to_end(&mut bytes)).await {
+            Ok(Ok(_)) => Ok(Some(bytes)),
+            Ok(Err(e)) => Err(format!("reading {name} from {bucket}: {e}")),
+            Err(_) => Err(format!(
+                "{bucket}/{name} is listed ({size} bytes in {chunks} chunk(s)) but its body could not be read within {} ({} bytes came): its chunks are missing or the broker is slow",
+                crate::config::Dur(self.read_timeout),
+                bytes.len()
+            )),
+        }
     }
 
     /// Puts segment `name` whole, unless it is there already: the same

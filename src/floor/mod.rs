@@ -259,6 +259,53 @@ pub fn retired_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
     out
 }
 
+/// The readmission join holds on `answer`'s log whose readmission record
+/// the gates view has not absorbed yet (in this incarnation): the duty
+/// holder extends each every tick (floor.md, Pins that arrive during a
+/// tick), so that a hold of ten ticks never lapses while absorbing fails.
+/// Returns the hold ids.
+pub fn unabsorbed_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
+    let Ok(holds) = &rows.holds else {
+        return Vec::new();
+    };
+    let incarnation = answer.stream_created.map(|created| Incarnation {
+        stream_created: created,
+        generation: answer.generation,
+    });
+    let mut out = Vec::new();
+    for h in holds
+        .get(&answer.stream)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+    {
+        let Ok((key, hold)) = h else { continue };
+        let Some(op_id) = key.hold_id.strip_prefix(crate::rows::JOIN_HOLD_PREFIX) else {
+            continue;
+        };
+        if hold.kind != crate::rows::HoldKind::Join {
+            continue;
+        }
+        // Absorbed: the gate in force on the node is this readmission's
+        // record, or a later one. An unreadable view proves neither.
+        let absorbed = match (&rows.gates, incarnation) {
+            (Ok(gates), Some(i)) => gates.ops.get(op_id).is_some_and(|op| {
+                let at = op.logs.get(&answer.stream);
+                gates
+                    .rows
+                    .get(&answer.stream)
+                    .and_then(|r| r.get(&op.node))
+                    .filter(|g| g.belongs_to(&i))
+                    .is_some_and(|g| g.op_id == op_id || at.is_some_and(|at| g.seq > *at))
+            }),
+            _ => false,
+        };
+        if !absorbed {
+            out.push(key.hold_id.clone());
+        }
+    }
+    out
+}
+
 /// The age proof's test for one record: stamped at or after the cutoff
 /// (`now - min_age`), it is young and must stay.
 pub fn is_young(stamped: Instant, cutoff: chrono::DateTime<chrono::Utc>) -> bool {

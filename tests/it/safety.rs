@@ -476,3 +476,189 @@ async fn leak_4_on_a_cluster_a_hold_is_held_only_against_a_later_answer() {
         );
     }
 }
+
+/// Leak 5: a readmission's join hold lived a fixed ten ticks; while its
+/// record stayed unabsorbed (here: a malformed gates cursor makes every
+/// absorption fail) it lapsed, and the purge could then pass the node.
+/// The duty holder extends it every tick until the record is absorbed.
+#[tokio::test]
+async fn leak_5_a_join_hold_is_extended_while_its_readmission_is_unabsorbed() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100)], 100).await;
+    f.position("node-4", 20).await;
+    f.snapshot("node-4", 20).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let op = operator(&f);
+    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 101, "node-4 no longer pins the log");
+
+    // Absorbing now fails, and node-4's readmission lands on the log with
+    // its join hold, as the gesture writes them.
+    f.put(
+        "crewlet_gates",
+        &format!("_absorbed.{STREAM}"),
+        json!({"bogus": true}),
+    )
+    .await;
+    f.position("node-4", 101).await;
+    let op_id = crewlet::rows::OpId::mint(chrono::Utc::now());
+    let g = crewlet::gate::Gesture {
+        op: &op_id,
+        sign: crewlet::rows::GateSign::Readmit,
+        node: "node-4",
+        by: "alice",
+        force: false,
+        reason: "",
+    };
+    let (headers, body) = crewlet::gate::record(&g, STREAM, chrono::Utc::now());
+    f.broker()
+        .await
+        .publish_gate(GATE, &headers, body)
+        .await
+        .expect("publish the readmission");
+    let key = format!("{STREAM}.join-{op_id}");
+    f.put(
+        "crewlet_holds",
+        &key,
+        json!({"seq": 102, "owner": "alice", "kind": "join", "reason": "readmission of node-4", "expires_at": ts(10)}),
+    )
+    .await;
+    let placed = f.get("crewlet_holds", &key).await.expect("the join hold");
+    let expiry = |h: &Value| {
+        crewlet::rows::Instant::parse(h["expires_at"].as_str().expect("expires_at"))
+            .expect("an instant")
+    };
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let r = s.tick().await;
+    assert!(
+        r.alarms.iter().any(|a| a.alarm == "gates_unabsorbed"),
+        "absorbing fails: {:?}",
+        r.alarms
+    );
+    let extended = f.get("crewlet_holds", &key).await.expect("the join hold");
+    assert!(
+        expiry(&extended) > expiry(&placed),
+        "extended while unabsorbed: {placed} then {extended}"
+    );
+    assert!(f.first_seq().await <= 102, "the purge never passes node-4");
+
+    // Once absorbed, the node counts again and the hold is lifted.
+    f.delete("crewlet_gates", &format!("_absorbed.{STREAM}"))
+        .await;
+    s.tick().await;
+    s.tick().await;
+    assert!(f.get("crewlet_holds", &key).await.is_none(), "lifted");
+}
+
+mod archive {
+    use super::*;
+    use crewlet::archive::fold::Store;
+    use crewlet::config::{size::Size, ArchiveConfig};
+    use crewlet::floor::TermName;
+
+    fn archived_config(f: &mut Fleet, store: &Store) {
+        let (object_store, dir) = match store {
+            Store::ObjectStore(b) => (Some(b.clone()), None),
+            Store::Dir(d) => (None, Some(d.clone())),
+        };
+        f.config.domains[0].archive = Some(ArchiveConfig {
+            object_store,
+            dir,
+            segment_records: 20,
+            segment_bytes: Size(8 << 20),
+            fold_per_tick: 2,
+        });
+    }
+
+    /// Leak 8: an archive directory that is gone below the published
+    /// frontier read as an empty listing, and the seventh term was not
+    /// `unreadable`. Missing segments at or below the published frontier
+    /// make it unreadable, and nothing is purged.
+    #[tokio::test]
+    async fn leak_8_a_directory_gone_below_the_frontier_is_unreadable() {
+        let scratch = tempfile::tempdir().expect("dir");
+        let root = scratch.path().join("archive");
+        let store = Store::Dir(root.clone());
+        let mut f = Fleet::new(100).await;
+        f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+        archived_config(&mut f, &store);
+        let mut s = f.sidecar().await;
+        s.tick().await;
+        s.tick().await;
+        assert_eq!(f.first_seq().await, 81);
+        for gone in [root.join(STREAM).join("0"), root.clone()] {
+            std::fs::remove_dir_all(&gone).expect("remove");
+            f.publish(20).await;
+            f.healthy(&[("node-1", 110), ("node-2", 110)], 110).await;
+            let r = s.tick().await;
+            let state = term_state(&r, TermName::ArchiveFloor);
+            let row = f.floors_row().await.expect("row");
+            assert!(
+                state.contains("unreadable"),
+                "{}: {state} {}",
+                gone.display(),
+                row["archive"]
+            );
+            assert_eq!(f.first_seq().await, 81, "nothing purged");
+            assert_eq!(
+                row["archive"]["frontier"], 80,
+                "the published frontier is kept"
+            );
+            assert_eq!(row["archive"]["first_archived"], 1, "and where it starts");
+        }
+    }
+
+    /// Leak 8: `verify-archive` on an Object Store archive with a segment
+    /// missing in the middle exited 3 (as for a lost broker) instead of 1
+    /// naming the gap.
+    #[tokio::test]
+    async fn leak_8_verify_archive_names_a_missing_object_segment() {
+        let store = Store::ObjectStore("crewlet_archive".into());
+        let mut f = Fleet::new(100).await;
+        f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+        archived_config(&mut f, &store);
+        let broker = f.broker().await;
+        broker
+            .ensure_object_store("crewlet_archive", 1)
+            .await
+            .expect("bucket");
+        let mut s = f.sidecar().await;
+        s.tick().await;
+        s.tick().await;
+        // The object's body is gone while its entry stays listed (its
+        // chunks purged from the bucket's stream): a segment missing in the
+        // middle, not a lost broker.
+        let os =
+            f.js.get_object_store("crewlet_archive")
+                .await
+                .expect("store");
+        let info = os
+            .info(crewlet::archive::segment::name(STREAM, 0, 21, 40))
+            .await
+            .expect("info");
+        f.js.get_stream("OBJ_crewlet_archive")
+            .await
+            .expect("the bucket's stream")
+            .purge()
+            .filter(format!("$O.crewlet_archive.C.{}", info.nuid))
+            .await
+            .expect("purge the chunks");
+        let op = Operator::with_yaml(&format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - name: tracker\n    stream: {STREAM}\n    archive: {{object_store: crewlet_archive, segment_records: 20}}\n",
+            f.url()
+        ));
+        let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
+        assert_eq!(run.code, 1, "{run:?}");
+        assert_eq!(v["sound"], false, "{v}");
+        assert!(
+            v["problems"].as_array().is_some_and(|p| p.iter().any(|p| p
+                .as_str()
+                .is_some_and(|p| p.contains("00000000000000000021-00000000000000000040.seg")))),
+            "the problem names the segment: {v}"
+        );
+    }
+}
