@@ -58,6 +58,11 @@ pub enum AskError {
     /// it belongs to cannot be read: nothing was written (exit 1; HTTP 409).
     #[error("{0}")]
     NotTaken(String),
+    /// `--at` could not be resolved conservatively (the scan of the
+    /// records' stamps could not finish): nothing written (exit 1; HTTP 409
+    /// `unresolved`).
+    #[error("{0}")]
+    Unresolved(String),
 }
 
 /// The incarnation a new watermark belongs to: the live stream's `created`
@@ -81,6 +86,49 @@ fn incarnation_of(
         stream_created: created,
         generation,
     })
+}
+
+/// The sequence `--at t` resolves to, conservatively (http.md): the first
+/// record stamped at or after `t` with none stamped at or after it before
+/// it. The broker's own lookup by start time assumes stamps in order; the
+/// records before its answer are scanned (headers only, the age proof's
+/// bound), and the first young one among them wins. A range past the bound,
+/// or a scan that fails, is `unresolved`: nothing is written.
+async fn at_or_after(
+    broker: &Broker,
+    stream: &str,
+    first_seq: u64,
+    tail: u64,
+    t: DateTime<Utc>,
+) -> Result<u64, AskError> {
+    let looked_up = broker
+        .first_seq_at_or_after(stream, t)
+        .await
+        .map_err(AskError::Unreachable)?
+        .unwrap_or(tail)
+        .min(tail);
+    let from = first_seq.max(1);
+    if looked_up <= from {
+        return Ok(looked_up);
+    }
+    let span = looked_up - from;
+    if span > crate::trim::AGE_PROOF_MAX_RECORDS {
+        return Err(AskError::Unresolved(format!(
+            "unresolved: --at {} would trim {span} records of {stream} whose stamps the broker's lookup assumes in order; at most {} are scanned to prove it; nothing written (trim in steps, or use --entry)",
+            Instant(t),
+            crate::trim::AGE_PROOF_MAX_RECORDS
+        )));
+    }
+    match broker
+        .first_unproven(stream, from, looked_up - 1, t, span)
+        .await
+    {
+        Ok(None) => Ok(looked_up),
+        Ok(Some(young)) => Ok(young.min(looked_up)),
+        Err(e) => Err(AskError::Unresolved(format!(
+            "unresolved: the stamps of {stream} before {looked_up} could not be scanned ({e}); nothing written"
+        ))),
+    }
 }
 
 /// Raises `domain`'s requested watermark to what `ask` resolves to.
@@ -115,12 +163,7 @@ pub async fn raise(
                 Instant(clock.broker)
             )))
         }
-        Ask::At(t) => broker
-            .first_seq_at_or_after(&domain.stream, t)
-            .await
-            .map_err(AskError::Unreachable)?
-            .unwrap_or(tail)
-            .min(tail),
+        Ask::At(t) => at_or_after(broker, &domain.stream, state.first_seq, tail, t).await?,
     };
     let bucket = &config.buckets.floors;
     let key = Requested::key(&domain.stream);

@@ -344,7 +344,7 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
             eprintln!("error: {e}");
             Exit::Unreachable
         }
-        Err(AskError::NotTaken(e)) => {
+        Err(AskError::NotTaken(e)) | Err(AskError::Unresolved(e)) => {
             eprintln!("error: {e}");
             Exit::Attention
         }

@@ -373,6 +373,10 @@ pub struct RequestedView {
     pub bounded_by: Option<String>,
     /// The request's row cannot be read (null when it can).
     pub error: Option<String>,
+    /// The watermark was asked in an earlier incarnation or generation of
+    /// the log: it trims nothing here (`error` says which), and the next
+    /// request starts afresh.
+    pub stale: bool,
 }
 
 /// PURE: where a requested watermark `r` moves the trim (http.md, Explicit
@@ -623,8 +627,9 @@ pub fn compute(
                 reason: r.reason,
                 bounded_by: None,
                 error: Some(format!(
-                    "the requested watermark was made in another incarnation of the log ({made_in}); it is ignored here, and a new trim request replaces it"
+                    "stale (of an earlier incarnation): it was asked in {made_in}, so it trims nothing here, and the next trim request starts afresh"
                 )),
+                stale: true,
             })
         }
         Ok(Some(r)) => {
@@ -635,6 +640,7 @@ pub fn compute(
                 reason: r.reason,
                 bounded_by: None,
                 error: None,
+                stale: false,
             };
             if !any_unreadable && not_ready.is_none() {
                 let (point, by) = explicit_point(&terms, r.seq, last_seq);
@@ -663,6 +669,7 @@ pub fn compute(
             reason: String::new(),
             bounded_by: None,
             error: Some(format!("{e}; the request raises nothing until it is fixed")),
+            stale: false,
         }),
     };
 

@@ -628,6 +628,9 @@ async fn trim(
             error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response()
         }
         Err(AskError::NotTaken(m)) => error(StatusCode::CONFLICT, "not_taken", m).into_response(),
+        Err(AskError::Unresolved(m)) => {
+            error(StatusCode::CONFLICT, "unresolved", m).into_response()
+        }
     }
 }
 

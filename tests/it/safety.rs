@@ -238,9 +238,10 @@ async fn leak_6_a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
         requested
             .error
             .as_deref()
-            .is_some_and(|e| e.contains("another incarnation")),
-        "shown as ignored: {requested:?}"
+            .is_some_and(|e| e.starts_with("stale (of an earlier incarnation)")),
+        "shown as stale: {requested:?}"
     );
+    assert!(requested.stale);
 }
 
 /// Leak 7: a floors row that was lost silently restarted the domain at
@@ -661,4 +662,38 @@ mod archive {
             "the problem names the segment: {v}"
         );
     }
+}
+
+/// Leak 10: `--at T` trusted the broker's start-time lookup, which assumes
+/// stamps in order, and the age proof skips what was asked for: with
+/// records 1..5 young and 6..10 stamped older, `--at` between the two
+/// found no record at or after `T` and asked to trim all ten. It resolves
+/// conservatively now: the first record stamped at or after `T` with none
+/// before it.
+#[tokio::test]
+async fn leak_10_at_resolves_conservatively_over_out_of_order_stamps() {
+    let (f, old, young) = Fleet::with_out_of_order_stamps().await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let mid = old + (young - old) / 2;
+    let mut config = f.config.clone();
+    config.domains[0].gate_subject = None;
+    config.retention.min_age = crewlet::config::Dur::hours(1);
+    let broker = f.broker().await;
+    let raised = crewlet::requested::raise(
+        &broker,
+        &config,
+        &config.domains[0],
+        crewlet::requested::Ask::At(mid),
+        "alice",
+        "",
+    )
+    .await
+    .expect("taken");
+    assert_eq!(
+        raised.requested, 1,
+        "record 1 is stamped after T: {raised:?}"
+    );
+    let mut s = crewlet::trim::Sidecar::new(config, broker);
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 1, "no record younger than T went");
 }

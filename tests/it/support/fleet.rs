@@ -461,3 +461,71 @@ pub fn term_state(r: &crewlet::trim::TickReport, name: crewlet::floor::TermName)
         TermState::Unreadable { error, .. } => format!("unreadable: {error}"),
     }
 }
+
+impl Fleet {
+    /// The domain's log as a mirror whose origin was replaced by a mirror
+    /// of an older stream: records 1..=5 are stamped `young`, 6..=10 carry
+    /// the older stamps `old` (< `young`). Returns the fleet and both.
+    pub async fn with_out_of_order_stamps() -> (Fleet, chrono::DateTime<Utc>, chrono::DateTime<Utc>)
+    {
+        use async_nats::jetstream::stream::{Config, Source};
+        let f = Fleet::new(0).await;
+        f.js.delete_stream(STREAM).await.expect("delete");
+        let js = &f.js;
+        let plain = |name: &str, subject: &str| Config {
+            name: name.into(),
+            subjects: vec![subject.into()],
+            ..Default::default()
+        };
+        let mirror = |name: &str, of: &str| Config {
+            name: name.into(),
+            mirror: Some(Source {
+                name: of.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        create_stream(js, plain("OLDER", "older.>")).await;
+        for _ in 0..10 {
+            js.publish("older.x", "old".into())
+                .await
+                .expect("send")
+                .await
+                .expect("ack");
+        }
+        tokio::time::sleep(Duration::from_millis(3000)).await;
+        create_stream(js, plain("ORIGIN", "origin.>")).await;
+        for _ in 0..5 {
+            js.publish("origin.x", "young".into())
+                .await
+                .expect("send")
+                .await
+                .expect("ack");
+        }
+        create_stream(js, mirror(STREAM, "ORIGIN")).await;
+        let last = || async {
+            f.js.get_stream(STREAM)
+                .await
+                .expect("log")
+                .cached_info()
+                .state
+                .last_sequence
+        };
+        assert!(eventually(10, || async { last().await == 5 }).await);
+        js.delete_stream("ORIGIN").await.expect("delete origin");
+        create_stream(js, mirror("ORIGIN", "OLDER")).await;
+        assert!(
+            eventually(30, || async { last().await == 10 }).await,
+            "the mirror resumes at 6"
+        );
+
+        let log = f.js.get_stream(STREAM).await.expect("log");
+        let stamp = |m: async_nats::jetstream::message::StreamMessage| {
+            crewlet::broker::read::instant_of(m.time).0
+        };
+        let young = stamp(log.get_raw_message(1).await.expect("msg"));
+        let old = stamp(log.get_raw_message(6).await.expect("msg"));
+        assert!(old < young, "stamps out of order: {old} then {young}");
+        (f, old, young)
+    }
+}
