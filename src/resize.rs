@@ -46,6 +46,9 @@ pub enum Outcome {
     },
     /// The broker refused the update (its own error); nothing changed.
     BrokerRefused { stream: String, message: String },
+    /// The stream's configuration changed between the judgement and the
+    /// update; nothing written (run it again).
+    ChangedMeanwhile { stream: String },
     /// The update was taken but the broker reports another ceiling, or
     /// reading it back failed (`why`).
     NotVerified {
@@ -89,6 +92,7 @@ impl Outcome {
             Outcome::Unreadable { .. } => Some("unreachable"),
             Outcome::Refused { refusal, .. } => Some(refusal.code()),
             Outcome::BrokerRefused { .. } => Some("broker_refused"),
+            Outcome::ChangedMeanwhile { .. } => Some("changed_meanwhile"),
             Outcome::NotVerified { .. } => Some("not_verified"),
             Outcome::Done(_) => None,
         }
@@ -101,6 +105,9 @@ impl Outcome {
             }
             Outcome::Missing { stream } => format!(
                 "stream {stream} does not exist on the broker; nothing written"
+            ),
+            Outcome::ChangedMeanwhile { stream } => format!(
+                "refused: changed_meanwhile: the configuration of {stream} changed while this command judged it (someone else edited the stream); nothing written: run the same command again"
             ),
             Outcome::Refused { stream, refusal } => {
                 format!("refused set-capacity {stream}: {refusal}; nothing written")
@@ -217,7 +224,12 @@ pub async fn apply(config: &Config, broker: &Broker, domain: &Domain, target: u6
             reported: None,
             why: Some(why),
         },
-        Err(message) => Outcome::BrokerRefused { stream, message },
+        Err(crate::broker::capacity::UpdateError::Refused(message)) => {
+            Outcome::BrokerRefused { stream, message }
+        }
+        Err(crate::broker::capacity::UpdateError::ChangedMeanwhile) => {
+            Outcome::ChangedMeanwhile { stream }
+        }
     }
 }
 

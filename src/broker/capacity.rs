@@ -16,21 +16,67 @@ pub struct Read {
     pub max_bytes: i64,
     pub replicas: u64,
     pub discard_new: bool,
-    /// Every setting as read, for an update that changes `max_bytes` only.
+    /// Every setting as read, typed, for the account's limits.
     config: Config,
+    /// The configuration exactly as the broker returned it, fields this
+    /// program does not know included: the update changes `max_bytes` in
+    /// it and sends the rest back as it came.
+    raw: serde_json::Value,
+}
+
+/// Why an update of `max_bytes` wrote nothing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum UpdateError {
+    /// The broker's own refusal (or no answer).
+    Refused(String),
+    /// The configuration changed since it was judged.
+    ChangedMeanwhile,
 }
 
 impl Broker {
     /// The stream's configuration and usage; `None` when it does not
     /// exist.
     pub async fn capacity_read(&self, stream: &str) -> Result<Option<Read>, String> {
-        Ok(self.stream_info_of(stream).await?.map(|info| Read {
+        let Some(raw) = self.raw_config(stream).await? else {
+            return Ok(None);
+        };
+        let Some(info) = self.stream_info_of(stream).await? else {
+            return Ok(None);
+        };
+        Ok(Some(Read {
             bytes: info.state.bytes,
             max_bytes: info.config.max_bytes,
             replicas: u64::try_from(info.config.num_replicas.max(1)).unwrap_or(1),
             discard_new: super::streams::facts_of(&info.config).discard_new,
             config: info.config,
+            raw,
         }))
+    }
+
+    /// The stream's configuration as the broker returns it (the `config`
+    /// of a raw `STREAM.INFO`); `None` when the stream does not exist.
+    async fn raw_config(&self, stream: &str) -> Result<Option<serde_json::Value>, String> {
+        let body = serde_json::json!({});
+        let request = self
+            .js
+            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
+        let reply = self.bounded(&format!("stream {stream}"), request).await?;
+        if let Some(err) = reply.get("error") {
+            let error: async_nats::jetstream::Error =
+                serde_json::from_value(err.clone()).map_err(|e| {
+                    format!("stream {stream}: an error answer that does not parse ({e})")
+                })?;
+            return if error.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND {
+                Ok(None)
+            } else {
+                Err(format!("stream {stream}: {error}"))
+            };
+        }
+        reply
+            .get("config")
+            .cloned()
+            .map(Some)
+            .ok_or_else(|| format!("stream {stream}: stream info carries no config"))
     }
 
     /// The account's limits for the storage `read`'s stream uses, as
@@ -87,30 +133,46 @@ impl Broker {
         }
     }
 
-    /// Updates the stream with `config` as read and `max_bytes` = `target`
-    /// (nothing else changed), then reads it back: the `max_bytes` the
-    /// broker reports (`Ok(Err(why))` when the update was taken but the
-    /// re-read failed). A refusal is the broker's own error.
+    /// Updates the stream with its configuration as read and `max_bytes` =
+    /// `target` (nothing else changed, every field sent back as it came),
+    /// then reads it back: the `max_bytes` the broker reports
+    /// (`Ok(Err(why))` when the update was taken but the re-read failed).
+    /// The broker offers no expected revision for a stream update, so the
+    /// configuration is read again just before it, and the update is not
+    /// sent if it changed since the judgement. A refusal is the broker's
+    /// own error.
     pub async fn set_max_bytes(
         &self,
         read: &Read,
         target: i64,
-    ) -> Result<Result<i64, String>, String> {
-        let config = &read.config;
-        let mut wanted = config.clone();
-        wanted.max_bytes = target;
-        self.bounded(
-            &format!("the broker refused the update of {}", config.name),
-            self.js.update_stream(&wanted),
-        )
-        .await?;
+    ) -> Result<Result<i64, String>, UpdateError> {
+        let name = read.config.name.clone();
+        crate::failpoint::failpoint("before_capacity_update").await;
+        match self.raw_config(&name).await {
+            Ok(Some(now)) if now == read.raw => {}
+            Ok(_) => return Err(UpdateError::ChangedMeanwhile),
+            Err(e) => return Err(UpdateError::Refused(e)),
+        }
+        let mut wanted = read.raw.clone();
+        if let Some(o) = wanted.as_object_mut() {
+            o.insert("max_bytes".into(), serde_json::json!(target));
+        }
+        let request = self
+            .js
+            .request::<_, _, serde_json::Value>(format!("STREAM.UPDATE.{name}"), &wanted);
+        let reply = self
+            .bounded(&format!("the update of {name}"), request)
+            .await
+            .map_err(UpdateError::Refused)?;
+        if let Some(err) = reply.get("error") {
+            let why = serde_json::from_value::<async_nats::jetstream::Error>(err.clone())
+                .map_or_else(|_| err.to_string(), |e| e.to_string());
+            return Err(UpdateError::Refused(why));
+        }
         // A fresh stream info, not the update's answer: what the broker
         // holds now.
         Ok(self
-            .bounded(
-                &format!("stream {}", config.name),
-                self.js.get_stream(&config.name),
-            )
+            .bounded(&format!("stream {name}"), self.js.get_stream(&name))
             .await
             .map(|s| s.cached_info().config.max_bytes))
     }

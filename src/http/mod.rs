@@ -706,9 +706,10 @@ async fn capacity(
         Outcome::BadInput(_) => StatusCode::BAD_REQUEST,
         Outcome::Unreadable { .. } => StatusCode::SERVICE_UNAVAILABLE,
         Outcome::Missing { .. } => StatusCode::NOT_FOUND,
-        Outcome::Refused { .. } | Outcome::BrokerRefused { .. } | Outcome::NotVerified { .. } => {
-            StatusCode::CONFLICT
-        }
+        Outcome::Refused { .. }
+        | Outcome::BrokerRefused { .. }
+        | Outcome::ChangedMeanwhile { .. }
+        | Outcome::NotVerified { .. } => StatusCode::CONFLICT,
     };
     (
         status,

@@ -697,3 +697,88 @@ async fn leak_10_at_resolves_conservatively_over_out_of_order_stamps() {
     s.tick().await;
     assert_eq!(f.first_seq().await, 1, "no record younger than T went");
 }
+
+/// The stream's configuration exactly as the broker returns it.
+async fn raw_config(f: &Fleet) -> Value {
+    let nc = async_nats::connect(f.server.url()).await.expect("connect");
+    let r = nc
+        .request(format!("$JS.API.STREAM.INFO.{STREAM}"), "".into())
+        .await
+        .expect("stream info");
+    let v: Value = serde_json::from_slice(&r.payload).expect("json");
+    v["config"].clone()
+}
+
+/// Leak 11: `set-capacity` re-encoded the stream's configuration through
+/// the client's typed struct (what it does not know, or keeps only as a
+/// default, was not sent back as read) and had no guard against a change
+/// made meanwhile. The update it sends is the configuration as read, one
+/// field changed; a configuration edited between the judgement and the
+/// update is not overwritten (`changed_meanwhile`, nothing written).
+#[tokio::test]
+async fn leak_11_set_capacity_sends_the_configuration_as_read() {
+    let f = Fleet::new(10).await;
+    let op = operator(&f);
+    // What the command sends to the broker, seen on the wire.
+    let nc = async_nats::connect(f.server.url()).await.expect("connect");
+    let mut updates = nc
+        .subscribe(format!("$JS.API.STREAM.UPDATE.{STREAM}"))
+        .await
+        .expect("subscribe");
+    nc.flush().await.expect("flush");
+    let before = raw_config(&f).await;
+    let run = op.run(&[
+        "retention",
+        "set-capacity",
+        STREAM,
+        "2GiB",
+        "-confirm",
+        "2GiB",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let sent = tokio::time::timeout(
+        Duration::from_secs(5),
+        futures::StreamExt::next(&mut updates),
+    )
+    .await
+    .expect("an update was sent")
+    .expect("a message");
+    let sent: Value = serde_json::from_slice(&sent.payload).expect("json");
+    let mut want = before.clone();
+    want["max_bytes"] = json!(2u64 << 30);
+    assert_eq!(sent, want, "every other setting as read");
+
+    // Someone edits the stream while the command is between its
+    // judgement and its update: the edit stands, nothing is written.
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args([
+            "retention",
+            "set-capacity",
+            STREAM,
+            "3GiB",
+            "-confirm",
+            "3GiB",
+            "--config",
+            &op.cfg,
+        ])
+        .env_remove("NATS_URL")
+        .env("CREWLET_FAILPOINT", "before_capacity_update:sleep=1500")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start crewlet");
+    tokio::time::sleep(Duration::from_millis(700)).await;
+    let mut edited = f.log_info().await.config;
+    edited.description = Some("edited meanwhile".into());
+    f.js.update_stream(&edited).await.expect("edit");
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("changed_meanwhile"), "{stderr}");
+    let now = f.log_info().await.config;
+    assert_eq!(now.description.as_deref(), Some("edited meanwhile"));
+    assert_eq!(now.max_bytes, 2 << 30, "nothing written");
+}
