@@ -193,7 +193,17 @@ pub async fn fold(
     );
     let (tx, mut rx) = tokio::sync::mpsc::channel(limits.segment_records.clamp(1, 65_536));
     let (seg_tx, mut seg_rx) = tokio::sync::mpsc::channel::<Cut>(1);
-    let read = broker.read_slice_to(&target.stream, frontier + 1, to, budget, deadline, tx);
+    let covered = std::sync::atomic::AtomicBool::new(false);
+    let read = broker.read_slice_to(
+        &target.stream,
+        frontier + 1,
+        to,
+        budget,
+        deadline,
+        tx,
+        &covered,
+    );
+    let covered = &covered;
     let cutting = async move {
         let mut cutter = Cutter::new(frontier, to, limits);
         let mut last = None;
@@ -210,8 +220,11 @@ pub async fn fold(
             }
         }
         // The read covered the slice when its last record is the slice's
-        // end; a shorter read leaves the tail for a later tick.
-        if let Some(c) = cutter.finish(last == Some(to)) {
+        // end, or the reader proved the records up to it deleted (a record
+        // at the end erased); a shorter read leaves the tail for a later
+        // tick. The reader sets `covered` before it closes the channel.
+        let whole = last == Some(to) || covered.load(std::sync::atomic::Ordering::SeqCst);
+        if let Some(c) = cutter.finish(whole) {
             let _ = seg_tx.send(c).await;
         }
     };

@@ -194,7 +194,8 @@ impl Broker {
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Record>, String> {
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
-        let read = self.read_slice_to(stream, from, to, budget, deadline, tx);
+        let covered = std::sync::atomic::AtomicBool::new(false);
+        let read = self.read_slice_to(stream, from, to, budget, deadline, tx, &covered);
         let collect = async {
             let mut out = Vec::new();
             while let Some(r) = rx.recv().await {
@@ -206,10 +207,37 @@ impl Broker {
         read.map(|_| out)
     }
 
+    /// Whether the stream's leader holds no record in `from..=to` (a
+    /// message get of the next record from `from` on any subject, which
+    /// only the leader answers): the slice's tail was deleted, not unread.
+    async fn leader_has_none(
+        &self,
+        s: &async_nats::jetstream::stream::Stream,
+        from: u64,
+        to: u64,
+    ) -> bool {
+        use async_nats::jetstream::stream::RawMessageErrorKind;
+        match s
+            .raw_message_builder()
+            .sequence(from)
+            .next_by_subject(">".to_string())
+            .send()
+            .await
+        {
+            Ok(m) => m.sequence > to,
+            Err(e) => e.kind() == RawMessageErrorKind::NoMessageFound,
+        }
+    }
+
     /// As [`Broker::read_slice`], handing each record to `tx` as it
     /// arrives, so that what is done with the slice overlaps reading it.
     /// A receiver that goes away ends the read (it has what it wanted).
-    /// Returns how many records were handed over.
+    /// Returns how many records were handed over, and sets `covered` (before
+    /// `tx` is dropped) when the read reached the slice's end `to`: it was
+    /// handed the record at `to` or one past it, or the log's leader holds
+    /// no record between the last one handed over and `to` (records at the
+    /// slice's end were deleted, so none will come).
+    #[allow(clippy::too_many_arguments)]
     pub async fn read_slice_to(
         &self,
         stream: &str,
@@ -218,6 +246,7 @@ impl Broker {
         budget: (usize, usize),
         deadline: tokio::time::Instant,
         tx: tokio::sync::mpsc::Sender<Record>,
+        covered: &std::sync::atomic::AtomicBool,
     ) -> Result<usize, String> {
         let (max_records, max_bytes) = budget;
         if to < from || max_records == 0 {
@@ -233,7 +262,12 @@ impl Broker {
         let announced = consumer.cached_info().num_pending;
         let walk = async {
             let mut count = 0usize;
+            let mut reached = from.saturating_sub(1);
+            let mut short = false;
             if announced == 0 {
+                if self.leader_has_none(&s, from, to).await {
+                    covered.store(true, std::sync::atomic::Ordering::SeqCst);
+                }
                 return Ok(count);
             }
             let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
@@ -246,6 +280,7 @@ impl Broker {
                 let info = m.info().map_err(|e| err(e.to_string()))?;
                 let seq = info.stream_sequence;
                 if seq > to {
+                    reached = to;
                     break;
                 }
                 let pending = info.pending;
@@ -260,12 +295,25 @@ impl Broker {
                 };
                 bytes += crate::archive::cut::size(&record);
                 if tx.send(record).await.is_err() {
+                    short = true;
                     break;
                 }
                 count += 1;
-                if seq == to || count >= max_records || bytes >= max_bytes || pending == 0 {
+                reached = seq;
+                if count >= max_records || bytes >= max_bytes {
+                    short = seq < to;
                     break;
                 }
+                if seq == to || pending == 0 {
+                    break;
+                }
+            }
+            // Nothing more was offered short of `to`: the rest of the slice
+            // is either deleted (the leader says so) or not read yet.
+            let whole = reached >= to
+                || (!short && reached < to && self.leader_has_none(&s, reached + 1, to).await);
+            if whole {
+                covered.store(true, std::sync::atomic::Ordering::SeqCst);
             }
             Ok(count)
         }

@@ -662,6 +662,41 @@ mod archive {
             "the problem names the segment: {v}"
         );
     }
+
+    /// Leak 13: the fold never finished a slice whose last record was
+    /// deleted (erased): it waited for a record at the slice's end that
+    /// would never come, and the archive's frontier stayed below it. The
+    /// reader now asks the log's leader whether anything is left there.
+    #[tokio::test]
+    async fn leak_13_a_fold_finishes_a_slice_whose_last_record_was_deleted() {
+        let scratch = tempfile::tempdir().expect("dir");
+        let store = Store::Dir(scratch.path().join("archive"));
+        let mut f = Fleet::new(100).await;
+        f.js.publish(format!("{STREAM}.secret"), "x".into())
+            .await
+            .expect("send")
+            .await
+            .expect("ack");
+        f.publish(20).await;
+        f.js.get_stream(STREAM)
+            .await
+            .expect("log")
+            .purge()
+            .filter(format!("{STREAM}.secret"))
+            .await
+            .expect("erase record 101");
+        f.healthy(&[("node-1", 121), ("node-2", 121)], 121).await;
+        // A hold keeps 102 on: the slice ends at the erased record.
+        f.hold("keep", 102, 600).await;
+        archived_config(&mut f, &store);
+        let mut s = f.sidecar().await;
+        for _ in 0..3 {
+            s.tick().await;
+        }
+        let row = f.floors_row().await.expect("row");
+        assert_eq!(row["archive"]["frontier"], 101, "{}", row["archive"]);
+        assert_eq!(row["trim_to"], 101, "{row}");
+    }
 }
 
 /// Leak 10: `--at T` trusted the broker's start-time lookup, which assumes
