@@ -310,8 +310,8 @@ impl Broker {
             }
             // Nothing more was offered short of `to`: the rest of the slice
             // is either deleted (the leader says so) or not read yet.
-            let whole = reached >= to
-                || (!short && reached < to && self.leader_has_none(&s, reached + 1, to).await);
+            let whole =
+                reached >= to || (!short && self.leader_has_none(&s, reached + 1, to).await);
             if whole {
                 covered.store(true, std::sync::atomic::Ordering::SeqCst);
             }
