@@ -20,6 +20,7 @@ pub const NAMES: &[&str] = &[
     "backup_age",
     "broker_retention_bypass",
     "clock_skew",
+    "config_drift",
     "duty_unheld",
     "floor_stale",
     "gates_unabsorbed",
@@ -289,6 +290,26 @@ fn domain_alarms(
                     Dur(p.held_alarm_after)
                 ),
                 remedy: held_remedy(a, p, *first, now),
+            });
+        }
+    }
+
+    // Another sidecar published this log's row under a configuration of
+    // the domain that decides its purge otherwise: the two would trim it
+    // differently, and whichever holds the duty wins silently.
+    if let Some((by, theirs)) = &a.published_config {
+        if *by != p.node && *theirs != a.config_digest {
+            out.push(Alarm {
+                alarm: "config_drift",
+                domain: d(),
+                measurement: format!(
+                    "the floors row of {} was published by {by} under another configuration of domain {} (digest {theirs}, this sidecar's {}): its gate_subject, archive, feed_consumer, backup policy or min_age differ",
+                    a.stream, a.domain, a.config_digest
+                ),
+                remedy: format!(
+                    "make every sidecar's configuration of domain {} the same (compare their domains[] entry and retention section; crewlet validate --config on each)",
+                    a.domain
+                ),
             });
         }
     }

@@ -341,9 +341,37 @@ pub struct Answer {
     /// An explicit trim's requested watermark and what bounded it (null
     /// when none was requested).
     pub requested: Option<RequestedView>,
+    /// A digest of this sidecar's configuration of the domain where it
+    /// decides a purge ([`config_digest`]), published with the row.
+    pub config_digest: String,
+    /// The floors row this answer read: who published it, and under which
+    /// configuration digest (null before any, or in a row of an older
+    /// version); the `config_drift` alarm compares it with ours.
+    #[serde(skip)]
+    pub published_config: Option<(String, String)>,
     pub by: String,
     pub session: String,
     pub at: Instant,
+}
+
+/// PURE: a digest of what decides a purge on `domain` (the gate subject,
+/// the archive's store, the feed consumer, the backup policy and
+/// `min_age`): two sidecars whose digests differ would not trim the log
+/// alike (the `config_drift` alarm). The first 16 hex digits of SHA-256
+/// over a canonical JSON of those settings.
+pub fn config_digest(domain: &Domain, policy: &super::Policy) -> String {
+    use sha2::Digest;
+    let archive = domain.archive.as_ref().map(|a| a.store().id());
+    let canonical = serde_json::json!({
+        "gate_subject": domain.gate_subject,
+        "archive": archive,
+        "feed_consumer": domain.feed_consumer,
+        "backup_floor": format!("{:?}", policy.backup_floor),
+        "backup_max_age_ns": policy.backup_max_age.as_nanos().to_string(),
+        "min_age_ns": policy.min_age.as_nanos().to_string(),
+    });
+    let hash = sha2::Sha256::digest(canonical.to_string().as_bytes());
+    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
 }
 
 impl Answer {
@@ -419,6 +447,10 @@ pub struct PublishedFloor {
     pub session: String,
     #[serde(default)]
     pub by: String,
+    /// The digest of the configuration it was published under (absent in
+    /// rows of older versions).
+    #[serde(default)]
+    pub config_digest: Option<String>,
     /// The holder's gates view as published: its fault carries over to
     /// readers that do not absorb (status, other sidecars). Read leniently:
     /// a field that only informs must never make the row unreadable.
@@ -784,6 +816,11 @@ pub fn compute(
         purge_clamped_by: None,
         archive,
         requested,
+        config_digest: config_digest(domain, policy),
+        published_config: previous.as_ref().ok().and_then(|p| {
+            p.as_ref()
+                .and_then(|(p, _)| p.config_digest.clone().map(|d| (p.by.clone(), d)))
+        }),
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,

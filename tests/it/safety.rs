@@ -817,3 +817,48 @@ async fn leak_11_set_capacity_sends_the_configuration_as_read() {
     assert_eq!(now.description.as_deref(), Some("edited meanwhile"));
     assert_eq!(now.max_bytes, 2 << 30, "nothing written");
 }
+
+/// Leak 13: whether the gates and archive clamps apply was decided by the
+/// holder's own configuration, so sidecars whose configurations drifted
+/// disagreed silently. The floors row carries a digest of what decides a
+/// purge; another sidecar whose digest differs raises `config_drift`.
+#[tokio::test]
+async fn leak_13_sidecars_whose_configurations_drift_say_so() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let mut holder = f.sidecar().await;
+    holder.tick().await;
+    let row = f.floors_row().await.expect("row");
+    assert!(row["config_digest"].is_string(), "{row}");
+    // A second sidecar configured alike: quiet.
+    let mut same = f.sidecar_as("node-2").await;
+    let r = same.tick().await;
+    assert!(
+        !r.alarms.iter().any(|a| a.alarm == "config_drift"),
+        "{:?}",
+        r.alarms
+    );
+    // One without the gate subject would not clamp to the gates view.
+    let mut config = f.config.clone();
+    config.node.id = "node-3".into();
+    config.domains[0].gate_subject = None;
+    let mut drifted = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let r = drifted.tick().await;
+    let alarm = r
+        .alarms
+        .iter()
+        .find(|a| a.alarm == "config_drift")
+        .unwrap_or_else(|| panic!("config_drift: {:?}", r.alarms));
+    assert!(
+        alarm.measurement.contains("published by node-1"),
+        "{}",
+        alarm.measurement
+    );
+    // The holder itself, publishing its own row, is quiet.
+    let r = holder.tick().await;
+    assert!(
+        !r.alarms.iter().any(|a| a.alarm == "config_drift"),
+        "{:?}",
+        r.alarms
+    );
+}
