@@ -5,6 +5,7 @@
 //! /v1/nodes/{node}/evict`) both call [`perform`] and render what it
 //! returns with [`json`] or [`text`], so the two say the same.
 
+use crate::rows::Stamped;
 use std::collections::BTreeMap;
 
 use chrono::Utc;

@@ -9,6 +9,7 @@
 //! (the stream's `created` and the domain's generation, stored with it): a
 //! recreated or re-anchored log ignores it, and a new request replaces it.
 
+use crate::rows::Stamped;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 

@@ -520,12 +520,38 @@ pub struct Incarnation {
     pub generation: u64,
 }
 
-impl GateRow {
-    /// Whether this row was absorbed from incarnation `i` of its log.
-    pub fn belongs_to(&self, i: &Incarnation) -> bool {
-        self.stream_created == Some(i.stream_created) && self.generation == Some(i.generation)
-    }
+/// What the sidecar keeps about a log between ticks, stamped with the
+/// incarnation it was made in (docs/architecture.md, Watermarks belong to
+/// one incarnation): the gates view's cursor and rows, the requested
+/// watermark, the published floor. One comparison decides for every one of
+/// them: it counts in incarnation `i` only if it was made in `i`, and a
+/// row that does not say (of an older version) counts in none.
+pub trait Stamped {
+    /// The incarnation it was made in, when it says.
+    fn made_in(&self) -> Option<Incarnation>;
 
+    /// Whether it counts in incarnation `i` of its log.
+    fn belongs_to(&self, i: &Incarnation) -> bool {
+        self.made_in().as_ref() == Some(i)
+    }
+}
+
+/// The incarnation a row's `stream_created` and `generation` name, when
+/// both are there.
+pub fn stamped(stream_created: Option<Instant>, generation: Option<u64>) -> Option<Incarnation> {
+    Some(Incarnation {
+        stream_created: stream_created?,
+        generation: generation?,
+    })
+}
+
+impl Stamped for GateRow {
+    fn made_in(&self) -> Option<Incarnation> {
+        stamped(self.stream_created, self.generation)
+    }
+}
+
+impl GateRow {
     pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
         let row: Self = parse_json(key, body)?;
         node_id_field(key, "node", &row.node)?;
@@ -708,12 +734,13 @@ pub struct Requested {
     pub generation: Option<u64>,
 }
 
-impl Requested {
-    /// Whether this watermark was made in incarnation `i` of its log.
-    pub fn belongs_to(&self, i: &Incarnation) -> bool {
-        self.stream_created == Some(i.stream_created) && self.generation == Some(i.generation)
+impl Stamped for Requested {
+    fn made_in(&self) -> Option<Incarnation> {
+        stamped(self.stream_created, self.generation)
     }
+}
 
+impl Requested {
     /// Parses `_requested.<stream>`'s value.
     pub fn parse(key: &str, _stream: &str, body: &[u8]) -> Result<Requested, String> {
         serde_json::from_slice(body).map_err(|e| format!("floors key {key}: {e}"))

@@ -7,6 +7,7 @@
 //! landed meanwhile and the age proof, re-checked against fresh stream
 //! info.
 
+use crate::rows::Stamped;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::Duration;

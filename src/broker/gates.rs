@@ -2,6 +2,7 @@
 //! view's cursor, and absorbing them into the gates bucket (the logic is
 //! `gate::absorb`; this is the IO around it).
 
+use crate::rows::Stamped;
 use std::collections::BTreeMap;
 
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};

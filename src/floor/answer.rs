@@ -2,6 +2,7 @@
 //! share it, cli.md) and how the terms become `trim_to`, `blocked_by`, the
 //! floor, and the NOT READY cases.
 
+use crate::rows::Stamped;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 

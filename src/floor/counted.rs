@@ -3,6 +3,7 @@
 //! eviction landed more than `fence_window` ago. Each counted node carries
 //! the position the trim may assume it holds.
 
+use crate::rows::Stamped;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

@@ -17,6 +17,7 @@ mod model_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 
+use crate::rows::Stamped;
 use std::time::Duration;
 
 /// The retention answer for one domain.

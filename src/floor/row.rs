@@ -132,6 +132,7 @@ mod tests {
                 "broker_retention_bypass",
                 "by",
                 "bytes",
+                "config_digest",
                 "domain",
                 "dry_run",
                 "evictions_unreadable",

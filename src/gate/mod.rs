@@ -4,6 +4,7 @@
 //! the gates view in log order, each log's outcome, and the admission rule
 //! of the gate reserve. No NATS: the broker module feeds and writes.
 
+use crate::rows::Stamped;
 use std::collections::BTreeMap;
 
 use chrono::{DateTime, Utc};
@@ -274,14 +275,15 @@ pub struct Cursor {
     pub generation: Option<u64>,
 }
 
+impl crate::rows::Stamped for Cursor {
+    fn made_in(&self) -> Option<Incarnation> {
+        crate::rows::stamped(self.stream_created, self.generation)
+    }
+}
+
 impl Cursor {
     pub fn key(stream: &str) -> String {
         format!("{CURSOR_PREFIX}{stream}")
-    }
-
-    /// Whether the cursor counts in incarnation `i` of its log.
-    pub fn belongs_to(&self, i: &Incarnation) -> bool {
-        self.stream_created == Some(i.stream_created) && self.generation == Some(i.generation)
     }
 
     /// Parses a cursor row strictly: a malformed cursor is an error that

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::rows::Instant;
+use crate::rows::Stamped;
 
 fn now() -> DateTime<Utc> {
     Instant::parse("2026-11-30T12:00:00Z")
