@@ -568,6 +568,63 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             None,
         ));
 
+        // The cost of the proofs (issue 21): the gate-record reader's
+        // leader check (a gated log of 10,000 records, none of them gate
+        // records, read from the start) against the same reader without it
+        // (an ordered consumer on the subject); a leader-answered read of a
+        // key against a direct get; a fence (a renewal granting a permit).
+        js.create_plain_stream("GATED_LOG", None, 1).await?;
+        js.publish_many("GATED_LOG.r", 10_000).await?;
+        let (mut t_gates, mut t_leader, mut t_direct, mut t_fence) =
+            (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+        let floors = config.buckets.floors.clone();
+        let stream = config.domains[0].stream.clone();
+        for _ in 0..samples {
+            let t = Instant::now();
+            std::hint::black_box(
+                broker
+                    .gate_records("GATED_LOG", "GATED_LOG.gate", 0)
+                    .await?,
+            );
+            t_gates.push(ms(t.elapsed()));
+            let t = Instant::now();
+            std::hint::black_box(
+                broker
+                    .kv_entry_proven(&floors, &stream)
+                    .await
+                    .map_err(|e| e.to_string())?,
+            );
+            t_leader.push(ms(t.elapsed()));
+            let t = Instant::now();
+            std::hint::black_box(broker.kv_entry(&floors, &stream).await?);
+            t_direct.push(ms(t.elapsed()));
+            let t = Instant::now();
+            std::hint::black_box(bench_permit(&broker).await?);
+            t_fence.push(ms(t.elapsed()));
+        }
+        let _ = js.delete_stream("GATED_LOG").await;
+        lines.push(line(
+            "  proofs: gate reader + leader check (10,000 records)",
+            &stats(t_gates),
+            None,
+            None,
+            None,
+        ));
+        lines.push(line(
+            "  proofs: a key from its leader (MSG.GET)",
+            &stats(t_leader),
+            Some(&stats(t_direct)),
+            None,
+            None,
+        ));
+        lines.push(line(
+            "  proofs: a fence (lease written, renewed)",
+            &stats(t_fence),
+            None,
+            None,
+            None,
+        ));
+
         // The purge, on its own: keep the newest 100 of 200 records.
         let mut purge_ms = Vec::new();
         for i in 0..samples {

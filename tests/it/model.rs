@@ -141,6 +141,10 @@ struct Scenario {
     /// The gate records, in log order, at the log's end: (node, evict).
     records: Vec<(usize, bool)>,
     archive: Option<Arch>,
+    /// The purge stalls past its fence's deadline (the permit the fence
+    /// grants lasts no time at all: the lease's TTL is all clock skew), so
+    /// whatever the answer licenses, nothing is purged.
+    stall: bool,
 }
 
 /// An archived domain's archive.
@@ -290,6 +294,7 @@ fn scenario(seed: u64) -> Scenario {
         floors,
         records: Vec::new(),
         archive: None,
+        stall: false,
     };
     // Record gates only on a gated log; elsewhere they are rows or nothing.
     for (i, n) in s.nodes.iter_mut().enumerate() {
@@ -306,6 +311,8 @@ fn scenario(seed: u64) -> Scenario {
     // The gate records take the log's last sequences; positions and the
     // feed were drawn over the whole log.
     s.last += s.records.len() as u64;
+    // Drawn last, so that every earlier draw of a seed is as it was.
+    s.stall = r.chance(8);
     s
 }
 
@@ -450,6 +457,12 @@ async fn build(
     };
     config.retention.snapshot_quorum = s.k;
     config.retention.fence_window = crewlet::config::Dur::secs(if s.fence_zero { 0 } else { 60 });
+    if s.stall {
+        // A fence whose permit has no time left by the time the purge is
+        // due: the same as a stall between them outlasting the deadline.
+        config.retention.max_clock_skew = crewlet::config::Dur(config.retention.duty_ttl());
+        assert!(config.retention.fence_grant().is_zero());
+    }
     config.domains[0].stream = stream.clone();
     config.domains[0].gate_subject = s.gated.then(|| format!("{stream}.gate"));
     config.domains[0].feed_consumer = s.feed.map(|_| "feed".to_string());
@@ -914,7 +927,13 @@ async fn run_model_of(
                 .and_then(|a| a.frontier)
                 .unwrap_or(0)
         });
-        let expect_first = first.max(allowed.min(frontier.unwrap_or(u64::MAX)) + 1);
+        let expect_first = if s.stall {
+            // The fence's deadline passed before the purge: nothing goes,
+            // whatever the answer licensed (fence_expired).
+            first
+        } else {
+            first.max(allowed.min(frontier.unwrap_or(u64::MAX)) + 1)
+        };
         let ctx = || {
             format!(
                 "seed {seed} (replay: CREWLET_MODEL_SEED={seed} CREWLET_MODEL_N=1)\nscenario {s:#?}\nterms {:#?}",
