@@ -50,6 +50,7 @@ pub mod hold;
 pub mod http;
 pub mod human;
 pub mod node;
+pub mod proven;
 pub mod report;
 pub mod requested;
 pub mod resize;

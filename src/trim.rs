@@ -662,7 +662,7 @@ impl Sidecar {
         d: &mut DomainTick,
         target: Option<u64>,
         proof_by: Option<floor::PurgeClamp>,
-        pins: &floor::Pins,
+        pins: &crate::proven::Proven<floor::Pins>,
         before: &floor::ReadPresence,
         now: DateTime<Utc>,
     ) {

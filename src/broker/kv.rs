@@ -249,7 +249,7 @@ impl Broker {
         &self,
         bucket: &str,
         key: &str,
-    ) -> Result<super::proven::Proven<Option<KvEntry>>, LeaderReadError> {
+    ) -> Result<crate::proven::Proven<Option<KvEntry>>, LeaderReadError> {
         use async_nats::jetstream::context::GetStreamErrorKind;
         use async_nats::jetstream::stream::RawMessageErrorKind;
         use async_nats::jetstream::ErrorCode;
@@ -284,7 +284,7 @@ impl Broker {
                         .headers
                         .get("KV-Operation")
                         .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
-                    Ok(super::proven::Proven::vouched((!deleted).then(|| {
+                    Ok(crate::proven::Proven::vouched((!deleted).then(|| {
                         KvEntry {
                             value: m.payload.to_vec(),
                             revision: m.sequence,
@@ -292,7 +292,7 @@ impl Broker {
                     })))
                 }
                 Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {
-                    Ok(super::proven::Proven::vouched(None))
+                    Ok(crate::proven::Proven::vouched(None))
                 }
                 Err(e) => Err(failed(e.to_string())),
             }

@@ -11,7 +11,6 @@ pub mod gates;
 pub mod http;
 pub mod kv;
 pub mod lease;
-pub mod proven;
 pub mod read;
 pub mod streams;
 pub mod write;

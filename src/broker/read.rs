@@ -295,15 +295,18 @@ impl Broker {
     }
 
     /// The holds and presence buckets, read again just before a purge.
-    pub async fn read_pins(&self, b: &Buckets) -> crate::floor::Pins {
+    /// Each is proven current or an error ([`Broker::read_bucket_parsing`]
+    /// checks what its reader delivered against the leader's last
+    /// revision), so the pins come vouched for.
+    pub async fn read_pins(&self, b: &Buckets) -> crate::proven::Proven<crate::floor::Pins> {
         let (holds, presence) = tokio::join!(
             self.read_bucket_parsing(&b.holds, parsed::add_hold, false),
             self.read_bucket_parsing(&b.presence, parsed::add_presence, false),
         );
-        crate::floor::Pins {
+        crate::proven::Proven::vouched(crate::floor::Pins {
             holds: holds.1,
             presence: presence.1,
-        }
+        })
     }
 
     /// Fresh stream info.

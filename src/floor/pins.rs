@@ -10,6 +10,7 @@ use super::answer::{Answer, NodeState, PurgeClamp};
 use super::parsed::ByNode;
 use super::terms::Holds;
 use super::BucketError;
+use crate::proven::Proven;
 use crate::rows::PresenceRow;
 
 /// The holds and presence buckets as re-read before the purge.
@@ -30,10 +31,11 @@ pub type ReadPresence = Result<ByNode<PresenceRow>, BucketError>;
 pub fn clamp_to_pins(
     answer: &Answer,
     target: u64,
-    pins: &Pins,
+    pins: &Proven<Pins>,
     before: &ReadPresence,
     now: DateTime<Utc>,
 ) -> (Option<u64>, Option<PurgeClamp>) {
+    let pins = pins.get();
     let holds = match &pins.holds {
         Ok(h) => h,
         Err(_) => return (None, Some(PurgeClamp::Hold)),
@@ -91,12 +93,12 @@ mod tests {
     use crate::floor::tests::{now, World};
 
     /// The pins as a world's buckets hold them.
-    fn pins(w: &World) -> Pins {
+    fn pins(w: &World) -> Proven<Pins> {
         let rows = crate::floor::ParsedRows::from_rows(&w.rows());
-        Pins {
+        Proven::vouched(Pins {
             holds: rows.holds,
             presence: rows.presence,
-        }
+        })
     }
 
     #[test]

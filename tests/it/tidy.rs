@@ -109,3 +109,30 @@ fn only_the_tick_sends_a_purge() {
         "a fence permit is made only by a renewal the broker took"
     );
 }
+
+/// A `Proven` value is made only by the broker's readers, after the check
+/// against the leader (docs/architecture.md, On a cluster): nothing else in
+/// `src/` vouches for a read, but a unit test's fixture (after the file's
+/// `#[cfg(test)]`). Its constructor is `pub(crate)` so that the pure
+/// decisions below the broker can require the type; this keeps the rest.
+#[test]
+fn only_the_broker_vouches() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let broker = root().join("src").join("broker");
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|f| !f.starts_with(&broker) && !f.ends_with("proven.rs"))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).expect("read");
+            let tests_from = text.find("#[cfg(test)]").unwrap_or(text.len());
+            text.match_indices("Proven::vouched(")
+                .any(|(i, _)| i < tests_from)
+        })
+        .map(|f| f.strip_prefix(root()).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "Proven::vouched outside src/broker/: {offenders:?}"
+    );
+}

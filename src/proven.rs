@@ -3,7 +3,10 @@
 //! may be behind, so a read that confirms a pin to a person, or decides how
 //! far a purge may go, is taken only in a form the broker module made after
 //! checking it against the leader. Code outside `src/broker/` can hold and
-//! read a [`Proven`], never make one.
+//! read a [`Proven`], never make one: the type lives at the bottom so that
+//! the pure decisions can require it, and `tidy::only_the_broker_vouches`
+//! fails when anything but `src/broker/` (or a unit test's fixture) calls
+//! [`Proven::vouched`].
 
 /// A value read from the broker and proven current against the stream's
 /// leader.
@@ -11,8 +14,8 @@
 pub struct Proven<T>(T);
 
 impl<T> Proven<T> {
-    /// Only the broker's readers vouch for a read.
-    pub(in crate::broker) fn vouched(value: T) -> Proven<T> {
+    /// Only the broker's readers vouch for a read (and unit tests' fixtures).
+    pub(crate) fn vouched(value: T) -> Proven<T> {
         Proven(value)
     }
 
