@@ -10,7 +10,9 @@
 //! and `erase_after_rewrite` (an erasure's steps). One point changes what a
 //! reader is shown instead ([`is_set`]): `gate_reader_behind` (the gate
 //! records' reader is offered nothing, as a replica that has none of them
-//! would). Inert unless set.
+//! would) and `requested_race` (another request writes the requested
+//! watermark between each read and compare-and-set of `trim`). Inert
+//! unless set.
 
 use std::time::Duration;
 

@@ -132,6 +132,17 @@ async fn at_or_after(
     }
 }
 
+/// The row `CREWLET_FAILPOINT=requested_race` writes between a read and
+/// its compare-and-set: another request's, lower than this one.
+fn race_row(row: &Requested) -> Vec<u8> {
+    let racer = Requested {
+        seq: 1,
+        by: "racer".into(),
+        ..row.clone()
+    };
+    serde_json::to_vec(&racer).unwrap_or_default()
+}
+
 /// Raises `domain`'s requested watermark to what `ask` resolves to.
 pub async fn raise(
     broker: &Broker,
@@ -195,6 +206,11 @@ pub async fn raise(
             .kv_entry(bucket, &key)
             .await
             .map_err(AskError::Unreachable)?;
+        // A concurrent writer between the read and the write, played by
+        // the process itself for the test that shows the races counted.
+        if crate::failpoint::is_set("requested_race") {
+            let _ = broker.kv_put(bucket, &key, race_row(&row)).await;
+        }
         let written = match &current {
             Some(e) => {
                 if let Ok(cur) = Requested::parse(&key, &domain.stream, &e.value) {

@@ -862,3 +862,34 @@ async fn leak_13_sidecars_whose_configurations_drift_say_so() {
         r.alarms
     );
 }
+
+/// Leak 13: a raise of the requested watermark that lost five
+/// compare-and-set races in a row (here another writer, played by the
+/// process, moves the key between each read and write) reported the
+/// watermark taken without having written it.
+#[tokio::test]
+async fn leak_13_a_raise_that_never_wrote_is_not_reported_as_taken() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let op = operator(&f);
+    let run = crate::support::crewlet_env(
+        &[
+            "retention",
+            "trim",
+            "-stream",
+            "tracker",
+            "--entry",
+            "10",
+            "--config",
+            &op.cfg,
+        ],
+        &[("CREWLET_FAILPOINT", "requested_race")],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("changed five times"), "{run:?}");
+    let row = f
+        .get("crewlet_floors", &format!("_requested.{STREAM}"))
+        .await
+        .expect("the racer's row");
+    assert_eq!(row["by"], "racer", "not ours: {row}");
+}
