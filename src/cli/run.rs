@@ -147,6 +147,14 @@ async fn serve(
         sidecar.duty.release(&sidecar.broker).await;
         if cli.json {
             println!("{}", crate::report::status_json(&status));
+        } else if let crate::duty::DutyStatus::Other {
+            holder, claimed_at, ..
+        } = &report.duty
+        {
+            // The normal state of a cron run beside a running fleet.
+            println!(
+                "{holder} holds the trim duty (claimed at {claimed_at}); this run computed the answer and published and purged nothing"
+            );
         }
         for a in &report.alarms {
             super::print_alarm(cli, a);

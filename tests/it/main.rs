@@ -13,6 +13,7 @@ mod dashboard;
 mod erase;
 mod examples;
 mod faults;
+mod first_run;
 mod gates;
 mod holes;
 mod http;

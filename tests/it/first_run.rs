@@ -1,0 +1,47 @@
+//! The first five minutes and the 3 a.m. page (issue 22): what a new user
+//! and an on-call operator meet first. Each test failed on the code before
+//! its fix.
+
+use std::time::Duration;
+
+use crate::support::fleet::*;
+use crate::support::Operator;
+
+fn operator(f: &Fleet, node: &str) -> Operator {
+    Operator::with_yaml(&format!(
+        "node: {{id: {node}}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+        f.server.url()
+    ))
+}
+
+/// Item 13: `run --once` beside a running fleet, where another sidecar
+/// holds the duty, is the normal state of a cron run: exit 0, and one line
+/// saying who holds it (it exited 1, saying why only with `-v`).
+#[tokio::test]
+async fn run_once_beside_a_holder_exits_0_and_says_who_holds_the_duty() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    // The holder: a running sidecar configured alike.
+    let holder = operator(&f, "node-1");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args(["retention", "run", "--config", &holder.cfg])
+        .env_remove("NATS_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start the holder");
+    assert!(
+        eventually(10, || async { f.floors_row().await.is_some() }).await,
+        "the holder publishes"
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let op = operator(&f, "node-2");
+    let run = op.run(&["retention", "run", "--once"]);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("node-1 holds the trim duty"),
+        "one line says who holds it: {run:?}"
+    );
+}
