@@ -464,8 +464,36 @@ fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc
             }
         }
         TermName::MinHold => {
-            let detail = a.terms.iter().find(|t| t.term == TermName::MinHold).and_then(|t| t.detail.clone()).unwrap_or_default();
-            format!("the hold {detail} pins the log: release it when its holder is done (crewlet retention release -stream {} HOLD_ID)", a.stream)
+            let detail = a.terms.iter().find(|t| t.term == TermName::MinHold).and_then(|t| t.detail.clone());
+            // The term's detail is "<id> (<owner>)": the id is its first word.
+            match detail.as_deref().and_then(|d| d.split_whitespace().next().map(|id| (d, id))) {
+                Some((detail, id)) => format!(
+                    "the hold {detail} pins the log: release it when its holder is done (crewlet retention release -stream {} {})",
+                    a.stream,
+                    human::shell_word(id)
+                ),
+                None => format!(
+                    "a hold pins the log: see which (crewlet retention holds -stream {}) and release it when its holder is done",
+                    a.stream
+                ),
+            }
+        }
+        // Under the operator policy the trim waits for an acknowledgement:
+        // the one that would move it is up to what the other terms allow.
+        TermName::BackupFloor if p.backup_floor == BackupPolicy::Operator => {
+            let next = a
+                .terms
+                .iter()
+                .filter(|t| t.term != TermName::BackupFloor)
+                .filter_map(|t| t.seq())
+                .min()
+                .unwrap_or(a.last_seq)
+                .min(a.last_seq);
+            let who = p.backup_owner.as_deref().map(|o| format!("{o} acknowledges")).unwrap_or_else(|| "acknowledge".into());
+            format!(
+                "the acknowledged backup point holds the trim: once a copy of {} up to {next} is safe, {who} it (crewlet retention ack -stream {} -position {next})",
+                a.stream, a.stream
+            )
         }
         TermName::BackupFloor => match &p.backup_owner {
             Some(o) => format!("the backup point holds the trim: {o} takes and verifies a backup and announces it ({})", announce_command(&a.stream)),

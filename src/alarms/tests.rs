@@ -244,3 +244,59 @@ fn floor_stale() {
     let a = evaluate(&[w.answer()], &DutyView::Unheld, None, &policy(), now());
     assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
 }
+
+/// Issue 22, item 10: under `backup_floor: operator` the trim waits for an
+/// acknowledgement, not an announced backup: the remedy prints the `ack`
+/// that would move it, with the position the other terms allow.
+#[test]
+fn a_trim_held_under_operator_policy_prints_the_ack() {
+    let mut w = fresh();
+    w.policy.backup_floor = BackupPolicy::Operator;
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published",
+        "blocked_by": ["backup_floor"], "held_since": ts(-2 * 86400), "at": ts(-5)}));
+    let mut p = policy();
+    p.backup_floor = BackupPolicy::Operator;
+    let a = evaluate(&[w.answer()], &held(), None, &p, now());
+    let held = a
+        .iter()
+        .find(|x| x.alarm == "trim_held")
+        .expect("trim_held");
+    let next = w
+        .answer()
+        .terms
+        .iter()
+        .filter(|t| t.term != TermName::BackupFloor)
+        .filter_map(|t| t.seq())
+        .min()
+        .expect("another term binds next");
+    assert!(
+        held.remedy.contains(&format!(
+            "crewlet retention ack -stream {S} -position {next}"
+        )),
+        "{}",
+        held.remedy
+    );
+    assert!(!held.remedy.contains("backup announce"), "{}", held.remedy);
+}
+
+/// Issue 22, item 9: a hold that pins the log is released by its own id,
+/// printed whole, never a placeholder.
+#[test]
+fn a_trim_held_by_a_hold_prints_its_release() {
+    let mut w = fresh();
+    w.hold("nightly-7", 40, 3600);
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published",
+        "blocked_by": ["min_hold"], "held_since": ts(-2 * 86400), "at": ts(-5)}));
+    let a = alarms(&w);
+    let held = a
+        .iter()
+        .find(|x| x.alarm == "trim_held")
+        .expect("trim_held");
+    assert!(
+        held.remedy
+            .contains(&format!("crewlet retention release -stream {S} nightly-7")),
+        "{}",
+        held.remedy
+    );
+    assert!(!held.remedy.contains("HOLD_ID"), "{}", held.remedy);
+}
