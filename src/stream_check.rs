@@ -142,6 +142,24 @@ pub fn bypass_remedy(stream: &str, found: &[Bypass]) -> String {
     fixes.join("; ")
 }
 
+/// The `nats` command that creates `domain`'s log as the checks want it:
+/// its records' subjects and the gate subject, `discard: new`, a 1 GiB
+/// ceiling, deletes denied, limits retention and nothing that ages records
+/// out, `replicas` copies.
+pub fn create_command(domain: &Domain, replicas: usize) -> String {
+    let stream = &domain.stream;
+    let mut subjects = vec![format!("{stream}.>")];
+    subjects.extend(domain.gate_subject.clone());
+    let subjects: Vec<String> = subjects
+        .iter()
+        .map(|s| format!("--subjects {}", crate::human::shell_word(s)))
+        .collect();
+    format!(
+        "nats stream add {stream} {} --storage file --retention limits --discard new --max-bytes {MIN_MAX_BYTES} --deny-delete --replicas {replicas} --defaults",
+        subjects.join(" ")
+    )
+}
+
 /// The warning for a stream that lets clients delete single records
 /// (`deny_delete: false`): not a bypass of the purge, but a way round the
 /// floor for anyone with the permission.

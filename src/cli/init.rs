@@ -61,8 +61,25 @@ pub async fn run(cli: &Cli) -> Exit {
             }
         }
     }
+    // The domains' logs are the fleet's own; init creates none, but says
+    // which are missing and how to create them.
+    let mut missing = Vec::new();
+    for d in &loaded.config.domains {
+        if let Ok(None) = broker.stream_config(&d.stream).await {
+            let command = crate::stream_check::create_command(d, loaded.config.buckets.replicas);
+            eprintln!(
+                "warning: domain {}: stream {} does not exist; the trim reads nothing on it until it does: {command}",
+                d.name, d.stream
+            );
+            missing
+                .push(serde_json::json!({"domain": d.name, "stream": d.stream, "create": command}));
+        }
+    }
     if cli.json {
-        println!("{}", serde_json::json!({"buckets": rows}));
+        println!(
+            "{}",
+            serde_json::json!({"buckets": rows, "missing_streams": missing})
+        );
     }
     if failed {
         Exit::Unreachable

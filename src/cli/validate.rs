@@ -169,9 +169,17 @@ async fn broker_problems(
             }
             Ok(StreamRead::Missing) => found.push(Problem::error(
                 format!("domains[{i}].stream"),
-                format!("stream {} does not exist on the broker at {}; create it (discard: new, max_bytes at least 1 GiB) or fix the name", d.stream, b.url),
+                format!(
+                    "stream {} does not exist on the broker at {}; create it ({}) or fix the name",
+                    d.stream,
+                    b.url,
+                    crate::stream_check::create_command(d, config.buckets.replicas)
+                ),
             )),
-            Err(e) => found.push(Problem::error(format!("domains[{i}].stream"), e.to_string())),
+            Err(e) => found.push(Problem::error(
+                format!("domains[{i}].stream"),
+                e.to_string(),
+            )),
         }
     }
     for (i, d) in config.domains.iter().enumerate() {

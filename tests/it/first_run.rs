@@ -45,3 +45,45 @@ async fn run_once_beside_a_holder_exits_0_and_says_who_holds_the_duty() {
         "one line says who holds it: {run:?}"
     );
 }
+
+/// Item 5: `init` exited 0 without saying that a domain's stream was
+/// missing, and nothing said how to create one. Both `init` and `validate`
+/// print the `nats stream add` command, which creates a log `validate`
+/// accepts.
+#[tokio::test]
+async fn init_names_a_missing_stream_and_the_command_that_creates_it() {
+    let f = Fleet::new(0).await;
+    f.js.delete_stream(STREAM).await.expect("delete the log");
+    let op = operator(&f, "node-1");
+    let run = op.run(&["retention", "init"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let want = format!(
+        "stream {STREAM} does not exist; the trim reads nothing on it until it does: nats stream add {STREAM} --subjects '{STREAM}.>' --subjects crewlet.tracker.gate --storage file --retention limits --discard new --max-bytes 1073741824 --deny-delete --replicas 1 --defaults"
+    );
+    assert!(run.stderr.contains(&want), "{run:?}");
+    let run = op.run(&["validate"]);
+    assert!(
+        run.stdout.contains("nats stream add CREWLET_TRACKER_LOG"),
+        "{run:?}"
+    );
+}
+
+/// Item 5, over the files: the docs show how to create a domain's log, with
+/// the settings `validate` wants.
+#[test]
+fn the_docs_show_how_to_create_a_log() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(root.join("docs/configuration.md")).expect("doc");
+    let line = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("nats stream add "))
+        .expect("a nats stream add command in docs/configuration.md");
+    for want in [
+        "--discard new",
+        "--max-bytes 1073741824",
+        "--deny-delete",
+        "--subjects crewlet.tracker.gate",
+    ] {
+        assert!(line.contains(want), "{want}: {line}");
+    }
+}
