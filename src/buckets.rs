@@ -1,5 +1,5 @@
 //! The KV buckets of the contract and the settings `init` gives them
-//! (contract.md). Pure: which buckets exist and how they are set is derived
+//! (docs/contract.md). Pure: which buckets exist and how they are set is derived
 //! from the configuration; the broker module creates and reads them.
 
 use std::time::Duration;

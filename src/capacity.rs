@@ -124,7 +124,7 @@ pub struct Facts {
     pub account: Account,
 }
 
-/// Why a target is refused (capacity.md); nothing is written.
+/// Why a target is refused (docs/runbook.md); nothing is written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error("below_minimum: {target} is under the least ceiling a log may have, {minimum}")]
@@ -165,7 +165,7 @@ pub struct Judged {
     pub note: Option<String>,
 }
 
-/// Judges `target` against `facts`, in the order capacity.md gives.
+/// Judges `target` against `facts`, in the order docs/runbook.md gives.
 pub fn judge(target: u64, facts: &Facts, minimum: u64) -> Result<Judged, Refusal> {
     let b = |n: u64| format!("{} ({n} bytes)", human::bytes(n));
     if target < minimum {

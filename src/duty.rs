@@ -1,4 +1,4 @@
-//! The trim duty lease (floor.md, Trim duty and Fencing; contract.md, duty):
+//! The trim duty lease (docs/architecture.md, Trim duty and Fencing; docs/contract.md, duty):
 //! claimed with create, renewed every tick with update on the last
 //! revision, given up on shutdown by deleting with the last revision. The
 //! bucket's `max_age` is the TTL, so expiry is the broker's clock and a

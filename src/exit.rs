@@ -1,4 +1,4 @@
-//! The exit codes of cli.md, in one place. Every command ends in an
+//! The exit codes of docs/runbook.md, in one place. Every command ends in an
 //! [`Exit`]; `main` turns it into the process's exit code and nothing else
 //! picks a number.
 

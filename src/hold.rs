@@ -1,4 +1,4 @@
-//! Placing a hold with its handshake (floor.md, Pins that arrive during a
+//! Placing a hold with its handshake (docs/architecture.md, Pins that arrive during a
 //! tick). A hold is written with create (an existing id is refused unless
 //! replaced on the revision read), then proved against the log: records it
 //! needs that are already gone make it `too_late` (and it is released);
@@ -78,7 +78,7 @@ pub enum Placed {
 }
 
 impl Placed {
-    /// The exit code (cli.md): a refusal or an unfinished confirmation is 1,
+    /// The exit code (docs/runbook.md): a refusal or an unfinished confirmation is 1,
     /// a broker failure 3.
     pub fn exit(&self) -> Exit {
         match self {

@@ -17,7 +17,7 @@
 //! - [`hold`]: placing a hold with its handshake (create, too_late, confirmed by a later tick).
 //! - [`trim`]: one tick (read, absorb, compute, publish, re-read pins, fence, purge) and the loop.
 //! - [`cli`]: the clap command tree and one small function per command.
-//! - [`exit`]: the exit codes of cli.md, mapped in one place.
+//! - [`exit`]: the exit codes of docs/runbook.md, mapped in one place.
 //!
 //! See `docs/architecture.md` for the data flow and the invariants.
 

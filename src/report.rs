@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use crate::floor::{Answer, NodeState, NotReady, TermName, TermState};
 use crate::human;
 
-/// Is this domain trimming? (cli.md, `status`): not when NOT READY, in dry
+/// Is this domain trimming? (docs/runbook.md, `status`): not when NOT READY, in dry
 /// run with something it would purge, or when this tick licenses no purge
 /// while something holds it back.
 pub fn is_trimming(a: &Answer) -> bool {
@@ -211,7 +211,7 @@ pub struct DomainStatus {
     pub published: Option<serde_json::Value>,
 }
 
-/// `status --json`: one object (cli.md; docs/status-json.md).
+/// `status --json`: one object (docs/runbook.md; docs/status-json.md).
 pub fn status_json(s: &Status) -> serde_json::Value {
     let domains: Vec<serde_json::Value> = s
         .domains

@@ -1,4 +1,4 @@
-//! Raising a domain's requested watermark (http.md, Explicit trim):
+//! Raising a domain's requested watermark (docs/http.md, Explicit trim):
 //! `crewlet retention trim` and `POST /v1/streams/{s}/trim` both come here.
 //! The watermark lives in the floors bucket under `_requested.<stream>`,
 //! only moves forward (compare-and-set on the revision read), and is
@@ -89,7 +89,7 @@ fn incarnation_of(
     })
 }
 
-/// The sequence `--at t` resolves to, conservatively (http.md): the first
+/// The sequence `--at t` resolves to, conservatively (docs/http.md): the first
 /// record stamped at or after `t` with none stamped at or after it before
 /// it. The broker's own lookup by start time assumes stamps in order; the
 /// records before its answer are scanned (headers only, the age proof's

@@ -1,4 +1,4 @@
-//! The contract's rows and keys (spec/contract.md): what nodes, tools and the
+//! The contract's rows and keys (docs/contract.md): what nodes, tools and the
 //! sidecar write into JetStream KV, parsed strictly so that a row that is not
 //! exactly what the contract says becomes an error naming its key, never a
 //! guess. Pure: bytes and strings in, typed rows or [`RowError`] out.
@@ -9,7 +9,7 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-/// Longest node id the rule allows (contract.md, Words).
+/// Longest node id the rule allows (docs/contract.md, Words).
 pub const NODE_ID_MAX: usize = 64;
 
 /// Why a row, key or id was refused. The message is written for an operator
@@ -241,7 +241,7 @@ impl PresenceRow {
     }
 }
 
-/// Whether a node's applier still continues the log (contract.md, positions).
+/// Whether a node's applier still continues the log (docs/contract.md, positions).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PositionStatus {
@@ -278,7 +278,7 @@ impl PositionRow {
     }
 }
 
-/// Who placed a hold and why (contract.md, holds).
+/// Who placed a hold and why (docs/contract.md, holds).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HoldKind {
@@ -408,7 +408,7 @@ impl AckRow {
     }
 }
 
-/// Why a node cannot take a new snapshot artefact (contract.md, snapshots).
+/// Why a node cannot take a new snapshot artefact (docs/contract.md, snapshots).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
@@ -502,7 +502,7 @@ pub struct GateRow {
     pub force: bool,
     #[serde(default)]
     pub reason: String,
-    /// The incarnation of the log the record was read from (floor.md, The
+    /// The incarnation of the log the record was read from (docs/architecture.md, The
     /// gates view and the purge). A row of another incarnation, or one
     /// written before rows carried it, never applies.
     #[serde(default)]
@@ -606,7 +606,7 @@ impl OpRow {
     }
 }
 
-/// The body of a gate record on a log (contract.md, Gate records on the log).
+/// The body of a gate record on a log (docs/contract.md, Gate records on the log).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GateRecordBody {
     pub kind: GateSign,
@@ -715,7 +715,7 @@ fn rand_bits() -> u128 {
 /// The key prefix of a requested watermark in the floors bucket.
 pub const REQUESTED_PREFIX: &str = "_requested.";
 
-/// An explicit trim's requested watermark (http.md, Explicit trim): `seq`
+/// An explicit trim's requested watermark (docs/http.md, Explicit trim): `seq`
 /// permits deleting up to `seq - 1`, never past any term but `age_floor`.
 /// It only moves forward.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -1,5 +1,5 @@
-//! Judges a domain's stream settings (floor.md, Broker-side retention that
-//! bypasses the gate; cli.md, `validate`). Pure: the facts are read by the
+//! Judges a domain's stream settings (docs/architecture.md, Broker-side retention that
+//! bypasses the gate; docs/runbook.md, `validate`). Pure: the facts are read by the
 //! broker module and passed in, so every rule is a unit test.
 
 use crate::config::{Domain, Problem};
@@ -60,7 +60,7 @@ pub struct Bypass {
 }
 
 /// Every setting of the stream's own that can delete a record the floor
-/// protects (floor.md, Broker-side retention that bypasses the gate).
+/// protects (docs/architecture.md, Broker-side retention that bypasses the gate).
 /// `max_bytes` and `max_msgs` only do so with `discard: old`,
 /// `max_msgs_per_subject` only without `discard_new_per_subject`.
 pub fn bypasses(f: &StreamFacts) -> Vec<Bypass> {

@@ -133,7 +133,7 @@ pub struct Sidecar {
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
-/// floor.md fixes: stream info, then the consumer, then the age lookup.
+/// docs/architecture.md fixes: stream info, then the consumer, then the age lookup.
 pub async fn read_domain(
     broker: &Broker,
     domain: &crate::config::Domain,
@@ -471,7 +471,7 @@ impl Sidecar {
 
     /// Folds each archived domain whose answer concluded: the slice
     /// `(frontier, T]`, `T` the minimum of the other six terms, then
-    /// computes its answer again with the new frontier (archive.md, The
+    /// computes its answer again with the new frontier (docs/archive-format.md, The
     /// fold). A fold error leaves the frontier at the last durable segment.
     async fn fold_all(
         &self,
@@ -614,7 +614,7 @@ impl Sidecar {
         }
     }
 
-    /// The age proof (floor.md, Clocks): the slice about to be purged holds
+    /// The age proof (docs/architecture.md, Clocks): the slice about to be purged holds
     /// no record younger than `now - min_age`, whatever order the log's
     /// timestamps are in. A bounded, headers-only scan from the log's first
     /// sequence; a slice it cannot prove is clamped below the first young
@@ -627,7 +627,7 @@ impl Sidecar {
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let cutoff = now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
         // Records below an explicit trim's watermark may be young: the
-        // operator asked for them to go (http.md); the proof covers the
+        // operator asked for them to go (docs/http.md); the proof covers the
         // rest of the slice.
         let from = match a.requested.as_ref().filter(|r| r.error.is_none()) {
             Some(r) => a.first_seq.max(r.seq),
@@ -721,7 +721,7 @@ impl Sidecar {
     }
 
     /// Lifts the join holds of readmissions a published answer now counts
-    /// (floor.md, Pins that arrive during a tick).
+    /// (docs/architecture.md, Pins that arrive during a tick).
     async fn retire_join_holds(&self, rows: &ParsedRows, domains: &[DomainTick]) {
         let bucket = &self.config.buckets.holds;
         for d in domains
@@ -747,7 +747,7 @@ impl Sidecar {
     /// Extends (by another ten ticks from now, on the broker's clock, with
     /// compare-and-set) every join hold whose readmission record is not
     /// absorbed yet, so that the trim cannot pass the readmitted node
-    /// however long absorbing fails (floor.md, Pins that arrive during a
+    /// however long absorbing fails (docs/architecture.md, Pins that arrive during a
     /// tick).
     async fn extend_join_holds(&self, rows: &ParsedRows, domains: &[DomainTick]) {
         let bucket = &self.config.buckets.holds;

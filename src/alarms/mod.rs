@@ -1,5 +1,5 @@
 //! PURE: retention answers → alarms, each with its measurement and the
-//! remedy an on-call engineer acts on (cli.md, Alarms). `status`, the
+//! remedy an on-call engineer acts on (docs/runbook.md, Alarms). `status`, the
 //! running sidecar and `run --once` all evaluate alarms here.
 
 use std::time::Duration;
@@ -13,7 +13,7 @@ use crate::human;
 use crate::rows::Instant;
 use crate::stream_check::bypass_remedy;
 
-/// Every alarm there is (cli.md, Alarms); each has a runbook entry
+/// Every alarm there is (docs/runbook.md, Alarms); each has a runbook entry
 /// (docs/runbook.md), which a test checks.
 pub const NAMES: &[&str] = &[
     "archive_failing",
@@ -52,7 +52,7 @@ impl Alarm {
         )
     }
 
-    /// The alarm as one JSON object for `--log-format json` (cli.md):
+    /// The alarm as one JSON object for `--log-format json` (docs/runbook.md):
     /// `{"event": "alarm", "alarm", "domain", "measurement", "remedy"}`.
     pub fn json_line(&self) -> String {
         serde_json::json!({

@@ -1,4 +1,4 @@
-//! PURE: how a slice of records is cut into segments (archive.md, The
+//! PURE: how a slice of records is cut into segments (docs/archive-format.md, The
 //! fold): oldest first, each closed at `segment_records` records or
 //! `segment_bytes` bytes (uncompressed record sizes), whichever comes
 //! first, at most `fold_per_tick` segments; a last, partial segment only

@@ -1,4 +1,4 @@
-//! One fold (archive.md, The fold): the slice `(frontier, to]` of a log
+//! One fold (docs/archive-format.md, The fold): the slice `(frontier, to]` of a log
 //! read in one ordered read, cut into segments, each written whole and
 //! durably, in order, before the next; the frontier is the last sequence of
 //! the last segment written. Any error stops the fold where it is: the

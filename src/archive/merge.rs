@@ -1,4 +1,4 @@
-//! The merge read (archive.md, Reading: archive ∪ live): one
+//! The merge read (docs/archive-format.md, Reading: archive ∪ live): one
 //! sequence-ordered stream of records from `from` on, those below the live
 //! log's `first_seq` from the archive's segments, the rest from the log,
 //! with no gap and no overlap at the seam. `crewlet retention read` and the

@@ -1,6 +1,6 @@
 //! PURE: what the archive of one domain is, from its listing, the
 //! published archive state and the segments read back this tick
-//! (archive.md, The seventh term): the frontier (`archive_floor`), or why
+//! (docs/archive-format.md, The seventh term): the frontier (`archive_floor`), or why
 //! it cannot be known, and the state the floors row carries.
 //!
 //! The published frontier `P` is a promise: every segment at or below it

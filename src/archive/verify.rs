@@ -1,4 +1,4 @@
-//! Proving the archive (archive.md, Proving the archive): every segment of
+//! Proving the archive (docs/archive-format.md, Proving the archive): every segment of
 //! the current generation read back and checked (header, checksum, count,
 //! range, incarnation), the segments contiguous, and no gap between the
 //! archive's end and the live log. Reads only; writes nothing.

@@ -55,7 +55,7 @@ impl Broker {
 
 /// Why no connection was made. Only `Unreachable` is the network (exit
 /// 3); a refused credential, an unreadable creds/nkey/TLS file or a URL
-/// that does not parse is configuration (exit 2, cli.md).
+/// that does not parse is configuration (exit 2, docs/runbook.md).
 #[derive(Debug, thiserror::Error)]
 pub enum ConnectError {
     #[error("cannot reach the broker at {url}: {reason}")]

@@ -823,7 +823,7 @@ async fn timed_get(port: u16, path: &str, token: &str) -> Result<f64, String> {
     Ok(ms(t.elapsed()))
 }
 
-/// The HTTP surface's figures (http.md): `/metrics` and `/v1/retention`
+/// The HTTP surface's figures (docs/http.md): `/metrics` and `/v1/retention`
 /// under a bounded load of concurrent requests on loopback (p99), and the
 /// tick with that load against the tick without it, interleaved.
 async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<Vec<Line>, String> {
@@ -980,7 +980,7 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     ])
 }
 
-/// The archive's figures (archive.md, Performance): the fold of 100,000
+/// The archive's figures (docs/archive-format.md, Performance): the fold of 100,000
 /// records of 200 bytes and the merge read across the seam, each against
 /// a raw ordered-consumer read of the same records; and the tick of an
 /// archived domain with nothing to fold against the same tick without an

@@ -830,7 +830,7 @@ pub fn connection_flags(cli: &Cli) -> connection::Flags {
 }
 
 /// Replaces `config.nats`'s connection settings with the effective ones
-/// (cli.md's precedence). A context that cannot be read is a
+/// (docs/runbook.md's precedence). A context that cannot be read is a
 /// configuration error (exit 2).
 pub fn apply_connection(
     cli: &Cli,

@@ -150,7 +150,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         )));
     }
     // The hold expires by the broker's clock, which decides whether it is
-    // live (floor.md, Clocks).
+    // live (docs/architecture.md, Clocks).
     let expires =
         clock.broker + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
     let row = HoldRow {

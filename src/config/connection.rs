@@ -1,6 +1,6 @@
 //! Where the connection settings come from, as the `nats` CLI takes them:
 //! flags, then the environment, then a `nats` CLI context, then the
-//! configuration file, then the local default (cli.md, Connecting).
+//! configuration file, then the local default (docs/runbook.md, Connecting).
 //!
 //! The server URL, the TLS files and the authentication each come from the
 //! highest source that sets them. Authentication (creds, nkey, user and
@@ -215,7 +215,7 @@ fn expand_home(p: &str, home: Option<&str>) -> PathBuf {
     }
 }
 
-/// Layers flags, environment, context and file (cli.md's precedence).
+/// Layers flags, environment, context and file (docs/runbook.md's precedence).
 /// `env` answers a variable's value; `home` expands `~/` in context paths.
 pub fn effective(
     file: &NatsConfig,

@@ -1,4 +1,4 @@
-//! The YAML configuration (spec/cli.md § Configuration): its types, named
+//! The YAML configuration (docs/runbook.md § Configuration): its types, named
 //! defaults, a pure parser and `validate()`, which returns every problem
 //! with the line it stands on, not just the first.
 //!
@@ -79,7 +79,7 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
-/// How `backup_floor` is read (floor.md, Each term in detail).
+/// How `backup_floor` is read (docs/architecture.md, Each term in detail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackupPolicy {
@@ -370,7 +370,7 @@ pub struct ArchiveConfig {
     pub fold_per_tick: u64,
 }
 
-/// The bounds archive.md fixes.
+/// The bounds docs/archive-format.md fixes.
 pub const SEGMENT_RECORDS: (u64, u64) = (1, 1_000_000);
 pub const SEGMENT_BYTES: (u64, u64) = (64 << 10, 256 << 20);
 pub const FOLD_PER_TICK: (u64, u64) = (1, 1024);
@@ -826,7 +826,7 @@ fn yaml_key_text(key: &serde_yaml::Value) -> String {
 /// Deserializes one section, turning each failure into a problem at the
 /// exact field serde stopped on. A field that fails is reported and taken
 /// out (its default stands in), and the section is read again, so a type
-/// error in one field does not hide one in the next (cli.md, Configuration
+/// error in one field does not hide one in the next (docs/runbook.md, Configuration
 /// errors). A section that cannot stand without the field (a required one)
 /// is given up: `None`.
 fn section<T: DeserializeOwned>(

@@ -1,5 +1,5 @@
 //! The retention answer: its shape (the floors row and `status --json`
-//! share it, cli.md) and how the terms become `trim_to`, `blocked_by`, the
+//! share it, docs/runbook.md) and how the terms become `trim_to`, `blocked_by`, the
 //! floor, and the NOT READY cases.
 
 use crate::rows::Stamped;
@@ -175,7 +175,7 @@ pub struct GateView {
     pub since: Option<Instant>,
 }
 
-/// Why a gates view cannot be read or advanced (floor.md, The gates view
+/// Why a gates view cannot be read or advanced (docs/architecture.md, The gates view
 /// and the purge). Each says what to fix; the alarm's remedy branches on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -408,7 +408,7 @@ pub struct RequestedView {
     pub stale: bool,
 }
 
-/// PURE: where a requested watermark `r` moves the trim (http.md, Explicit
+/// PURE: where a requested watermark `r` moves the trim (docs/http.md, Explicit
 /// trim): `min(r - 1, safety, last_seq)`, safety the minimum of every term
 /// but `age_floor`, and what bounded it. The caller takes the maximum with
 /// `trim_to`.
@@ -611,7 +611,7 @@ pub fn compute(
             .and_then(|(p, _)| p.archive.as_ref());
         archive_of(read, published, state.map_or(0, |s| s.first_seq), at)
     });
-    // The seventh term, `n/a` without an archive (archive.md).
+    // The seventh term, `n/a` without an archive (docs/archive-format.md).
     terms.push(match &archive {
         Some(a) => terms::archive_floor(a),
         None => Term {
@@ -640,7 +640,7 @@ pub fn compute(
             }
         }
     }
-    // An explicit trim (http.md): `max(trim_to, min(R - 1, safety,
+    // An explicit trim (docs/http.md): `max(trim_to, min(R - 1, safety,
     // last_seq))`, safety every term but `age_floor`. Only on an answer
     // that concludes; an unreadable request raises nothing.
     let requested = match rows.requested(stream) {
@@ -875,7 +875,7 @@ fn archive_of(
     archive_state::assess(r, published.as_ref(), log_first_seq, now)
 }
 
-/// The gates view of `stream` as this read sees it (floor.md, The gates
+/// The gates view of `stream` as this read sees it (docs/architecture.md, The gates
 /// view and the purge): the cursor of this incarnation, or why there is
 /// none it can prove.
 fn gate_view(

@@ -1,4 +1,4 @@
-//! PURE: the retention answer (spec/floor.md). Rows, stream state, the
+//! PURE: the retention answer (docs/architecture.md). Rows, stream state, the
 //! feed consumer and `now` go in; the counted set, the seven terms,
 //! `trim_to`, `blocked_by`, the floor and the NOT READY cases come out. No
 //! NATS, no clock, no files: the tick and `status` both call [`compute`],
@@ -105,7 +105,7 @@ pub struct DomainRead {
     /// gates view up to date (the duty holder): whether that worked.
     /// `None` when it did not try.
     pub absorbed: Option<Result<(), String>>,
-    /// The broker's clock in the stream-info answer (floor.md, Clocks):
+    /// The broker's clock in the stream-info answer (docs/architecture.md, Clocks):
     /// this domain's answer is computed at that instant.
     pub clock: Option<crate::clock::Reading>,
     /// On an archived domain: its archive as read (and folded) this tick;
@@ -262,7 +262,7 @@ pub fn retired_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
 
 /// The readmission join holds on `answer`'s log whose readmission record
 /// the gates view has not absorbed yet (in this incarnation): the duty
-/// holder extends each every tick (floor.md, Pins that arrive during a
+/// holder extends each every tick (docs/architecture.md, Pins that arrive during a
 /// tick), so that a hold of ten ticks never lapses while absorbing fails.
 /// Returns the hold ids.
 pub fn unabsorbed_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
@@ -313,7 +313,7 @@ pub fn is_young(stamped: Instant, cutoff: chrono::DateTime<chrono::Utc>) -> bool
     stamped.0 >= cutoff
 }
 
-/// How far the fold may go this tick (archive.md, The fold): the minimum
+/// How far the fold may go this tick (docs/archive-format.md, The fold): the minimum
 /// `T` of the six terms other than `archive_floor`, at most `last_seq`;
 /// `None` when the answer concludes nothing (NOT READY, a term
 /// unreadable) or the archive cannot be folded from its frontier.

@@ -416,7 +416,7 @@ fn absorbed(c: &Case, r: u64) -> bool {
     }
 }
 
-/// Can the archive vouch for record `r` (archive.md, The seventh term)?
+/// Can the archive vouch for record `r` (docs/archive-format.md, The seventh term)?
 /// Records below where its segments start are gone from both (or were
 /// never archived: an empty archive starts below the log). Otherwise `r`
 /// must lie in a segment of the run that starts with the first listed
@@ -471,7 +471,7 @@ fn archived(c: &Case, r: u64) -> bool {
 }
 
 /// May `r` go under an explicit trim's watermark `R`: every rule but the
-/// age rule, for records below `R` (http.md: an operator may trim younger
+/// age rule, for records below `R` (docs/http.md: an operator may trim younger
 /// than `min_age`, never past anything else).
 fn may_go_requested(c: &Case, r: u64) -> bool {
     let Some(req) = c.requested else {

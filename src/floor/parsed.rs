@@ -49,7 +49,7 @@ pub type HoldsByStream = BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>;
 pub type Floor = (Result<PublishedFloor, String>, u64);
 
 /// The floors bucket: each stream's published row, and each stream's
-/// requested watermark (`_requested.<stream>`, http.md).
+/// requested watermark (`_requested.<stream>`, docs/http.md).
 #[derive(Debug, Clone, Default)]
 pub struct Floors {
     pub rows: BTreeMap<String, Floor>,

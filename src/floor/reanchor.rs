@@ -1,4 +1,4 @@
-//! PURE: which case a `reanchor` is in (floor.md, Generations), and what a
+//! PURE: which case a `reanchor` is in (docs/architecture.md, Generations), and what a
 //! confirmed one opens. The command reads, calls [`case`], and prints.
 
 use crate::rows::Instant;

@@ -1,4 +1,4 @@
-//! The six terms (floor.md, Each term in detail), one function each. A term
+//! The six terms (docs/architecture.md, Each term in detail), one function each. A term
 //! says what it permits deleting up to, or that it binds nothing, does not
 //! apply, or could not be read.
 
@@ -328,7 +328,7 @@ pub fn age_floor(
 }
 
 /// `archive_floor`: the archive's frontier, the highest sequence durably
-/// folded in this generation (archive.md, The seventh term).
+/// folded in this generation (docs/archive-format.md, The seventh term).
 pub fn archive_floor(a: &crate::archive::state::ArchiveState) -> Term {
     let state = match a.frontier {
         Some(seq) if !a.unreadable => TermState::Value {

@@ -1,4 +1,4 @@
-//! Table-driven tests: one case per rule of floor.md, through a small
+//! Table-driven tests: one case per rule of docs/architecture.md, through a small
 //! world builder.
 
 use std::time::Duration;

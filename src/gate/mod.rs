@@ -1,5 +1,5 @@
-//! PURE: evictions and readmissions (floor.md, Evictions and readmissions;
-//! contract.md, Gate records, Operation ids). The judgement before anything
+//! PURE: evictions and readmissions (docs/architecture.md, Evictions and readmissions;
+//! docs/contract.md, Gate records, Operation ids). The judgement before anything
 //! is written, the gate record itself, absorbing records from a log into
 //! the gates view in log order, each log's outcome, and the admission rule
 //! of the gate reserve. No NATS: the broker module feeds and writes.
@@ -14,7 +14,7 @@ use crate::rows::{
     check_node_id, GateRecordBody, GateRow, GateSign, GateState, Incarnation, Instant, OpId, OpRow,
 };
 
-/// Why a gesture was refused, with its exit code (floor.md, Exit codes).
+/// Why a gesture was refused, with its exit code (docs/architecture.md, Exit codes).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refusal {
     #[error("node_id_invalid: the node id {0}")]
@@ -464,7 +464,7 @@ pub enum LogOutcome {
     NotWritten { reason: NotWritten, detail: String },
 }
 
-/// Why a log's record was not written (floor.md, Evictions and
+/// Why a log's record was not written (docs/architecture.md, Evictions and
 /// readmissions): what the finishing command depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -519,7 +519,7 @@ impl LogOutcome {
 }
 
 /// Where the operation already stands, before anything is written
-/// (floor.md: a retry first looks the operation up in the gates bucket).
+/// (docs/architecture.md: a retry first looks the operation up in the gates bucket).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prior {
     /// The id is new.
@@ -569,7 +569,7 @@ pub fn prior(
 }
 
 /// Whether a record may be admitted to a log (the gate reserve,
-/// contract.md). Publishers that honour the reserve call this with the
+/// docs/contract.md). Publishers that honour the reserve call this with the
 /// published `soft_ceiling_bytes` (floors row) and the stream's `max_bytes`
 /// before publishing: ordinary records only up to the soft ceiling, gate
 /// records (an eviction or a readmission, nothing else) up to `max_bytes`.

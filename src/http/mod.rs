@@ -1,4 +1,4 @@
-//! The HTTP surface of `crewlet retention run` (http.md): metrics, health,
+//! The HTTP surface of `crewlet retention run` (docs/http.md): metrics, health,
 //! the JSON API. Served on the tokio runtime the loop runs on, beside it:
 //! answers come from the last tick's answer (`/metrics`, `/v1/retention`)
 //! or from one bounded broker read (tail), so a slow or stuck client never
@@ -267,7 +267,7 @@ pub fn authorise(
     Ok(entry.clone())
 }
 
-/// The routes of http.md that exist so far.
+/// The routes of docs/http.md that exist so far.
 pub fn router(shared: Arc<Shared>) -> Router {
     Router::new()
         .route("/", get(dashboard_route))

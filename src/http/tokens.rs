@@ -1,4 +1,4 @@
-//! Bearer tokens and their scopes (http.md, Tokens and scopes). The file
+//! Bearer tokens and their scopes (docs/http.md, Tokens and scopes). The file
 //! holds each token's name, the SHA-256 of the token (never the token) and
 //! its scopes; a presented token is hashed and compared with every entry
 //! in constant time. The file is read again whenever it changes, so a

@@ -136,3 +136,34 @@ fn only_the_broker_vouches() {
         "Proven::vouched outside src/broker/: {offenders:?}"
     );
 }
+
+/// Comments and messages in `src/` cite documents a user of the
+/// repository has: `README.md` or a file under `docs/` that exists, never
+/// the product's specification outside it.
+#[test]
+fn src_cites_only_documents_in_the_repository() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let cite = regex::Regex::new(r"[A-Za-z0-9_./-]*[A-Za-z0-9_-]+\.md\b").expect("regex");
+    let mut bad = Vec::new();
+    let mut checked = 0;
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read");
+        for m in cite.find_iter(&text) {
+            checked += 1;
+            let doc = m.as_str();
+            let ok = doc == "README.md" || (doc.starts_with("docs/") && root().join(doc).is_file());
+            if !ok {
+                bad.push(format!(
+                    "{}: {doc}",
+                    f.strip_prefix(root()).unwrap_or(f).display()
+                ));
+            }
+        }
+    }
+    assert!(checked > 50, "the sources cite documents: {checked}");
+    assert!(
+        bad.is_empty(),
+        "citations of documents the repository lacks: {bad:?}"
+    );
+}
