@@ -19,9 +19,27 @@ pub enum AckError {
         last_seq: u64,
         stream: String,
     },
+    /// Below the acknowledgement in force, without `-lower` (exit 1, HTTP
+    /// 409): an acknowledgement only goes back on purpose.
+    #[error("would_lower: {stream} is acknowledged up to {current} by {by} at {at}; {position} would lower it, letting the trim believe less is safe; pass -lower (body \"lower\": true) if the copy up to {current} is not safe after all; nothing written")]
+    WouldLower {
+        stream: String,
+        position: u64,
+        current: u64,
+        by: String,
+        at: Instant,
+    },
     /// The broker did not answer (exit 3, HTTP 503); nothing written.
     #[error("{0}; nothing written")]
     Unreachable(String),
+}
+
+/// An acknowledgement written, and the one it replaced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Acknowledged {
+    pub row: AckRow,
+    /// The position acknowledged before (none the first time).
+    pub previous: Option<u64>,
 }
 
 /// Records that a copy of `domain`'s log up to `position` is safe.
@@ -31,7 +49,8 @@ pub async fn acknowledge(
     domain: &Domain,
     position: u64,
     by: &str,
-) -> Result<AckRow, AckError> {
+    lower: bool,
+) -> Result<Acknowledged, AckError> {
     // Under engine the trim never reads an acknowledgement: saying
     // "acknowledged" would be a lie.
     if config.retention.backup_floor == BackupPolicy::Engine {
@@ -50,6 +69,25 @@ pub async fn acknowledge(
             stream: domain.stream.clone(),
         });
     }
+    // The acknowledgement in force: a lower one only on purpose.
+    let key = AckRow::key(&domain.stream);
+    let previous = broker
+        .kv_entry(&config.buckets.backups, &key)
+        .await
+        .map_err(AckError::Unreachable)?
+        .and_then(|e| AckRow::parse(&key, &e.value).ok());
+    if let Some(p) = previous
+        .as_ref()
+        .filter(|p| position < p.position && !lower)
+    {
+        return Err(AckError::WouldLower {
+            stream: domain.stream.clone(),
+            position,
+            current: p.position,
+            by: p.by.clone(),
+            at: p.at,
+        });
+    }
     let row = AckRow {
         stream: domain.stream.clone(),
         position,
@@ -59,8 +97,11 @@ pub async fn acknowledge(
     };
     let body = serde_json::to_vec(&row).map_err(|e| AckError::Unreachable(e.to_string()))?;
     broker
-        .kv_put(&config.buckets.backups, &AckRow::key(&domain.stream), body)
+        .kv_put(&config.buckets.backups, &key, body)
         .await
         .map_err(AckError::Unreachable)?;
-    Ok(row)
+    Ok(Acknowledged {
+        row,
+        previous: previous.map(|p| p.position),
+    })
 }

@@ -519,6 +519,10 @@ pub struct AckArgs {
     /// Who acknowledges [default: the OS account's login name, else $USER, else unknown].
     #[arg(long, value_name = "NAME")]
     pub by: Option<String>,
+    /// Allow a position below the acknowledgement in force (a copy that
+    /// turned out not to be safe); refused (exit 1) without it.
+    #[arg(long)]
+    pub lower: bool,
 }
 
 /// Who placed a hold, for the `kind` field.

@@ -79,9 +79,9 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
     }
     let broker = super::connect(&config).await?;
     let by = super::by_name(args.by.as_deref());
-    let row = match crate::ack::acknowledge(&broker, &config, &d, position, &by).await {
+    let done = match crate::ack::acknowledge(&broker, &config, &d, position, &by, args.lower).await {
         Ok(r) => r,
-        Err(e @ AckError::PolicyEngine { .. }) => {
+        Err(e @ (AckError::PolicyEngine { .. } | AckError::WouldLower { .. })) => {
             eprintln!("refused: {e}");
             return Ok(Exit::Attention);
         }
@@ -96,13 +96,22 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
         }
         Err(e @ AckError::Unreachable(_)) => return Err(unreachable(e.to_string())),
     };
+    let row = &done.row;
     if cli.json {
         println!(
             "{}",
-            serde_json::json!({"acknowledged": true, "stream": d.stream, "position": position, "by": row.by, "at": row.at})
+            serde_json::json!({"acknowledged": true, "stream": d.stream, "position": position, "by": row.by, "at": row.at, "previous": done.previous})
         );
     } else {
-        println!("acknowledged {} up to {position} (by {})", d.stream, row.by);
+        let was = match done.previous {
+            Some(p) if p > position => format!(" (lowered from {p})"),
+            Some(p) => format!(" (was {p})"),
+            None => String::new(),
+        };
+        println!(
+            "acknowledged {} up to {position}{was} (by {})",
+            d.stream, row.by
+        );
     }
     Ok(Exit::Ok)
 }

@@ -505,6 +505,9 @@ async fn records(
 #[serde(deny_unknown_fields)]
 struct AckBody {
     position: serde_json::Value,
+    /// Allow a position below the acknowledgement in force.
+    #[serde(default)]
+    lower: bool,
 }
 
 async fn ack(
@@ -526,18 +529,31 @@ async fn ack(
                 format!("the body is not {{\"position\": N}}: {e}"),
             )
         })
-        .and_then(|b| whole("position", &b.position, 0))
+        .and_then(|b| whole("position", &b.position, 0).map(|p| (p, b.lower)))
     {
         Ok(p) => p,
         Err(r) => return r.into_response(),
     };
+    let (position, lower) = position;
     let by = format!("token:{}", who.name);
-    match crate::ack::acknowledge(&shared.broker, &shared.config, &domain, position, &by).await {
-        Ok(row) => json_ok(
-            json!({"acknowledged": true, "stream": row.stream, "position": row.position, "by": row.by, "at": row.at}),
+    match crate::ack::acknowledge(
+        &shared.broker,
+        &shared.config,
+        &domain,
+        position,
+        &by,
+        lower,
+    )
+    .await
+    {
+        Ok(done) => json_ok(
+            json!({"acknowledged": true, "stream": done.row.stream, "position": done.row.position, "by": done.row.by, "at": done.row.at, "previous": done.previous}),
         ),
         Err(e @ AckError::PolicyEngine { .. }) => {
             error(StatusCode::CONFLICT, "policy_engine", e.to_string()).into_response()
+        }
+        Err(e @ AckError::WouldLower { .. }) => {
+            error(StatusCode::CONFLICT, "would_lower", e.to_string()).into_response()
         }
         Err(e @ AckError::PastTail { .. }) => {
             error(StatusCode::BAD_REQUEST, "bad_request", e.to_string()).into_response()

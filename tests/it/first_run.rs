@@ -87,3 +87,58 @@ fn the_docs_show_how_to_create_a_log() {
         assert!(line.contains(want), "{want}: {line}");
     }
 }
+
+/// Item 15: `ack -position 0` after `ack -position 130` went backwards
+/// silently. A lowering is refused (`would_lower`, exit 1, naming the
+/// acknowledgement in force, nothing written) unless `-lower` is given; a
+/// raise says what it replaced.
+#[tokio::test]
+async fn an_ack_never_goes_backwards_unless_asked() {
+    let f = Fleet::new(20).await;
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_floor: operator, backup_owner: oncall}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+        f.server.url()
+    ));
+    let ack = |pos: &str, extra: &[&str]| {
+        let mut args = vec![
+            "retention",
+            "ack",
+            "-stream",
+            STREAM,
+            "-position",
+            pos,
+            "-by",
+            "alice",
+        ];
+        args.extend_from_slice(extra);
+        op.run(&args)
+    };
+    let run = ack("13", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let run = ack("15", &[]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("(was 13)"),
+        "a raise says what it replaced: {run:?}"
+    );
+    let run = ack("0", &[]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("would_lower"), "{run:?}");
+    assert!(
+        run.stderr.contains("acknowledged up to 15 by alice"),
+        "{run:?}"
+    );
+    let row = f
+        .get("crewlet_backups", &format!("_ack.{STREAM}"))
+        .await
+        .expect("ack row");
+    assert_eq!(row["position"], 15, "nothing written");
+    let run = ack("10", &["-lower"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("lowered from 15"), "{run:?}");
+    let row = f
+        .get("crewlet_backups", &format!("_ack.{STREAM}"))
+        .await
+        .expect("ack row");
+    assert_eq!(row["position"], 10);
+}
