@@ -436,15 +436,15 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
         if let Some(r) = &a.requested {
             out.push_str(&match (&r.error, &r.bounded_by) {
                 (Some(e), _) if r.stale => {
-                    format!("  REQUESTED keep {} and later (by {} at {}): {e}\n", r.seq, r.by, r.at)
+                    format!("  REQUESTED trim below {} (by {} at {}): {e}\n", r.seq, r.by, r.at)
                 }
                 (Some(e), _) => format!("  REQUESTED trim unreadable: {e}\n"),
                 (None, Some(by)) => format!(
-                    "  REQUESTED keep {} and later (by {} at {}): trim_to {} is bounded by {by}\n",
+                    "  REQUESTED trim below {} (by {} at {}), younger than min_age too: trim_to {} is bounded by {by}\n",
                     r.seq, r.by, r.at, a.trim_to
                 ),
                 (None, None) => format!(
-                    "  REQUESTED keep {} and later (by {} at {}): waits until the answer concludes\n",
+                    "  REQUESTED trim below {} (by {} at {}): waits until the answer concludes\n",
                     r.seq, r.by, r.at
                 ),
             });

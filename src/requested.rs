@@ -35,6 +35,9 @@ pub struct Raised {
     pub requested: u64,
     /// This request was at or below it: nothing was written.
     pub unchanged: bool,
+    /// What `--entry` asked for when it was past the log's tail (and was
+    /// clamped to `last_seq + 1`); null otherwise.
+    pub clamped_from: Option<u64>,
     /// `trim_to` as the next tick would compute it now (the last sequence
     /// that may go).
     pub applied_at_next_tick: u64,
@@ -256,9 +259,14 @@ pub async fn raise(
             )
         })
         .unwrap_or((0, None));
+    let clamped_from = match ask {
+        Ask::Entry(n) if n > tail => Some(n),
+        _ => None,
+    };
     Ok(Raised {
         requested: in_force,
         unchanged,
+        clamped_from,
         applied_at_next_tick: applied,
         bounded_by,
     })

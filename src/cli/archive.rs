@@ -26,27 +26,24 @@ fn printable(data: &[u8]) -> String {
     }
 }
 
-/// A whole number given for `flag`, or the error that names it.
-fn whole(flag: &str, text: &str) -> Result<u64, Exit> {
+/// A whole number given for `flag`, or the error that names it and what
+/// is `allowed`.
+fn whole(flag: &str, text: &str, allowed: &str) -> Result<u64, Exit> {
     text.parse().map_err(|_| {
-        eprintln!(
-            "error: {flag} {text:?} is not a whole number; allowed: {}",
-            if flag == "--from" {
-                "a sequence, 1 or more"
-            } else {
-                "1 to 10000"
-            }
-        );
+        eprintln!("error: {flag} {text:?} is not a whole number; allowed: {allowed}");
         Exit::Usage
     })
 }
 
+const A_SEQUENCE: &str = "a sequence, 1 or more";
+
 pub async fn read(cli: &Cli, args: &ReadArgs) -> Exit {
     let from = match &args.from {
-        Some(f) => Some(exit_on_err!(whole("--from", f))),
+        Some(f) => Some(exit_on_err!(whole("--from", f, A_SEQUENCE))),
         None => None,
     };
-    let limit = usize::try_from(exit_on_err!(whole("--limit", &args.limit))).unwrap_or(usize::MAX);
+    let limit = usize::try_from(exit_on_err!(whole("--limit", &args.limit, "1 to 10000")))
+        .unwrap_or(usize::MAX);
     if let Err(MergeError::Input(e)) = merge::check_input(from, limit) {
         eprintln!("error: {e}");
         return Exit::Usage;
@@ -284,7 +281,11 @@ pub async fn tail(cli: &Cli, args: &super::TailArgs) -> Exit {
 pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
     use crate::requested::{Ask, AskError};
     let ask = match (&args.entry, &args.at) {
-        (Some(n), None) => Ask::Entry(exit_on_err!(whole("--entry", n))),
+        (Some(n), None) => Ask::Entry(exit_on_err!(whole(
+            "--entry",
+            n,
+            "a sequence, 1 or more (past the log's tail it is clamped to the tail)"
+        ))),
         (None, Some(t)) => match crate::rows::Instant::parse(t) {
             Ok(i) => Ask::At(i.0),
             Err(e) => {
@@ -316,9 +317,15 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
                     ""
                 };
                 println!(
-                    "requested: keep {} and later on {}{was}",
+                    "requested: records below {} may be trimmed on {}{was}, younger than min_age too, never past a node, a hold, the backup, the snapshot quorum, the feed or the archive",
                     r.requested, domain.stream
                 );
+                if let Some(asked) = r.clamped_from {
+                    println!(
+                        "--entry {asked} was clamped to {} (the log's tail): records appended later are never trimmed by this request",
+                        r.requested
+                    );
+                }
                 match &r.bounded_by {
                     Some(b) => println!(
                         "the next tick trims up to {} (bounded by {b})",

@@ -142,3 +142,44 @@ async fn an_ack_never_goes_backwards_unless_asked() {
         .expect("ack row");
     assert_eq!(row["position"], 10);
 }
+
+/// Item 14: `trim --entry` past the tail was clamped silently, the status
+/// line said "keep" although the request permits trimming young records,
+/// and `--entry abc` said "allowed: 1 to 10000" while 99999 was taken.
+#[tokio::test]
+async fn trim_says_what_it_clamped_and_what_may_be_trimmed() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let op = operator(&f, "node-1");
+    let run = op.run(&[
+        "retention",
+        "trim",
+        "-stream",
+        "tracker",
+        "--entry",
+        "99999",
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(&format!(
+            "requested: records below 21 may be trimmed on {STREAM}"
+        )),
+        "{run:?}"
+    );
+    assert!(
+        run.stdout.contains("--entry 99999 was clamped to 21"),
+        "{run:?}"
+    );
+    assert!(run.stdout.contains("younger than min_age"), "{run:?}");
+    let status = op.status();
+    assert!(
+        status.stdout.contains("REQUESTED trim below 21"),
+        "{status:?}"
+    );
+    let run = op.run(&["retention", "trim", "-stream", "tracker", "--entry", "abc"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("allowed: a sequence, 1 or more"),
+        "{run:?}"
+    );
+}

@@ -355,7 +355,7 @@ async fn an_explicit_trim_passes_min_age_and_nothing_else() {
     assert!(
         // After the purge nothing more is asked for: what binds now is
         // the age of the records that are left.
-        status.stdout.contains("REQUESTED keep 31 and later")
+        status.stdout.contains("REQUESTED trim below 31")
             && status.stdout.contains("trim_to 30 is bounded by age_floor"),
         "{status:?}"
     );
