@@ -48,6 +48,9 @@ pub enum Performed {
     Done {
         op: OpId,
         logs: Vec<(String, LogOutcome)>,
+        /// The configured domains without a `gate_subject` (domain,
+        /// stream): those logs take no gate record, and the answer says so.
+        ungated: Vec<(String, String)>,
     },
 }
 
@@ -103,6 +106,12 @@ pub async fn perform(
         .filter(|d| d.gate_subject.is_some())
         .cloned()
         .collect();
+    let ungated: Vec<(String, String)> = config
+        .domains
+        .iter()
+        .filter(|d| d.gate_subject.is_none())
+        .map(|d| (d.name.clone(), d.stream.clone()))
+        .collect();
     let by = args.by.clone();
     let reason = args.reason.clone().unwrap_or_default();
     let mut outcomes: Vec<(String, LogOutcome)> = Vec::new();
@@ -148,7 +157,11 @@ pub async fn perform(
                     },
                 ));
             }
-            return Performed::Done { op, logs: outcomes };
+            return Performed::Done {
+                op,
+                logs: outcomes,
+                ungated,
+            };
         }
     };
     // A retry of this very operation is judged already.
@@ -247,7 +260,11 @@ pub async fn perform(
             }
         }
     }
-    Performed::Done { op, logs: outcomes }
+    Performed::Done {
+        op,
+        logs: outcomes,
+        ungated,
+    }
 }
 
 async fn judge_eviction(broker: &Broker, config: &Config, args: &Ask) -> Result<(), Refusal> {
@@ -607,6 +624,15 @@ fn finish_cmd(sign: GateSign, args: &Ask, op: &OpId, o: &LogOutcome) -> Option<S
     }
 }
 
+/// What a gesture means for a log without a `gate_subject`.
+fn ungated_words(sign: GateSign, domain: &str, node: &str) -> String {
+    let effect = match sign {
+        GateSign::Evict => format!("this log keeps counting {node}"),
+        GateSign::Readmit => format!("this log never stopped counting {node}"),
+    };
+    format!("takes no gate record (domain {domain} has no gate_subject): nothing written, {effect}")
+}
+
 /// The gesture's answer as `--json` prints it (and the HTTP route answers).
 pub fn json(sign: GateSign, args: &Ask, p: &Performed) -> serde_json::Value {
     match p {
@@ -616,7 +642,7 @@ pub fn json(sign: GateSign, args: &Ask, p: &Performed) -> serde_json::Value {
         Performed::Refused { op, refusal } => {
             json!({"sign": sign.as_str(), "node": args.node, "op_id": op.as_ref().map(|o| o.to_string()), "refused": refusal.code(), "message": refusal.to_string(), "logs": []})
         }
-        Performed::Done { op, logs } => {
+        Performed::Done { op, logs, ungated } => {
             let rows: Vec<_> = logs
                 .iter()
                 .map(|(stream, o)| {
@@ -628,7 +654,11 @@ pub fn json(sign: GateSign, args: &Ask, p: &Performed) -> serde_json::Value {
                     v
                 })
                 .collect();
-            json!({"sign": sign.as_str(), "node": args.node, "op_id": op.to_string(), "finished": p.finished(), "logs": rows})
+            let ungated: Vec<_> = ungated
+                .iter()
+                .map(|(domain, stream)| json!({"domain": domain, "stream": stream, "message": ungated_words(sign, domain, &args.node)}))
+                .collect();
+            json!({"sign": sign.as_str(), "node": args.node, "op_id": op.to_string(), "finished": p.finished(), "logs": rows, "ungated": ungated})
         }
     }
 }
@@ -651,14 +681,25 @@ pub fn text(sign: GateSign, args: &Ask, p: &Performed) -> (String, String) {
                 ),
             )
         }
-        Performed::Done { op, logs } => {
+        Performed::Done { op, logs, ungated } => {
             let mut out = format!("{} {} (op {op}):\n", sign.as_str(), args.node);
-            let width = logs.iter().map(|(s, _)| s.len()).max().unwrap_or(0);
+            let width = logs
+                .iter()
+                .map(|(s, _)| s.len())
+                .chain(ungated.iter().map(|(_, s)| s.len()))
+                .max()
+                .unwrap_or(0);
             for (stream, o) in logs {
                 out.push_str(&format!("  {stream:<width$}  {}\n", o.text()));
                 if let Some(cmd) = finish_cmd(sign, args, op, o) {
                     out.push_str(&format!("    finish: {cmd}\n"));
                 }
+            }
+            for (domain, stream) in ungated {
+                out.push_str(&format!(
+                    "  {stream:<width$}  {}\n",
+                    ungated_words(sign, domain, &args.node)
+                ));
             }
             if sign == GateSign::Evict && p.finished() {
                 out.push_str(

@@ -183,3 +183,27 @@ async fn trim_says_what_it_clamped_and_what_may_be_trimmed() {
         "{run:?}"
     );
 }
+
+/// Item 4: a gesture did not say that a log without `gate_subject` takes
+/// no gate record; it now answers for that log too, in text and JSON.
+#[tokio::test]
+async fn a_gesture_names_the_logs_that_take_no_gate_record() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    f.position("node-4", 5).await;
+    let other = crate::support::log_stream("OTHER_LOG", &["other.>"], GIB);
+    crate::support::create_stream(&f.js, other).await;
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - {{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}\n  - {{name: other, stream: OTHER_LOG}}\n",
+        f.server.url()
+    ));
+    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("OTHER_LOG") && run.stdout.contains("takes no gate record (domain other has no gate_subject): nothing written, this log keeps counting node-4"),
+        "{run:?}"
+    );
+    let (run, v) = op.json(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(v["ungated"][0]["stream"], "OTHER_LOG", "{v}");
+}
