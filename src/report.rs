@@ -117,7 +117,7 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
 /// records.
 pub fn evict_advice(a: &Answer, node: &crate::floor::NodeRow) -> String {
     if node.state == NodeState::Evicting {
-        return "its eviction has landed: it stops being counted when the fence window passes"
+        return "wait: its eviction has landed, and it stops being counted once the fence window passes"
             .into();
     }
     if a.gate_view.is_none() {

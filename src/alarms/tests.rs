@@ -173,7 +173,7 @@ fn trim_held_names_the_absent_node_and_the_evict_command() {
     let mut evicting = gated.clone();
     evicting.gate("node-4", "evicted", 10);
     let a = alarms(&evicting);
-    assert!(a[0].remedy.ends_with("start it, or its eviction has landed: it stops being counted when the fence window passes"), "{}", a[0].remedy);
+    assert!(a[0].remedy.ends_with("start it, or wait: its eviction has landed, and it stops being counted once the fence window passes"), "{}", a[0].remedy);
     // Not yet long enough: quiet.
     w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 121, "trim_floor_state": "published",
         "blocked_by": ["applied"], "held_since": ts(-3600), "at": ts(-5)}));

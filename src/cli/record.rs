@@ -41,13 +41,17 @@ fn config_and_domain(cli: &Cli, stream: &str) -> Result<(Config, Domain), Exit> 
 }
 
 /// A sequence number from the command line: digits only.
-fn seq_arg(flag: &str, text: &str) -> Result<u64, Exit> {
+/// A sequence given for `-flag`, or the error that names it and what is
+/// `allowed` there.
+fn seq_arg(flag: &str, text: &str, allowed: &str) -> Result<u64, Exit> {
     text.trim().parse::<u64>().map_err(|_| {
         bad(format!(
-            "-{flag} {text:?} is not a sequence number; allowed: a whole number, 0 or more"
+            "-{flag} {text:?} is not a sequence number; allowed: {allowed}"
         ))
     })
 }
+
+const POSITION: &str = "a whole number, 0 or more";
 
 async fn put<T: serde::Serialize>(
     broker: &Broker,
@@ -66,7 +70,7 @@ async fn put<T: serde::Serialize>(
 pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
     use crate::ack::AckError;
     let (config, d) = config_and_domain(cli, &args.stream)?;
-    let position = seq_arg("position", &args.position)?;
+    let position = seq_arg("position", &args.position, POSITION)?;
     // Judged before connecting: under engine nothing is read or written.
     if config.retention.backup_floor == crate::config::BackupPolicy::Engine {
         eprintln!(
@@ -118,7 +122,7 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
 
 pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
     let (config, d) = config_and_domain(cli, &args.stream)?;
-    let seq = match seq_arg("seq", &args.seq)? {
+    let seq = match seq_arg("seq", &args.seq, "a whole number, 1 or more")? {
         0 => return Err(bad(
             "-seq 0: a hold names the first sequence its holder still needs; allowed: 1 or more",
         )),
@@ -355,7 +359,7 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
             ))
         })?;
         if positions
-            .insert(d.stream.clone(), seq_arg("position", seq)?)
+            .insert(d.stream.clone(), seq_arg("position", seq, POSITION)?)
             .is_some()
         {
             return Err(bad(format!(

@@ -207,3 +207,41 @@ async fn a_gesture_names_the_logs_that_take_no_gate_record() {
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(v["ungated"][0]["stream"], "OTHER_LOG", "{v}");
 }
+
+/// Item 18: `hold -seq abc` said "0 or more" while 0 is refused; each flag
+/// now says what it allows.
+#[tokio::test]
+async fn each_sequence_flag_says_what_it_allows() {
+    let f = Fleet::new(10).await;
+    let op = operator(&f, "node-1");
+    let run = op.run(&[
+        "retention",
+        "hold",
+        "-stream",
+        STREAM,
+        "-seq",
+        "abc",
+        "-ttl",
+        "1h",
+        "-owner",
+        "me",
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("allowed: a whole number, 1 or more"),
+        "{run:?}"
+    );
+    let run = op.run(&[
+        "retention",
+        "hold",
+        "-stream",
+        STREAM,
+        "-seq",
+        "0",
+        "-ttl",
+        "1h",
+        "-owner",
+        "me",
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+}
