@@ -718,8 +718,20 @@ pub fn compute(
         .find(|t| t.term == TermName::AgeFloor)
         .and_then(Term::seq);
     if let Some(age_seq) = age_seq {
+        // The archive only follows the other terms (the fold goes as far
+        // as they allow): it holds the trim back only where it binds below
+        // all of them.
+        let others = terms
+            .iter()
+            .filter(|t| t.term != TermName::ArchiveFloor)
+            .filter_map(Term::seq)
+            .min();
         let mut below: Vec<(u64, TermName)> = terms
             .iter()
+            .filter(|t| {
+                t.term != TermName::ArchiveFloor
+                    || t.seq().is_some_and(|s| others.is_none_or(|o| s < o))
+            })
             .filter_map(|t| t.seq().filter(|s| *s < age_seq).map(|s| (s, t.term)))
             .collect();
         below.sort();

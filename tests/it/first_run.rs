@@ -245,3 +245,44 @@ async fn each_sequence_flag_says_what_it_allows() {
     ]);
     assert_eq!(run.code, 2, "{run:?}");
 }
+
+/// Item 18: `archive_floor` was listed in `blocked_by` on every archived
+/// tick, although the fold only follows the other terms; it is listed only
+/// when it binds below them.
+#[tokio::test]
+async fn archive_floor_blocks_only_when_it_binds_below_the_others() {
+    let scratch = tempfile::tempdir().expect("dir");
+    let mut f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 80), ("node-2", 80)], 95).await;
+    f.config.domains[0].archive = Some(crewlet::config::ArchiveConfig {
+        object_store: None,
+        dir: Some(scratch.path().join("archive")),
+        segment_records: 20,
+        segment_bytes: crewlet::config::size::Size(8 << 20),
+        fold_per_tick: 4,
+    });
+    let mut s = f.sidecar().await;
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    assert_eq!(
+        a.archive.as_ref().and_then(|x| x.frontier),
+        Some(80),
+        "folded up to the nodes"
+    );
+    assert_eq!(
+        a.blocked_names(","),
+        "applied,snapshot_floor,backup_floor",
+        "the archive only follows: {:?}",
+        a.terms
+    );
+    // A fold that cannot keep up binds below the others, and is listed.
+    f.publish(100).await;
+    f.healthy(&[("node-1", 200), ("node-2", 200)], 200).await;
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    assert!(
+        a.blocked_names(",").contains("archive_floor"),
+        "{:?}",
+        a.blocked_by
+    );
+}
