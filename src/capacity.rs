@@ -236,6 +236,18 @@ pub fn judge(target: u64, facts: &Facts, minimum: u64) -> Result<Judged, Refusal
             "the account's JetStream limits cannot be read ({error}); the broker decides whether it can grant the raise"
         )),
     };
+    // Taken below 1 GiB only because allow_unsafe_limits lowered the
+    // minimum: say so, as validate does.
+    let unsafe_note = (target < GIB).then(|| {
+        format!(
+            "{} is below the safe minimum of 1 GiB (allowed only because retention.allow_unsafe_limits is true)",
+            b(target)
+        )
+    });
+    let note = match (unsafe_note, note) {
+        (Some(u), Some(n)) => Some(format!("{u}; {n}")),
+        (u, n) => u.or(n),
+    };
     Ok(Judged {
         soft_ceiling: soft,
         reserves,
@@ -370,5 +382,28 @@ mod tests {
         );
         let ok = judge(400 * GIB, &blind, GIB).expect("the broker decides");
         assert!(ok.note.is_some_and(|n| n.contains("timed out")));
+    }
+
+    /// Issue 22, item 18: a ceiling under 1 GiB taken only because of
+    /// `allow_unsafe_limits` says so.
+    #[test]
+    fn an_unsafe_ceiling_is_taken_with_a_warning() {
+        let f = facts(
+            MIB,
+            2 * GIB as i64,
+            Account::Unlimited {
+                max_stream_bytes: None,
+            },
+        );
+        let ok = judge(100 * MIB, &f, MIB).expect("allowed with unsafe limits");
+        assert!(
+            ok.note
+                .as_deref()
+                .is_some_and(|n| n.contains("below the safe minimum of 1 GiB")
+                    && n.contains("allow_unsafe_limits")),
+            "{:?}",
+            ok.note
+        );
+        assert!(judge(2 * GIB, &f, MIB).expect("safe").note.is_none());
     }
 }
