@@ -106,6 +106,20 @@ pub async fn perform(
         .filter(|d| d.gate_subject.is_some())
         .cloned()
         .collect();
+    // Before the sidecar has ever run its own buckets may not exist yet:
+    // created here, the gesture judges as on a fleet where nothing was
+    // published.
+    match broker.ensure_sidecar_buckets(config).await {
+        Ok(created) => {
+            for bucket in created {
+                tracing::info!(event = "bucket_created", bucket = %bucket, "created the sidecar's bucket for this gesture");
+            }
+        }
+        // The logs' outcomes say what could not be read or written.
+        Err(e) => {
+            tracing::warn!(event = "bucket_not_created", error = %e, "the sidecar's buckets could not be ensured")
+        }
+    }
     let ungated: Vec<(String, String)> = config
         .domains
         .iter()

@@ -182,6 +182,12 @@ pub async fn raise(
     };
     let bucket = &config.buckets.floors;
     let key = Requested::key(&domain.stream);
+    // The floors bucket is the sidecar's own: a trim asked for before the
+    // sidecar ever ran creates it, as every gesture that writes does.
+    broker
+        .ensure_sidecar_buckets(config)
+        .await
+        .map_err(|e| AskError::Unreachable(e.to_string()))?;
     let floors_row = broker
         .kv_entry(bucket, &domain.stream)
         .await

@@ -52,6 +52,28 @@ impl Broker {
 }
 
 impl Broker {
+    /// Creates the buckets the sidecar writes itself (floors, duty, gates,
+    /// erasures) when they are missing, as `run` and every gesture that
+    /// writes do (docs/contract.md): a fleet where the sidecar never ran
+    /// is one where nothing was published yet. Returns the ones created.
+    pub async fn ensure_sidecar_buckets(
+        &self,
+        config: &crate::config::Config,
+    ) -> Result<Vec<String>, ReadError> {
+        let mut created = Vec::new();
+        for spec in crate::buckets::contract_buckets(config)
+            .into_iter()
+            .filter(|s| s.sidecar_owned)
+        {
+            if self.ensure_bucket(&spec).await? == Ensured::Created {
+                created.push(spec.name.clone());
+            }
+        }
+        Ok(created)
+    }
+}
+
+impl Broker {
     /// Creates the domain's stream if it is missing, with settings
     /// `validate` accepts (`discard: new`, a 1 GiB ceiling, no limits of its
     /// own, deletes denied) and `replicas` copies: for the embedded broker

@@ -286,3 +286,50 @@ async fn archive_floor_blocks_only_when_it_binds_below_the_others() {
         a.blocked_by
     );
 }
+
+/// Item 1: gestures before the sidecar has ever run failed: with no floors
+/// or gates bucket yet, `evict` answered `unknown` and minted an op id
+/// whose finish command then failed. The gesture creates the sidecar's own
+/// buckets (floors, duty, gates) when they are missing and judges as on a
+/// fleet where nothing was published yet.
+#[tokio::test]
+async fn a_gesture_before_the_first_run_creates_the_sidecars_buckets() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    f.position("node-4", 5).await;
+    for bucket in ["crewlet_floors", "crewlet_gates", "crewlet_duty"] {
+        f.js.delete_key_value(bucket).await.expect("delete");
+    }
+    let op = operator(&f, "node-1");
+    let (run, v) = op.json(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        matches!(
+            v["logs"][0]["outcome"].as_str(),
+            Some("applied" | "pending")
+        ),
+        "{v}"
+    );
+    for bucket in ["crewlet_floors", "crewlet_gates", "crewlet_duty"] {
+        assert!(f.js.get_key_value(bucket).await.is_ok(), "{bucket} created");
+    }
+}
+
+/// Item 1, the explicit trim: asked before the sidecar ever ran, it creates
+/// the floors bucket and is taken (it answered exit 3, as if the broker
+/// were gone).
+#[tokio::test]
+async fn a_trim_before_the_first_run_is_taken() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    f.js.delete_key_value("crewlet_floors")
+        .await
+        .expect("delete");
+    let op = operator(&f, "node-1");
+    let run = op.run(&["retention", "trim", "-stream", "tracker", "--entry", "5"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(f
+        .get("crewlet_floors", &format!("_requested.{STREAM}"))
+        .await
+        .is_some());
+}
