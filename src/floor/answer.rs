@@ -904,6 +904,9 @@ fn gate_view(
     let mut skipped = Vec::new();
     let mut error = None;
     match &rows.gates {
+        // Not created yet (the sidecar never ran): no cursor, nothing
+        // absorbed, nothing purged past it, and nothing wrong to say.
+        Err(super::BucketError::Missing { .. }) => {}
         Err(e) => {
             error = Some(GateFault::BucketUnreadable {
                 message: e.to_string(),

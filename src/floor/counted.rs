@@ -99,6 +99,9 @@ pub fn counted_set<'a>(
     let empty = BTreeMap::new();
     let gates: &BTreeMap<String, GateRow> = match &rows.gates {
         Ok(g) => g.rows.get(stream).unwrap_or(&empty),
+        // Before the sidecar's first run its gates bucket does not exist:
+        // nothing was absorbed, so nobody is evicted by the view.
+        Err(super::BucketError::Missing { .. }) => &empty,
         Err(_) => {
             out.evictions_unreadable = true;
             &empty

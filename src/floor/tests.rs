@@ -216,21 +216,25 @@ impl World {
     }
 
     pub fn answer(&self) -> Answer {
-        let read = DomainRead {
+        compute(
+            &self.domain,
+            &self.policy,
+            &ParsedRows::from_rows(&self.rows()),
+            &self.read(),
+            now(),
+        )
+    }
+
+    /// What a tick read of the domain's stream, feed and archive.
+    pub fn read(&self) -> DomainRead {
+        DomainRead {
             stream: self.stream.clone(),
             feed: self.feed.clone(),
             young_seq: self.young.clone(),
             absorbed: self.absorbed.clone(),
             clock: None,
             archive: self.archive.clone(),
-        };
-        compute(
-            &self.domain,
-            &self.policy,
-            &ParsedRows::from_rows(&self.rows()),
-            &read,
-            now(),
-        )
+        }
     }
 }
 
@@ -708,11 +712,22 @@ fn evictions_and_the_fence_window() {
     w.gate("node-4", "admitted", 600);
     assert_eq!(w.answer().trim_to, 100);
 
-    // Gates unreadable: nobody is evicted, and the answer says so.
+    // No gates bucket yet (the sidecar never ran): nothing was absorbed,
+    // nobody is evicted, and nothing is wrong to say (a bucket that cannot
+    // be read is another matter: below).
     let mut w = World::new();
     w.node("node-4", false, Some(100));
     w.gates = None;
     let a = w.answer();
+    assert_eq!(a.trim_to, 100);
+    assert!(!a.evictions_unreadable);
+    // Gates unreadable: nobody is evicted, and the answer says so.
+    let mut rows = crate::floor::ParsedRows::from_rows(&w.rows());
+    rows.gates = Err(crate::floor::BucketError::Failed {
+        bucket: "crewlet_gates".into(),
+        reason: "no answer within 1s".into(),
+    });
+    let a = crate::floor::compute(&w.domain, &w.policy, &rows, &w.read(), now());
     assert_eq!(a.trim_to, 100);
     assert!(a.evictions_unreadable);
 }

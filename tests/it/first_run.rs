@@ -333,3 +333,22 @@ async fn a_trim_before_the_first_run_is_taken() {
         .await
         .is_some());
 }
+
+/// Item 3: `status` before the first tick reported the gates view
+/// unreadable (`evictions_unreadable: true`) because the gates bucket did
+/// not exist yet. Nothing has been absorbed and nothing published: the
+/// answer is computed as usual, and nothing is said to be wrong.
+#[tokio::test]
+async fn status_before_the_first_tick_computes_as_usual() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    for bucket in ["crewlet_floors", "crewlet_gates", "crewlet_duty"] {
+        f.js.delete_key_value(bucket).await.expect("delete");
+    }
+    let op = operator(&f, "node-1");
+    let (run, v) = op.json(&["retention", "status"]);
+    let d = &v["domains"][0];
+    assert_eq!(d["evictions_unreadable"], false, "{run:?}");
+    assert!(d["gate_view"]["error"].is_null(), "{}", d["gate_view"]);
+    assert!(!run.stderr.contains("gates_unabsorbed"), "{run:?}");
+}
