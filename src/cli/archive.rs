@@ -51,6 +51,9 @@ pub async fn read(cli: &Cli, args: &ReadArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
     let broker = exit_on_err!(super::connect(&loaded.config).await);
+    if let Err(exit) = super::require_stream(&broker, &loaded.config, &domain).await {
+        return exit;
+    }
     let merged = match merge::read(&broker, &loaded.config, &domain, from, limit, args.clamp).await
     {
         Ok(m) => m,

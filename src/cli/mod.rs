@@ -659,6 +659,48 @@ where
 }
 
 /// Runs the parsed command to its exit code.
+/// Exit 1, naming the command that creates it, when the domain's stream
+/// does not exist on a broker that answers (exit 3 is for a broker that
+/// does not: cron pages on the code).
+pub(crate) async fn require_stream(
+    broker: &crate::broker::Broker,
+    config: &Config,
+    domain: &crate::config::Domain,
+) -> Result<(), Exit> {
+    match broker.stream_config(&domain.stream).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            eprintln!(
+                "error: stream {} does not exist (domain {}); create it: {}",
+                domain.stream,
+                domain.name,
+                crate::stream_check::create_command(domain, config.buckets.replicas)
+            );
+            Err(Exit::Attention)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(Exit::Unreachable)
+        }
+    }
+}
+
+/// Exit 1 naming `init` when bucket `name` does not exist on a broker that
+/// answers.
+pub(crate) async fn require_bucket(broker: &crate::broker::Broker, name: &str) -> Result<(), Exit> {
+    match broker.bucket_settings(name).await {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => {
+            eprintln!("error: bucket {name} does not exist; create it: crewlet retention init");
+            Err(Exit::Attention)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            Err(Exit::Unreachable)
+        }
+    }
+}
+
 pub async fn run(cli: Cli) -> Exit {
     match &cli.command {
         Command::Validate => validate::run(&cli).await,

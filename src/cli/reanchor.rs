@@ -33,6 +33,9 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         }
     };
     let broker = exit_on_err!(super::connect(&config).await);
+    if let Err(exit) = super::require_stream(&broker, &config, &domain).await {
+        return exit;
+    }
     let now = Utc::now();
     let crate::trim::Fresh {
         raw: rows,

@@ -150,6 +150,8 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         None => format!("hold-{}", OpId::mint(Utc::now())),
     };
     let broker = super::connect(&config).await?;
+    super::require_stream(&broker, &config, &d).await?;
+    super::require_bucket(&broker, &config.buckets.holds).await?;
     let (state, clock) = broker
         .stream_state_at(&d.stream)
         .await
@@ -223,6 +225,7 @@ pub async fn holds(cli: &Cli, args: &HoldsArgs) -> Outcome {
         None => None,
     };
     let broker = super::connect(&config).await?;
+    super::require_bucket(&broker, &config.buckets.holds).await?;
     let entries = broker
         .read_bucket(&config.buckets.holds)
         .await

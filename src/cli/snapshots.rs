@@ -14,6 +14,9 @@ pub async fn run(cli: &Cli) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let config = loaded.config;
     let broker = exit_on_err!(super::connect(&config).await);
+    if let Err(exit) = super::require_bucket(&broker, &config.buckets.snapshots).await {
+        return exit;
+    }
     let entries = match broker.read_bucket(&config.buckets.snapshots).await {
         Ok(e) => e,
         Err(e) => {

@@ -352,3 +352,44 @@ async fn status_before_the_first_tick_computes_as_usual() {
     assert!(d["gate_view"]["error"].is_null(), "{}", d["gate_view"]);
     assert!(!run.stderr.contains("gates_unabsorbed"), "{run:?}");
 }
+
+/// Item 11: a missing stream or bucket on a broker that answers is exit 1
+/// naming `init` or the stream command, never exit 3 (the code cron pages
+/// on as "the broker is gone").
+#[tokio::test]
+async fn a_missing_stream_or_bucket_is_exit_1_not_3() {
+    let f = Fleet::new(10).await;
+    f.js.delete_stream(STREAM).await.expect("delete the log");
+    f.js.delete_key_value("crewlet_holds")
+        .await
+        .expect("delete holds");
+    f.js.delete_key_value("crewlet_snapshots")
+        .await
+        .expect("delete snapshots");
+    let op = operator(&f, "node-1");
+    for args in [
+        vec![
+            "retention",
+            "hold",
+            "-stream",
+            STREAM,
+            "-seq",
+            "1",
+            "-ttl",
+            "1h",
+            "-owner",
+            "me",
+        ],
+        vec!["retention", "read", "-stream", STREAM, "--from", "1"],
+        vec!["retention", "reanchor", "-stream", STREAM],
+        vec!["retention", "holds"],
+        vec!["retention", "snapshots"],
+    ] {
+        let run = op.run(&args);
+        assert_eq!(run.code, 1, "{args:?}: {run:?}");
+        assert!(
+            run.stderr.contains("crewlet retention init") || run.stderr.contains("nats stream add"),
+            "{args:?} names what creates it: {run:?}"
+        );
+    }
+}
