@@ -222,18 +222,7 @@ pub fn retired_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
         generation: answer.generation,
     };
     let mut out = Vec::new();
-    for h in holds
-        .get(&answer.stream)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let Ok((key, hold)) = h else { continue };
-        let Some(op_id) = key.hold_id.strip_prefix(crate::rows::JOIN_HOLD_PREFIX) else {
-            continue;
-        };
-        if hold.kind != crate::rows::HoldKind::Join {
-            continue;
-        }
+    for (hold_id, op_id) in join_holds(holds, &answer.stream) {
         let Some(op) = gates.ops.get(op_id) else {
             continue;
         };
@@ -254,10 +243,29 @@ pub fn retired_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {
             None => false,
         };
         if done {
-            out.push(key.hold_id.clone());
+            out.push(hold_id.to_string());
         }
     }
     out
+}
+
+/// The readmission join holds on `stream` (well-formed, of kind `join`):
+/// each hold id with the operation id it names.
+fn join_holds<'a>(
+    holds: &'a parsed::HoldsByStream,
+    stream: &str,
+) -> impl Iterator<Item = (&'a str, &'a str)> {
+    holds
+        .get(stream)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|h| h.as_ref().ok())
+        .filter(|(_, hold)| hold.kind == crate::rows::HoldKind::Join)
+        .filter_map(|(key, _)| {
+            let op_id = key.hold_id.strip_prefix(crate::rows::JOIN_HOLD_PREFIX)?;
+            Some((key.hold_id.as_str(), op_id))
+        })
 }
 
 /// The readmission join holds on `answer`'s log whose readmission record
@@ -274,18 +282,7 @@ pub fn unabsorbed_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> 
         generation: answer.generation,
     });
     let mut out = Vec::new();
-    for h in holds
-        .get(&answer.stream)
-        .map(Vec::as_slice)
-        .unwrap_or_default()
-    {
-        let Ok((key, hold)) = h else { continue };
-        let Some(op_id) = key.hold_id.strip_prefix(crate::rows::JOIN_HOLD_PREFIX) else {
-            continue;
-        };
-        if hold.kind != crate::rows::HoldKind::Join {
-            continue;
-        }
+    for (hold_id, op_id) in join_holds(holds, &answer.stream) {
         // Absorbed: the gate in force on the node is this readmission's
         // record, or a later one. An unreadable view proves neither.
         let absorbed = match (&rows.gates, incarnation) {
@@ -301,7 +298,7 @@ pub fn unabsorbed_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> 
             _ => false,
         };
         if !absorbed {
-            out.push(key.hold_id.clone());
+            out.push(hold_id.to_string());
         }
     }
     out

@@ -23,21 +23,7 @@ fn operator(f: &Fleet) -> Operator {
 /// Publishes an eviction of `node` on the log as the gesture would, by
 /// hand (so that no absorption follows it); returns its sequence.
 async fn raw_eviction(f: &Fleet, node: &str) -> u64 {
-    let op = crewlet::rows::OpId::mint(chrono::Utc::now());
-    let g = crewlet::gate::Gesture {
-        op: &op,
-        sign: crewlet::rows::GateSign::Evict,
-        node,
-        by: "alice",
-        force: false,
-        reason: "",
-    };
-    let (headers, body) = crewlet::gate::record(&g, STREAM, chrono::Utc::now());
-    f.broker()
-        .await
-        .publish_gate(GATE, &headers, body)
-        .await
-        .expect("publish gate record")
+    f.raw_gate(node, crewlet::rows::GateSign::Evict).await.1
 }
 
 /// The term `name` of the tick's (only) answer.

@@ -309,21 +309,7 @@ async fn leak_7_a_lost_floors_row_is_not_a_silent_generation_0() {
 /// Publishes an eviction of `node` on the log as the gesture would, by
 /// hand (so that no absorption follows it); returns its sequence.
 async fn raw_eviction(f: &Fleet, node: &str) -> u64 {
-    let op = crewlet::rows::OpId::mint(chrono::Utc::now());
-    let g = crewlet::gate::Gesture {
-        op: &op,
-        sign: crewlet::rows::GateSign::Evict,
-        node,
-        by: "alice",
-        force: false,
-        reason: "",
-    };
-    let (headers, body) = crewlet::gate::record(&g, STREAM, chrono::Utc::now());
-    f.broker()
-        .await
-        .publish_gate(GATE, &headers, body)
-        .await
-        .expect("publish gate record")
+    f.raw_gate(node, crewlet::rows::GateSign::Evict).await.1
 }
 
 /// Leak 1: the gate-record reader was not proven current. Served by a
@@ -506,21 +492,7 @@ async fn leak_5_a_join_hold_is_extended_while_its_readmission_is_unabsorbed() {
     )
     .await;
     f.position("node-4", 101).await;
-    let op_id = crewlet::rows::OpId::mint(chrono::Utc::now());
-    let g = crewlet::gate::Gesture {
-        op: &op_id,
-        sign: crewlet::rows::GateSign::Readmit,
-        node: "node-4",
-        by: "alice",
-        force: false,
-        reason: "",
-    };
-    let (headers, body) = crewlet::gate::record(&g, STREAM, chrono::Utc::now());
-    f.broker()
-        .await
-        .publish_gate(GATE, &headers, body)
-        .await
-        .expect("publish the readmission");
+    let (op_id, _) = f.raw_gate("node-4", crewlet::rows::GateSign::Readmit).await;
     let key = format!("{STREAM}.join-{op_id}");
     f.put(
         "crewlet_holds",

@@ -529,3 +529,32 @@ impl Fleet {
         (f, old, young)
     }
 }
+
+impl Fleet {
+    /// Publishes a gate record (`sign`) for `node` on the log's gate
+    /// subject as the gesture would, by hand, so that no absorption follows
+    /// it: its operation id and sequence.
+    pub async fn raw_gate(
+        &self,
+        node: &str,
+        sign: crewlet::rows::GateSign,
+    ) -> (crewlet::rows::OpId, u64) {
+        let op = crewlet::rows::OpId::mint(Utc::now());
+        let g = crewlet::gate::Gesture {
+            op: &op,
+            sign,
+            node,
+            by: "alice",
+            force: false,
+            reason: "",
+        };
+        let (headers, body) = crewlet::gate::record(&g, STREAM, Utc::now());
+        let seq = self
+            .broker()
+            .await
+            .publish_gate("crewlet.tracker.gate", &headers, body)
+            .await
+            .expect("publish gate record");
+        (op, seq)
+    }
+}
