@@ -190,6 +190,39 @@ fn the_dockerfile_copies_what_exists_and_ships_what_it_builds() {
     );
 }
 
+/// Issue 22, item 21: the image has a healthcheck on `/readyz` when HTTP
+/// is enabled (cluster.md's packaging): it asks the URL the operator sets
+/// and passes when none is set, with the tool it needs in the image.
+#[test]
+fn the_dockerfile_checks_readyz_when_http_is_on() {
+    let text = std::fs::read_to_string(root().join("docker/Dockerfile")).expect("Dockerfile");
+    let check = text
+        .lines()
+        .skip_while(|l| !l.starts_with("HEALTHCHECK"))
+        .take(2)
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(check.contains("CMD"), "a HEALTHCHECK: {check}");
+    assert!(
+        check.contains("curl -fsS") && check.contains("$CREWLET_READYZ_URL"),
+        "{check}"
+    );
+    assert!(
+        check.contains("[ -z "),
+        "passes without an HTTP surface: {check}"
+    );
+    assert!(
+        text.contains("ENV CREWLET_READYZ_URL"),
+        "the variable is declared"
+    );
+    assert!(text.contains("/readyz"), "names the route");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("apt-get install") && l.contains(" curl")),
+        "the image has curl"
+    );
+}
+
 /// The units and manifests in docs/ run commands that exist.
 #[test]
 fn the_unit_files_and_manifests_run_real_commands() {
