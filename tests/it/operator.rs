@@ -893,6 +893,22 @@ fn completions_and_manual_pages() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains(".TH crewlet 1"), "{run:?}");
     assert!(run.stdout.contains("retention"), "{run:?}");
+    // Issue 22, item 20: the page names the retention gestures and the exit
+    // codes, and its NAME does not repeat the name.
+    for want in [
+        "crewlet retention evict",
+        "crewlet retention hold",
+        "crewlet retention set\\-capacity",
+        ".SH \"EXIT STATUS\"",
+        "unreachable",
+    ] {
+        assert!(run.stdout.contains(want), "{want}: {}", run.stdout);
+    }
+    assert!(
+        !run.stdout.contains("crewlet \\- crewlet:"),
+        "{}",
+        run.stdout
+    );
     let dir = s.dir.path().join("man1");
     let run = crate::support::crewlet(&["man", "--dir", dir.to_str().expect("utf-8")]);
     assert_eq!(run.code, 0, "{run:?}");
@@ -901,6 +917,19 @@ fn completions_and_manual_pages() {
         status.contains(".TH crewlet-retention-status 1"),
         "{status}"
     );
+    // Every page another names exists.
+    for page in std::fs::read_dir(&dir).expect("dir").flatten() {
+        let text = std::fs::read_to_string(page.path()).expect("page");
+        let named = regex::Regex::new(r"(crewlet(?:\\-[a-z]+)*)\(1\)").expect("regex");
+        for m in named.captures_iter(&text) {
+            let file = format!("{}.1", m[1].replace("\\-", "-"));
+            assert!(
+                dir.join(&file).is_file(),
+                "{} names {file}, which is not generated",
+                page.path().display()
+            );
+        }
+    }
 }
 
 /// `-by` defaults to the OS account's login name, also where `$USER` and
