@@ -918,9 +918,9 @@ fn completions_and_manual_pages() {
         "{status}"
     );
     // Every page another names exists.
+    let named = regex::Regex::new(r"(crewlet(?:\\-[a-z]+)*)\(1\)").expect("regex");
     for page in std::fs::read_dir(&dir).expect("dir").flatten() {
         let text = std::fs::read_to_string(page.path()).expect("page");
-        let named = regex::Regex::new(r"(crewlet(?:\\-[a-z]+)*)\(1\)").expect("regex");
         for m in named.captures_iter(&text) {
             let file = format!("{}.1", m[1].replace("\\-", "-"));
             assert!(
