@@ -87,23 +87,31 @@ impl Server {
     }
 
     fn start_with_config(conf: Option<&str>, scheme: &'static str) -> Server {
-        let dir = tempfile::tempdir().expect("temp dir");
-        let config = conf.map(|text| {
-            let p = dir.path().join("server.conf");
-            std::fs::write(&p, text).expect("write server config");
-            p
-        });
-        let port = free_port();
-        let child = spawn(&dir, port, config.as_deref());
-        let server = Server {
-            child,
-            port,
-            dir,
-            scheme,
-            config,
-        };
-        server.wait_listening();
-        server
+        // A port free when asked can be taken before the server binds it
+        // (another test's server asked at the same moment): then this
+        // server exits at once while the port answers for the other one.
+        // Such a start is tried again on another port.
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let config = conf.map(|text| {
+                let p = dir.path().join("server.conf");
+                std::fs::write(&p, text).expect("write server config");
+                p
+            });
+            let port = free_port();
+            let child = spawn(&dir, port, config.as_deref());
+            let mut server = Server {
+                child,
+                port,
+                dir,
+                scheme,
+                config,
+            };
+            if server.listening_while_alive() {
+                return server;
+            }
+        }
+        panic!("nats-server did not start on a free port in five tries");
     }
 
     pub fn url(&self) -> String {
@@ -112,6 +120,24 @@ impl Server {
 
     pub fn store(&self) -> PathBuf {
         self.dir.path().join("store")
+    }
+
+    /// Waits until the port answers with this server still running (and a
+    /// moment longer, so that a server that lost the port to another has
+    /// exited); false when it exited instead.
+    fn listening_while_alive(&mut self) -> bool {
+        let deadline = Instant::now() + Duration::from_secs(15);
+        while Instant::now() < deadline {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                return false;
+            }
+            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+                std::thread::sleep(Duration::from_millis(50));
+                return matches!(self.child.try_wait(), Ok(None));
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        panic!("nats-server did not listen on {} within 15s", self.port);
     }
 
     fn wait_listening(&self) {
