@@ -126,3 +126,21 @@ mod shell_tests {
         }
     }
 }
+
+/// A duration as an operator writes it in the configuration: the largest
+/// unit that divides it exactly, in the short form (`7d`, `24h`, `90s`),
+/// anything finer exactly (`1.5s` as humantime prints it). humantime alone
+/// prints 7d as "7days".
+pub fn duration(d: std::time::Duration) -> String {
+    let secs = d.as_secs();
+    if d.subsec_nanos() != 0 {
+        return humantime::format_duration(d).to_string();
+    }
+    // A single day reads better as 24h, the way the docs write it.
+    for (unit, size) in [("d", 86400), ("h", 3600), ("m", 60)] {
+        if secs != 0 && secs % size == 0 && !(unit == "d" && secs < 2 * 86400) {
+            return format!("{}{unit}", secs / size);
+        }
+    }
+    format!("{secs}s")
+}

@@ -111,27 +111,6 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
     format!("NOT READY {}: {why}.", a.domain)
 }
 
-/// What an operator can do about a node that pins a log, past starting it:
-/// evict it (with the command) where an eviction can land, and not while
-/// its eviction is already under way or where the log takes no gate
-/// records.
-pub fn evict_advice(a: &Answer, node: &crate::floor::NodeRow) -> String {
-    if node.state == NodeState::Evicting {
-        return "wait: its eviction has landed, and it stops being counted once the fence window passes"
-            .into();
-    }
-    if a.gate_view.is_none() {
-        return format!(
-            "this log takes no gate records (domain {} has no gate_subject), so {} cannot be evicted from it; set a gate_subject to make eviction possible",
-            a.domain, node.node
-        );
-    }
-    format!(
-        "if it is not coming back, evict it: crewlet retention evict {} -confirm {}",
-        node.node, node.node
-    )
-}
-
 /// Why `term` holds the trim back, in words an on-call engineer acts on.
 pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String {
     let Some(t) = a.terms.iter().find(|t| t.term == term) else {
@@ -161,7 +140,7 @@ pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String 
                         return format!(
                             "{} is not live and pins applied at {seq}{since}; start it, or {}",
                             node.node,
-                            evict_advice(a, node)
+                            crate::alarms::evict_advice(a, node)
                         );
                     }
                     if let Some(r) = reason {

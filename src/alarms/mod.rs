@@ -440,6 +440,27 @@ fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> String {
     }
 }
 
+/// What an operator can do about a node that pins a log, past starting it:
+/// evict it (with the command) where an eviction can land, and not while
+/// its eviction is already under way or where the log takes no gate
+/// records.
+pub fn evict_advice(a: &Answer, node: &crate::floor::NodeRow) -> String {
+    if node.state == NodeState::Evicting {
+        return "wait: its eviction has landed, and it stops being counted once the fence window passes"
+            .into();
+    }
+    if a.gate_view.is_none() {
+        return format!(
+            "this log takes no gate records (domain {} has no gate_subject), so {} cannot be evicted from it; set a gate_subject to make eviction possible",
+            a.domain, node.node
+        );
+    }
+    format!(
+        "if it is not coming back, evict it: crewlet retention evict {} -confirm {}",
+        node.node, node.node
+    )
+}
+
 fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc>) -> String {
     match binding {
         TermName::Applied => {
@@ -454,10 +475,10 @@ fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc
                         "{} is not live{since_txt}; it pins applied at {}: start it, or {}",
                         row.node,
                         row.seq.unwrap_or(0),
-                        crate::report::evict_advice(a, row)
+                        evict_advice(a, row)
                     )
                 }
-                Some(row) if row.state == NodeState::LogDiverged => format!("{} reports log_diverged: rebuild it from a snapshot, or {}", row.node, crate::report::evict_advice(a, row)),
+                Some(row) if row.state == NodeState::LogDiverged => format!("{} reports log_diverged: rebuild it from a snapshot, or {}", row.node, evict_advice(a, row)),
                 Some(row) if row.seq.is_none() => format!("{} is live but has not reported a position on {}: check that it applies this log", row.node, a.stream),
                 Some(row) => format!("{} is live but its position is not advancing past {}: check its applier", row.node, row.seq.unwrap_or(0)),
                 None => "a counted node pins applied: see the node table".into(),

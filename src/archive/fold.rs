@@ -283,7 +283,7 @@ async fn write_one(
     let late = |what: &str| {
         format!(
             "{what} {name}: no answer within {}",
-            crate::config::Dur(limit)
+            crate::human::duration(limit)
         )
     };
     let put = match tokio::time::timeout(limit, store.put(broker, &name, &bytes)).await {

@@ -40,20 +40,7 @@ impl Dur {
 
 impl fmt::Display for Dur {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // humantime prints 7d as "7days"; operators wrote "7d", so print
-        // the largest unit that divides exactly, in the short form.
-        let secs = self.0.as_secs();
-        let nanos = self.0.subsec_nanos();
-        if nanos != 0 {
-            return write!(f, "{}", humantime::format_duration(self.0));
-        }
-        // A single day reads better as 24h, the way the spec writes it.
-        for (unit, size) in [("d", 86400), ("h", 3600), ("m", 60)] {
-            if secs != 0 && secs % size == 0 && !(unit == "d" && secs < 2 * 86400) {
-                return write!(f, "{}{unit}", secs / size);
-            }
-        }
-        write!(f, "{secs}s")
+        f.write_str(&crate::human::duration(self.0))
     }
 }
 
