@@ -23,13 +23,7 @@ async fn run_once_beside_a_holder_exits_0_and_says_who_holds_the_duty() {
     f.healthy(&[("node-1", 20)], 20).await;
     // The holder: a running sidecar configured alike.
     let holder = operator(&f, "node-1");
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args(["retention", "run", "--config", &holder.cfg])
-        .env_remove("NATS_URL")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .expect("start the holder");
+    let mut child = holder.spawn(&["retention", "run"], &[("RUST_LOG", "warn")]);
     assert!(
         eventually(10, || async { f.floors_row().await.is_some() }).await,
         "the holder publishes"

@@ -155,26 +155,15 @@ async fn hole_2_a_recreated_stream_starts_a_fresh_gates_view() {
 /// `crewlet retention run --once` for `op`'s configuration, paused for
 /// `pause_ms` between publishing and purging (CREWLET_FAILPOINT).
 fn paused_once(op: &Operator, pause_ms: u64) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args(["retention", "run", "--once", "--config", &op.cfg])
-        .env_remove("NATS_URL")
-        .env("RUST_LOG", "warn")
-        .env(
-            "CREWLET_FAILPOINT",
-            format!("after_publish:sleep={pause_ms}"),
-        )
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start crewlet")
+    let failpoint = format!("after_publish:sleep={pause_ms}");
+    op.spawn(
+        &["retention", "run", "--once"],
+        &[("RUST_LOG", "warn"), ("CREWLET_FAILPOINT", &failpoint)],
+    )
 }
 
 async fn wait_child(child: std::process::Child) -> String {
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("wait");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    crate::support::finished(child).await.stderr
 }
 
 /// Waits for the tick in flight to publish its answer.

@@ -59,23 +59,14 @@ fn operator(f: &Fleet) -> Operator {
 /// `crewlet retention run --once` for `op`'s configuration with
 /// `CREWLET_FAILPOINT` set to `failpoint`.
 fn once_with(op: &Operator, failpoint: &str) -> std::process::Child {
-    std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args(["retention", "run", "--once", "--config", &op.cfg])
-        .env_remove("NATS_URL")
-        .env("RUST_LOG", "info")
-        .env("CREWLET_FAILPOINT", failpoint)
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start crewlet")
+    op.spawn(
+        &["retention", "run", "--once"],
+        &[("RUST_LOG", "info"), ("CREWLET_FAILPOINT", failpoint)],
+    )
 }
 
 async fn wait_child(child: std::process::Child) -> String {
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("wait");
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    crate::support::finished(child).await.stderr
 }
 
 /// Leak 2: the gap between the fence and the purge was unbounded. A stall
@@ -757,34 +748,24 @@ async fn leak_11_set_capacity_sends_the_configuration_as_read() {
 
     // Someone edits the stream while the command is between its
     // judgement and its update: the edit stands, nothing is written.
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args([
+    let child = op.spawn(
+        &[
             "retention",
             "set-capacity",
             STREAM,
             "3GiB",
             "-confirm",
             "3GiB",
-            "--config",
-            &op.cfg,
-        ])
-        .env_remove("NATS_URL")
-        .env("CREWLET_FAILPOINT", "before_capacity_update:sleep=1500")
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start crewlet");
+        ],
+        &[("CREWLET_FAILPOINT", "before_capacity_update:sleep=1500")],
+    );
     tokio::time::sleep(Duration::from_millis(700)).await;
     let mut edited = f.log_info().await.config;
     edited.description = Some("edited meanwhile".into());
     f.js.update_stream(&edited).await.expect("edit");
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("wait");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(1), "{stderr}");
-    assert!(stderr.contains("changed_meanwhile"), "{stderr}");
+    let run = crate::support::finished(child).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("changed_meanwhile"), "{run:?}");
     let now = f.log_info().await.config;
     assert_eq!(now.description.as_deref(), Some("edited meanwhile"));
     assert_eq!(now.max_bytes, 2 << 30, "nothing written");

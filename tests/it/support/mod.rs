@@ -456,6 +456,22 @@ impl Operator {
         crewlet(&all)
     }
 
+    /// The binary with `args` and this configuration, started in the
+    /// background with `env` set (a failpoint, `RUST_LOG`): stdout dropped,
+    /// stderr kept for [`finished`].
+    pub fn spawn(&self, args: &[&str], env: &[(&str, &str)]) -> std::process::Child {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_crewlet"));
+        cmd.args(args)
+            .args(["--config", &self.cfg])
+            .env_remove("NATS_URL")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        cmd.spawn().expect("start crewlet")
+    }
+
     /// The command with `--json`, and its stdout parsed.
     pub fn json(&self, args: &[&str]) -> (Run, serde_json::Value) {
         let mut all = args.to_vec();
@@ -477,5 +493,19 @@ impl Operator {
             .filter(|l| l.starts_with("ALARM "))
             .map(|l| l.split(':').next().unwrap_or_default().to_string())
             .collect()
+    }
+}
+
+/// Waits for a child started by [`Operator::spawn`] without blocking the
+/// test's runtime: its exit code and stderr.
+pub async fn finished(child: std::process::Child) -> Run {
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
     }
 }
