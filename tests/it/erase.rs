@@ -493,14 +493,7 @@ async fn an_erasure_reaches_the_archive_of_an_older_generation() {
     }
     let created = f.created().await;
     let op = operator(&f, Some(&store));
-    let run = op.run(&[
-        "retention",
-        "reanchor",
-        "-stream",
-        STREAM,
-        "-confirm",
-        &created,
-    ]);
+    let run = op.reanchor(STREAM, &created);
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(f.floors_row().await.expect("row")["generation"], 1);
     let (run, v) = op.json(&erase(&[

@@ -124,14 +124,7 @@ async fn hole_2_a_recreated_stream_starts_a_fresh_gates_view() {
     f.publish(5).await;
     let created = f.created().await;
     let op = operator(&f);
-    let run = op.run(&[
-        "retention",
-        "reanchor",
-        "-stream",
-        STREAM,
-        "-confirm",
-        &created,
-    ]);
+    let run = op.reanchor(STREAM, &created);
     assert_eq!(run.code, 0, "{run:?}");
     f.position_at("node-1", 5, 1, &created, "ok").await;
     f.position_at("node-4", 2, 1, &created, "ok").await;
@@ -607,14 +600,7 @@ async fn hole_7_backups_from_before_the_generation_do_not_count() {
     f.restore_log(&copy).await;
     assert_eq!(f.created().await, created);
     let op = operator(&f);
-    let run = op.run(&[
-        "retention",
-        "reanchor",
-        "-stream",
-        STREAM,
-        "-confirm",
-        &created,
-    ]);
+    let run = op.reanchor(STREAM, &created);
     assert_eq!(run.code, 0, "{run:?}");
     let opened = f.floors_row().await.expect("row")["generation_opened_at"].clone();
     assert!(opened.as_str().is_some(), "{opened}");

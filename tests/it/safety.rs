@@ -190,14 +190,7 @@ async fn leak_6_a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
     f.recreate_stream().await;
     f.publish(30).await;
     let created = f.created().await;
-    let run = op.run(&[
-        "retention",
-        "reanchor",
-        "-stream",
-        STREAM,
-        "-confirm",
-        &created,
-    ]);
+    let run = op.reanchor(STREAM, &created);
     assert_eq!(run.code, 0, "{run:?}");
     f.position_at("node-1", 30, 1, &created, "ok").await;
     let artefact = crewlet::rows::Artefact {
@@ -250,14 +243,7 @@ async fn leak_7_a_lost_floors_row_is_not_a_silent_generation_0() {
     f.publish(10).await;
     let created = f.created().await;
     let op = operator(&f);
-    let run = op.run(&[
-        "retention",
-        "reanchor",
-        "-stream",
-        STREAM,
-        "-confirm",
-        &created,
-    ]);
+    let run = op.reanchor(STREAM, &created);
     assert_eq!(run.code, 0, "{run:?}");
     f.position_at("node-1", 10, 1, &created, "ok").await;
     s.tick().await;
@@ -281,14 +267,7 @@ async fn leak_7_a_lost_floors_row_is_not_a_silent_generation_0() {
     assert!(run.stdout.contains("generation_unknown"), "{run:?}");
     let remedy = format!("crewlet retention reanchor -stream {STREAM} -confirm {created}");
     assert!(run.stderr.contains(&remedy), "{run:?}");
-    let run = op.run(&[
-        "retention",
-        "reanchor",
-        "-stream",
-        STREAM,
-        "-confirm",
-        &created,
-    ]);
+    let run = op.reanchor(STREAM, &created);
     assert_eq!(run.code, 0, "the printed remedy works: {run:?}");
     assert_eq!(
         f.floors_row().await.expect("row")["generation"],

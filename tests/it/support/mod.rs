@@ -472,6 +472,19 @@ impl Operator {
         cmd.spawn().expect("start crewlet")
     }
 
+    /// `crewlet retention reanchor -stream STREAM -confirm CREATED`: the
+    /// confirmed reanchor that opens the next generation.
+    pub fn reanchor(&self, stream: &str, created: &str) -> Run {
+        self.run(&[
+            "retention",
+            "reanchor",
+            "-stream",
+            stream,
+            "-confirm",
+            created,
+        ])
+    }
+
     /// The command with `--json`, and its stdout parsed.
     pub fn json(&self, args: &[&str]) -> (Run, serde_json::Value) {
         let mut all = args.to_vec();
