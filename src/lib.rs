@@ -13,6 +13,8 @@
 //! - [`human`]: ages, sizes and counts for people (pure).
 //! - [`stream_check`]: judging a stream's own limits and subjects (pure).
 //! - [`broker`]: the only module that knows async-nats: connect, read, create.
+//! - [`proven`]: `Proven<T>`, a read checked against the leader; only [`broker`] makes one.
+//! - [`failpoint`]: fault injection for the crash and race tests (inert unless set).
 //! - [`duty`]: the trim duty lease: claim, renew, fence each purge, release.
 //! - [`hold`]: placing a hold with its handshake (create, too_late, confirmed by a later tick).
 //! - [`trim`]: one tick (read, absorb, compute, publish, re-read pins, fence, purge) and the loop.
