@@ -182,6 +182,8 @@ impl Duty {
                 Err(e) => DutyStatus::Unknown(e.to_string()),
             },
             Ok(None) => DutyStatus::Free,
+            // No duty bucket yet: no sidecar has ever run, nobody holds it.
+            Err(_) if matches!(broker.bucket_settings(bucket).await, Ok(None)) => DutyStatus::Free,
             Err(e) => DutyStatus::Unknown(format!("reading the duty lease: {e}")),
         }
     }

@@ -47,8 +47,12 @@ fn main() -> ExitCode {
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    let filter =
-        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(default_level));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        EnvFilter::new(format!(
+            "{default_level},{}",
+            crewlet::broker::CLIENT_LOG_FILTER
+        ))
+    });
     // Colour only for a person at a terminal (and never with NO_COLOR):
     // escape codes in a file or a pipe are noise.
     use std::io::IsTerminal;

@@ -102,6 +102,12 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
             highest + 1
         );
     }
+    if let NotReady::FloorUnreadable { row: false, .. } = why {
+        return format!(
+            "NOT READY {}: {why} — nothing is published or purged until the floors bucket answers again; check the broker (nats kv ls lists the buckets that answer)",
+            a.domain
+        );
+    }
     if let NotReady::FloorUnreadable { .. } = why {
         return format!(
             "NOT READY {}: {why} — a tick never overwrites it; run: crewlet retention reanchor -stream {} (it prints the -confirm that opens a new generation)",

@@ -18,11 +18,11 @@ use tokio::sync::Notify;
 use crate::alarms::{self, Alarm, AlarmPolicy, DutyView};
 use crate::broker::gates::GatedLog;
 use crate::broker::read::Raw;
-use crate::broker::Broker;
+use crate::broker::{Broker, Reach};
 use crate::config::Config;
 use crate::duty::{Duty, DutyStatus};
 use crate::failpoint::failpoint;
-use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy};
+use crate::floor::{self, Answer, DomainRead, Outage, ParsedRows, Policy};
 
 /// The most records the age proof scans on one log in one tick. A larger
 /// slice is purged in steps of at most this many records, one per tick
@@ -46,21 +46,52 @@ pub struct TickReport {
     pub domains: Vec<DomainTick>,
     pub duty: DutyStatus,
     pub alarms: Vec<Alarm>,
+    /// The broker could not be reached: every answer says so, and the one
+    /// alarm is `broker_unreachable`.
+    pub outage: Option<Outage>,
 }
 
 impl TickReport {
     /// Nothing about any log could be read (`run --once` exits 3).
     pub fn broker_failed(&self) -> bool {
-        !self.domains.is_empty() && self.domains.iter().all(|d| d.answer.stream_error.is_some())
+        self.outage.is_some()
+            || (!self.domains.is_empty()
+                && self.domains.iter().all(|d| d.answer.stream_error.is_some()))
     }
 
-    /// The broker itself did not answer: the duty lease could not be read
-    /// and nothing about any log either. Only then does the loop back off
+    /// The broker itself did not answer. Only then does the loop back off
     /// (a missing stream on a live broker is an alarm, not a reason to tick
     /// less often, and a holder that waited longer than its lease would
     /// lose it).
     pub fn broker_unreachable(&self) -> bool {
-        matches!(self.duty, DutyStatus::Unknown(_)) && self.broker_failed()
+        self.outage.is_some()
+    }
+}
+
+/// PURE: whether this tick met an outage: the client's connection is
+/// down, or it is up and yet neither the duty lease nor anything about any
+/// log could be read (a broker that takes connections and answers
+/// nothing). `failing_since` is when such ticks began.
+pub fn outage_of(
+    reach: Reach,
+    duty: &DutyStatus,
+    domains: &[DomainTick],
+    failing_since: DateTime<Utc>,
+) -> Option<Outage> {
+    match reach {
+        Reach::Unreachable { since, servers } => Some(Outage {
+            since: crate::rows::Instant(since),
+            servers,
+        }),
+        Reach::Connected => {
+            let nothing = matches!(duty, DutyStatus::Unknown(_))
+                && !domains.is_empty()
+                && domains.iter().all(|d| d.answer.stream_error.is_some());
+            nothing.then(|| Outage {
+                since: crate::rows::Instant(failing_since),
+                servers: String::new(),
+            })
+        }
     }
 }
 
@@ -130,6 +161,8 @@ pub struct Sidecar {
     pub log_alarms: bool,
     /// Told of every tick of [`Sidecar::run`].
     pub observer: Option<Observer>,
+    /// Since when ticks have read nothing on a connection that is up.
+    failing_since: Option<DateTime<Utc>>,
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
@@ -333,6 +366,7 @@ impl Sidecar {
             offset: None,
             log_alarms: true,
             observer: None,
+            failing_since: None,
         }
     }
 
@@ -380,24 +414,49 @@ impl Sidecar {
             // could not be published deletes nothing.
             for d in &mut domains {
                 self.publish(&parsed, d).await;
+                // The row this answer follows is now the one just written
+                // (a run that starts over an older row is not stale).
+                if matches!(d.published, Some(Ok(_))) {
+                    d.answer.published_at = Some(d.answer.at);
+                }
             }
             self.purge_all(&parsed, &mut domains).await;
             self.retire_join_holds(&parsed, &domains).await;
             self.extend_join_holds(&parsed, &domains).await;
         }
-        for d in &domains {
-            log_domain(d, self.duty.holds());
+        let now = crate::clock::broker_now(self.offset, Utc::now());
+        let failing_since = *self.failing_since.get_or_insert(now);
+        let outage = outage_of(self.broker.reach(), &duty, &domains, failing_since).map(|mut o| {
+            if o.servers.is_empty() {
+                o.servers = self.broker.url.clone();
+            }
+            o
+        });
+        match &outage {
+            // Told once, as the outage alarm; what each read said is no
+            // news while no server answers.
+            Some(o) => {
+                for d in &mut domains {
+                    d.answer = d.answer.clone().unreachable(o);
+                }
+            }
+            None => {
+                self.failing_since = None;
+                for d in &domains {
+                    log_domain(d, self.duty.holds());
+                }
+            }
         }
         let policy = AlarmPolicy::from_config(&self.config);
         let view = duty_view(&duty, &self.duty);
         let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();
-        let now = crate::clock::broker_now(self.offset, Utc::now());
-        let alarms = alarms::evaluate(&all, &view, offset, &policy, now);
-        self.log_alarm_changes(&alarms);
+        let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());
+        self.log_alarm_changes(&alarms, outage.is_some());
         TickReport {
             domains,
             duty,
             alarms,
+            outage,
         }
     }
 
@@ -782,14 +841,20 @@ impl Sidecar {
         }
     }
 
-    fn log_alarm_changes(&mut self, alarms: &[Alarm]) {
+    /// Logs each alarm as it starts and clears. During an outage the
+    /// others are unknown, not cleared: they stay as they were, and the
+    /// first tick after it says which did clear meanwhile.
+    fn log_alarm_changes(&mut self, alarms: &[Alarm], outage: bool) {
         if !self.log_alarms {
             return;
         }
-        let now: BTreeSet<(String, Option<String>)> = alarms
+        let mut now: BTreeSet<(String, Option<String>)> = alarms
             .iter()
             .map(|a| (a.alarm.to_string(), a.domain.clone()))
             .collect();
+        if outage {
+            now.extend(self.active.iter().cloned());
+        }
         for a in alarms {
             if !self
                 .active

@@ -8,7 +8,7 @@ use chrono::{DateTime, Utc};
 use serde::Serialize;
 
 use crate::config::{BackupPolicy, Config, Dur};
-use crate::floor::{Answer, Cause, GateFault, NodeState, NotReady, TermName, TermState};
+use crate::floor::{Answer, Cause, GateFault, NodeState, NotReady, Outage, TermName, TermState};
 use crate::human;
 use crate::rows::Instant;
 use crate::stream_check::bypass_remedy;
@@ -19,6 +19,7 @@ pub const NAMES: &[&str] = &[
     "archive_failing",
     "backup_age",
     "broker_retention_bypass",
+    "broker_unreachable",
     "clock_skew",
     "config_drift",
     "duty_unheld",
@@ -116,14 +117,21 @@ fn since(now: DateTime<Utc>, then: Instant) -> Duration {
 
 /// Every active alarm, fleet-level first, then per domain in order.
 /// `clock_offset` is how far the broker's clock is ahead of this sidecar's
-/// (none read: unknown, no alarm).
+/// (none read: unknown, no alarm). During an `outage` the one alarm is
+/// `broker_unreachable`: every term is unreadable for that reason alone,
+/// and no row-level remedy (reanchor, evict, delete a row) may be printed
+/// for a read that could not be made.
 pub fn evaluate(
     answers: &[Answer],
     duty: &DutyView,
     clock_offset: Option<chrono::Duration>,
     policy: &AlarmPolicy,
     now: DateTime<Utc>,
+    outage: Option<&Outage>,
 ) -> Vec<Alarm> {
+    if let Some(o) = outage {
+        return vec![broker_unreachable(o, now)];
+    }
     let mut out = Vec::new();
     if let Some(o) = crate::clock::skew_past(clock_offset, policy.max_clock_skew) {
         let abs = o.abs().to_std().unwrap_or_default();
@@ -418,6 +426,22 @@ fn domain_alarms(
     }
 }
 
+/// The outage as its one alarm: since when, the servers tried, and that
+/// nothing is to be done to the fleet's rows.
+fn broker_unreachable(o: &Outage, now: DateTime<Utc>) -> Alarm {
+    Alarm {
+        alarm: "broker_unreachable",
+        domain: None,
+        measurement: format!(
+            "no server answers (servers tried: {}) since {} ({} ago); every term is unreadable until one does, and nothing is purged",
+            o.servers,
+            o.since,
+            human::age(since(now, o.since))
+        ),
+        remedy: "check that nats-server runs on the servers named and that this host reaches them (nats server ping); nothing to do to the fleet's rows".into(),
+    }
+}
+
 /// The command that announces a verified backup of `stream` (placeholders
 /// for what only the backup job knows).
 pub fn announce_command(stream: &str) -> String {
@@ -430,11 +454,15 @@ fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> String {
         (Cause::AheadOfLog, _) => {
             "see the not_ready alarm: a node reports a position past the log's end".into()
         }
+        (Cause::Unreachable, _) => "see broker_unreachable: nothing to do to the fleet's rows".into(),
+        // A read that failed says nothing about the rows: never a reason to
+        // evict or delete one.
+        (Cause::Read, TermName::Applied | TermName::SnapshotFloor | TermName::MinHold | TermName::BackupFloor) => "the read is tried again every tick; if it keeps failing, check the broker (nats server check jetstream) and the bucket named above (nats kv ls lists those that answer)".into(),
         (_, TermName::Applied | TermName::SnapshotFloor) => "fix or remove the row named above (nats kv get/put), or evict its node; check the presence and positions buckets".into(),
         (_, TermName::MinHold) => "fix or release the hold named above (crewlet retention release)".into(),
         (_, TermName::BackupFloor) => "fix or delete the backup row named above".into(),
-        (_, TermName::FeedAckFloor) => "check that the feed consumer exists on the stream (nats consumer ls <stream>) and the broker answers".into(),
-        (_, TermName::AgeFloor) => "check that the stream exists and the broker answers (nats stream info <stream>)".into(),
+        (_, TermName::FeedAckFloor) => format!("check that the feed consumer exists on the stream (nats consumer ls {}) and the broker answers", a.stream),
+        (_, TermName::AgeFloor) => format!("check that the stream exists and the broker answers (nats stream info {})", a.stream),
         (Cause::Archive, TermName::ArchiveFloor) => format!("segments the archive had published are gone from its store: restore them from a copy of the store (crewlet retention verify-archive -stream {} lists what is there); nothing is purged until they are back", a.stream),
         (_, TermName::ArchiveFloor) => format!("check the archive's store ({}) and the broker; crewlet retention verify-archive -stream {} reads every segment", a.archive.as_ref().map_or("", |s| s.store.as_str()), a.stream),
     }
@@ -572,6 +600,7 @@ fn not_ready_remedy(a: &Answer) -> String {
                 ahead.join(", ")
             )
         }
+        Some(NotReady::FloorUnreadable { row: false, .. }) => "the read is tried again every tick; if it keeps failing, check the broker (nats server check jetstream) and the floors bucket (nats kv ls lists the buckets that answer); nothing to do to the rows".into(),
         Some(NotReady::FloorUnreadable { .. }) => format!(
             "a tick never overwrites an unreadable floors row; replace it with a new generation: crewlet retention reanchor -stream {} (prints the -confirm to give)",
             a.stream

@@ -37,7 +37,7 @@ fn fresh() -> World {
 }
 
 fn alarms(w: &World) -> Vec<Alarm> {
-    evaluate(&[w.answer()], &held(), None, &policy(), now())
+    evaluate(&[w.answer()], &held(), None, &policy(), now(), None)
 }
 
 fn names(a: &[Alarm]) -> Vec<&str> {
@@ -51,7 +51,16 @@ fn a_healthy_domain_has_none() {
 
 #[test]
 fn duty_unheld_is_fleet_level_and_quiet_between_cron_runs() {
-    let unheld = |w: &World| evaluate(&[w.answer()], &DutyView::Unheld, None, &policy(), now());
+    let unheld = |w: &World| {
+        evaluate(
+            &[w.answer()],
+            &DutyView::Unheld,
+            None,
+            &policy(),
+            now(),
+            None,
+        )
+    };
     // `run --once` from cron: no lease between runs, a fresh row. Calm.
     assert_eq!(names(&unheld(&fresh())), Vec::<&str>::new());
     // Nothing ever published, and no lease: nobody trims.
@@ -117,7 +126,7 @@ fn backup_age_names_the_owner_and_clears() {
     w.policy.backup_floor = BackupPolicy::Operator;
     let mut p = policy();
     p.backup_floor = BackupPolicy::Operator;
-    let a = evaluate(&[w.answer()], &held(), None, &p, now());
+    let a = evaluate(&[w.answer()], &held(), None, &p, now(), None);
     assert_eq!(
         a[0].measurement,
         format!("no acknowledgement has been given for {S}")
@@ -241,7 +250,14 @@ fn floor_stale() {
     );
     // Nobody holds the duty and the row is stale: nobody trims, and if it
     // is cron that runs the ticks, they are further apart than 3 ticks.
-    let a = evaluate(&[w.answer()], &DutyView::Unheld, None, &policy(), now());
+    let a = evaluate(
+        &[w.answer()],
+        &DutyView::Unheld,
+        None,
+        &policy(),
+        now(),
+        None,
+    );
     assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
 }
 
@@ -256,7 +272,7 @@ fn a_trim_held_under_operator_policy_prints_the_ack() {
         "blocked_by": ["backup_floor"], "held_since": ts(-2 * 86400), "at": ts(-5)}));
     let mut p = policy();
     p.backup_floor = BackupPolicy::Operator;
-    let a = evaluate(&[w.answer()], &held(), None, &p, now());
+    let a = evaluate(&[w.answer()], &held(), None, &p, now(), None);
     let held = a
         .iter()
         .find(|x| x.alarm == "trim_held")
@@ -299,4 +315,41 @@ fn a_trim_held_by_a_hold_prints_its_release() {
         held.remedy
     );
     assert!(!held.remedy.contains("HOLD_ID"), "{}", held.remedy);
+}
+
+/// An outage is one fleet-level condition: every term unreadable for it
+/// alone, nothing licensed, and no row remedy whatever the rows said when
+/// last read (issue 22, item 6).
+#[test]
+fn an_outage_is_one_alarm_and_no_row_remedy() {
+    let mut w = World::new();
+    // Rows that, read, would raise alarms naming reanchor and evict.
+    w.floors = Some(vec![(S.into(), "not json".into())]);
+    let outage = Outage {
+        since: Instant(now() - chrono::Duration::seconds(90)),
+        servers: "nats://a:4222,nats://b:4222".into(),
+    };
+    let answer = w.answer().unreachable(&outage);
+    assert_eq!(answer.trim_to, 0);
+    assert!(answer.not_ready.is_none());
+    assert!(answer
+        .terms
+        .iter()
+        .filter(|t| !matches!(t.state, TermState::NotApplicable))
+        .all(|t| matches!(
+            &t.state,
+            TermState::Unreadable { error, cause: Cause::Unreachable } if error.contains("nats://a:4222")
+        )));
+    assert!(crate::floor::purge_target(&answer).is_none());
+    let a = evaluate(&[answer], &held(), None, &policy(), now(), Some(&outage));
+    assert_eq!(names(&a), ["broker_unreachable"]);
+    assert_eq!(a[0].domain, None);
+    let line = a[0].line();
+    assert!(
+        line.contains("nats://a:4222,nats://b:4222") && line.contains("90 seconds ago"),
+        "{line}"
+    );
+    for dangerous in ["reanchor", "evict", "delete"] {
+        assert!(!line.contains(dangerous), "{line}");
+    }
 }

@@ -24,6 +24,62 @@ pub struct Broker {
     >,
     /// How long one read may take before it is given up as unreadable.
     pub(crate) read_timeout: std::time::Duration,
+    /// What the client library has told us of the connection.
+    pub(crate) link: std::sync::Arc<Link>,
+}
+
+/// The connection as the client library's events told it: whether it was
+/// ever up (the first connection is not a reconnection) and since when it
+/// is down.
+#[derive(Debug, Default)]
+pub struct Link {
+    ever: std::sync::atomic::AtomicBool,
+    down_since: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
+}
+
+impl Link {
+    fn down_since(&self) -> Option<chrono::DateTime<chrono::Utc>> {
+        match self.down_since.lock() {
+            Ok(g) => *g,
+            Err(p) => *p.into_inner(),
+        }
+    }
+
+    fn set_down_since(&self, at: Option<chrono::DateTime<chrono::Utc>>) {
+        match self.down_since.lock() {
+            Ok(mut g) => *g = at,
+            Err(p) => *p.into_inner() = at,
+        }
+    }
+
+    /// Records a connection; returns how long it was down before, or
+    /// `None` for the first one.
+    fn connected(&self) -> Option<chrono::Duration> {
+        let before = self.down_since();
+        self.set_down_since(None);
+        let was_up = self.ever.swap(true, std::sync::atomic::Ordering::SeqCst);
+        was_up.then(|| before.map_or(chrono::Duration::zero(), |b| chrono::Utc::now() - b))
+    }
+
+    /// Records a lost connection (the first moment it was lost is kept).
+    fn disconnected(&self) {
+        if self.down_since().is_none() {
+            self.set_down_since(Some(chrono::Utc::now()));
+        }
+    }
+}
+
+/// Whether the broker can be reached, as the sidecar says it
+/// (`broker_unreachable`, docs/runbook.md).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Reach {
+    Connected,
+    /// No server of the list answers: since when, and the servers tried
+    /// (redacted).
+    Unreachable {
+        since: chrono::DateTime<chrono::Utc>,
+        servers: String,
+    },
 }
 
 impl Broker {
@@ -107,6 +163,8 @@ pub async fn connect(
     client_name: &str,
 ) -> Result<Broker, ConnectError> {
     let shown = redact_url(url);
+    let link = std::sync::Arc::new(Link::default());
+    let events = link.clone();
     let mut opts = ConnectOptions::new()
         .name(client_name)
         // Without retry_on_initial_connect a broker that is not there is
@@ -117,18 +175,29 @@ pub async fn connect(
         .max_reconnects(None)
         // The sidecar says itself when the broker goes and comes back (the
         // client library's own lines are below the one-shot log level).
-        .event_callback(|event| async move {
-            match event {
-                async_nats::Event::Disconnected => {
-                    tracing::warn!(
-                        event = "broker_disconnected",
-                        "lost the connection to the broker; reconnecting"
-                    )
+        .event_callback(move |event| {
+            let link = events.clone();
+            async move {
+                match event {
+                    async_nats::Event::Disconnected => {
+                        link.disconnected();
+                        tracing::warn!(
+                            event = "broker_disconnected",
+                            "lost the connection to the broker; reconnecting"
+                        )
+                    }
+                    async_nats::Event::Connected => {
+                        // The first connection is the one `started` logs.
+                        if let Some(down) = link.connected() {
+                            tracing::info!(
+                                event = "broker_reconnected",
+                                down_for = %crate::human::age(down.to_std().unwrap_or_default()),
+                                "connected to the broker again"
+                            )
+                        }
+                    }
+                    _ => {}
                 }
-                async_nats::Event::Connected => {
-                    tracing::info!(event = "broker_reconnected", "connected to the broker")
-                }
-                _ => {}
             }
         });
     if let Some(creds) = &nats.creds {
@@ -209,7 +278,24 @@ pub async fn connect(
         url: shown,
         stores: Default::default(),
         read_timeout: super::read::READ_TIMEOUT,
+        link,
     })
+}
+
+impl Broker {
+    /// Whether any server of the list can be reached now; unreachable
+    /// since the client library said the connection was lost (or since
+    /// now, when it is down and has not said so yet).
+    pub fn reach(&self) -> Reach {
+        use async_nats::connection::State;
+        if self.js.client().connection_state() == State::Connected {
+            return Reach::Connected;
+        }
+        Reach::Unreachable {
+            since: self.link.down_since().unwrap_or_else(chrono::Utc::now),
+            servers: self.url.clone(),
+        }
+    }
 }
 
 /// Whether an IO error of kind `InvalidData` is in `e`'s source chain.

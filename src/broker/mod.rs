@@ -15,4 +15,10 @@ pub mod read;
 pub mod streams;
 pub mod write;
 
-pub use connect::{connect, Broker, ConnectError};
+pub use connect::{connect, Broker, ConnectError, Reach};
+
+/// The log filter for the client library's own lines: from `warn` up. At
+/// `info` it logs every reconnection attempt during an outage, which the
+/// sidecar's `broker_*` lines and its `broker_unreachable` alarm already
+/// say once (`RUST_LOG` overrides it).
+pub const CLIENT_LOG_FILTER: &str = "async_nats=warn";

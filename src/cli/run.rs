@@ -220,6 +220,12 @@ async fn start_http(
             recorder
                 .lasting
                 .observe(took.as_secs_f64(), report.purged());
+            // The last answer read while the broker answered stays the
+            // one kept (and served as stale, with its age).
+            if let Some(o) = &report.outage {
+                recorder.met_outage(o.clone());
+                return;
+            }
             let status = report.status(s, Some(server.clone()));
             let answers: Vec<crate::floor::Answer> =
                 report.domains.iter().map(|d| d.answer.clone()).collect();

@@ -34,16 +34,26 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         answers,
         offset,
     } = crate::trim::answers(&broker, &config, "", now).await;
-    if !answers.is_empty()
+    // Nothing could be read: one broker_unreachable condition, every term
+    // unreadable for that reason alone, exit 3 (never row remedies for
+    // reads that were not made).
+    let nothing = !answers.is_empty()
         && answers.iter().all(|a| a.stream_error.is_some())
-        && parsed.all_failed()
-    {
-        eprintln!(
-            "error: nothing could be read from the broker at {}",
-            broker.url
-        );
-        return Exit::Unreachable;
-    }
+        && parsed.all_failed();
+    let outage = match broker.reach() {
+        crate::broker::Reach::Unreachable { since, servers } => Some(crate::floor::Outage {
+            since: Instant(since),
+            servers,
+        }),
+        crate::broker::Reach::Connected => nothing.then(|| crate::floor::Outage {
+            since: Instant(now),
+            servers: broker.url.clone(),
+        }),
+    };
+    let answers: Vec<crate::floor::Answer> = match &outage {
+        Some(o) => answers.into_iter().map(|a| a.unreachable(o)).collect(),
+        None => answers,
+    };
 
     let view = match &duty {
         DutyStatus::Other {
@@ -62,6 +72,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         offset,
         &AlarmPolicy::from_config(&config),
         crate::clock::broker_now(offset, now),
+        outage.as_ref(),
     );
 
     let domains = answers
@@ -111,7 +122,9 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     for a in &status.alarms {
         super::print_alarm(cli, a);
     }
-    if status.alarms.is_empty() {
+    if outage.is_some() {
+        Exit::Unreachable
+    } else if status.alarms.is_empty() {
         Exit::Ok
     } else {
         Exit::Attention

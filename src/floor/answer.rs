@@ -69,6 +69,29 @@ pub enum Cause {
     Read,
     /// The archive's segments do not reach its published frontier.
     Archive,
+    /// No server of the broker's list can be reached: nothing was read.
+    Unreachable,
+}
+
+/// The broker cannot be reached: since when, and the servers tried. While
+/// it lasts every answer is [`Answer::unreachable`] and the one alarm is
+/// `broker_unreachable`: a read that could not be made is never a reason
+/// to reanchor, evict or delete a row.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outage {
+    pub since: Instant,
+    /// The server list, redacted.
+    pub servers: String,
+}
+
+impl Outage {
+    /// The reason every term is unreadable for.
+    pub fn reason(&self) -> String {
+        format!(
+            "the broker is unreachable (since {}; servers tried: {})",
+            self.since, self.servers
+        )
+    }
 }
 
 /// One term of the answer.
@@ -233,8 +256,10 @@ pub enum NotReady {
     Recreated,
     /// A counted node's position is past the log's end.
     AheadOfLog,
-    /// The floors row does not parse.
-    FloorUnreadable { error: String },
+    /// The floors row does not parse (`row`), or the floors bucket could
+    /// not be read (a failed read, not a missing bucket: before the first
+    /// run there is nothing published, and nothing wrong).
+    FloorUnreadable { error: String, row: bool },
     /// There is no floors row, but positions rows name a later generation
     /// than the one a missing row would start at: the row was lost, and
     /// the generation (with the backups and archive it admits) is unknown.
@@ -246,7 +271,7 @@ impl std::fmt::Display for NotReady {
         match self {
             NotReady::Recreated => f.write_str("wrong_stream (recreated)"),
             NotReady::AheadOfLog => f.write_str("wrong_stream (ahead_of_log)"),
-            NotReady::FloorUnreadable { error } => write!(f, "floor_unreadable ({error})"),
+            NotReady::FloorUnreadable { error, .. } => write!(f, "floor_unreadable ({error})"),
             NotReady::GenerationUnknown { highest } => write!(
                 f,
                 "generation_unknown (there is no floors row, but positions name generation {highest})"
@@ -376,6 +401,37 @@ pub fn config_digest(domain: &Domain, policy: &super::Policy) -> String {
 }
 
 impl Answer {
+    /// This answer as it stands while the broker cannot be reached: every
+    /// term the domain has is unreadable for that reason alone, nothing is
+    /// licensed, and nothing read about the log or its rows (NOT READY,
+    /// node states, the stream's settings) is claimed as current.
+    pub fn unreachable(mut self, outage: &Outage) -> Answer {
+        let reason = outage.reason();
+        let mut blocked = Vec::new();
+        for t in &mut self.terms {
+            if matches!(t.state, TermState::NotApplicable) {
+                continue;
+            }
+            t.state = TermState::Unreadable {
+                error: reason.clone(),
+                cause: Cause::Unreachable,
+            };
+            t.detail = None;
+            t.binding = false;
+            blocked.push(t.term);
+        }
+        self.blocked_by = blocked;
+        self.trim_to = 0;
+        self.would_purge = None;
+        self.not_ready = None;
+        self.nodes.clear();
+        self.broker_retention_bypass.clear();
+        self.stream_warnings.clear();
+        self.stream_error = Some(reason);
+        self.purge_clamped_by = None;
+        self
+    }
+
     /// `blocked_by` as words joined by `sep`, or `-` when empty.
     pub fn blocked_names(&self, sep: &str) -> String {
         if self.blocked_by.is_empty() {
@@ -514,7 +570,10 @@ pub fn compute(
     let mut not_ready: Option<NotReady> = None;
     let (generation, gen_created, prev_floor, prev_state, prev_held, opened_at) = match &previous {
         Err(e) => {
-            not_ready = Some(NotReady::FloorUnreadable { error: e.clone() });
+            not_ready = Some(NotReady::FloorUnreadable {
+                error: e.clone(),
+                row: rows.floors.is_ok(),
+            });
             (0, live_created, None, FloorState::None, None, None)
         }
         Ok(None) => {

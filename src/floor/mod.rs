@@ -24,7 +24,7 @@ use std::time::Duration;
 pub use answer::compute;
 pub use answer::{
     explicit_point, Answer, Cause, FloorState, GateFault, GateView, NodeRow, NodeState, NotReady,
-    PublishedFloor, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
+    Outage, PublishedFloor, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;
 pub use pins::{clamp_to_pins, Pins, ReadPresence};

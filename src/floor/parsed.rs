@@ -210,10 +210,22 @@ impl ParsedRows {
             && failed(self.floors.as_ref().err())
     }
 
+    /// The floors bucket as read; `None` when it does not exist yet (no
+    /// sidecar has run: nothing was published, nothing requested).
+    fn floors_read(&self) -> Result<Option<&Floors>, String> {
+        match &self.floors {
+            Ok(f) => Ok(Some(f)),
+            Err(BucketError::Missing { .. }) => Ok(None),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+
     /// The requested watermark of `stream` (none: `Ok(None)`), or why it
     /// cannot be read (the floors bucket, or a row that does not parse).
     pub fn requested(&self, stream: &str) -> Result<Option<crate::rows::Requested>, String> {
-        let floors = self.floors.as_ref().map_err(|e| e.to_string())?;
+        let Some(floors) = self.floors_read()? else {
+            return Ok(None);
+        };
         match floors.requested.get(stream) {
             None => Ok(None),
             Some((Ok(r), _)) => Ok(Some(r.clone())),
@@ -224,7 +236,9 @@ impl ParsedRows {
     /// The floors row for `stream` as published, with its revision, or why
     /// it cannot be used.
     pub fn published(&self, stream: &str) -> Result<Option<(PublishedFloor, u64)>, String> {
-        let floors = self.floors.as_ref().map_err(|e| e.to_string())?;
+        let Some(floors) = self.floors_read()? else {
+            return Ok(None);
+        };
         match floors.get(stream) {
             None => Ok(None),
             Some((Ok(p), rev)) => Ok(Some((p.clone(), *rev))),

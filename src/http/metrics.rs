@@ -216,6 +216,37 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
     out
 }
 
+/// `tick` (one tick's exposition) with the two families that change
+/// between ticks, as of now: `crewlet_broker_connected` and
+/// `crewlet_answer_age_seconds` (none before the first answer). They go
+/// before the closing `# EOF`.
+pub fn with_live(tick: &str, connected: bool, answer_age_seconds: Option<f64>) -> String {
+    let mut r = Registry::with_prefix("crewlet");
+    let up = Gauge::<i64>::default();
+    r.register(
+        "broker_connected",
+        "1 while the broker can be reached",
+        up.clone(),
+    );
+    up.set(i64::from(connected));
+    if let Some(age) = answer_age_seconds {
+        let g = FloatGauge::default();
+        r.register(
+            "answer_age_seconds",
+            "seconds since the answer the other values come from",
+            g.clone(),
+        );
+        g.set(age);
+    }
+    let mut live = String::new();
+    if prometheus_client::encoding::text::encode(&mut live, &r).is_err() {
+        return tick.to_string();
+    }
+    let body = tick.strip_suffix("# EOF\n").unwrap_or(tick);
+    // The live registry's own text ends with `# EOF` too.
+    format!("{body}{live}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -258,5 +289,20 @@ mod tests {
             "only terms in state value"
         );
         assert!(!text.contains("archive_frontier{"), "no archive here");
+        let live = with_live(&text, false, Some(12.5));
+        assert_eq!(live.matches("# EOF").count(), 1, "{live}");
+        assert!(live.ends_with("# EOF\n"), "{live}");
+        assert!(
+            live.lines().any(|l| l == "crewlet_broker_connected 0"),
+            "{live}"
+        );
+        assert!(
+            live.lines().any(|l| l == "crewlet_answer_age_seconds 12.5"),
+            "{live}"
+        );
+        assert!(
+            live.contains("crewlet_trim_to{"),
+            "the tick's families stay"
+        );
     }
 }

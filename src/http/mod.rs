@@ -37,8 +37,10 @@ pub struct Last {
     pub status: axum::body::Bytes,
     /// The exposition text.
     pub metrics: axum::body::Bytes,
+    /// When it was recorded: what `crewlet_answer_age_seconds` and an
+    /// unreachable answer's `last_answer_at` count from.
+    pub at: chrono::DateTime<chrono::Utc>,
     status_gzip: std::sync::OnceLock<axum::body::Bytes>,
-    metrics_gzip: std::sync::OnceLock<axum::body::Bytes>,
 }
 
 impl Last {
@@ -46,8 +48,8 @@ impl Last {
         Last {
             status: axum::body::Bytes::from(status.to_string()),
             metrics: axum::body::Bytes::from(metrics),
+            at: chrono::Utc::now(),
             status_gzip: std::sync::OnceLock::new(),
-            metrics_gzip: std::sync::OnceLock::new(),
         }
     }
 }
@@ -132,6 +134,10 @@ pub struct Shared {
     pub tokens: tokens::Watched,
     pub lasting: metrics::Lasting,
     last: RwLock<Option<Arc<Last>>>,
+    /// The outage the last tick met on a connection that is up (a broker
+    /// that takes connections and answers nothing); a connection that is
+    /// down is read from the client itself, at once.
+    outage: RwLock<Option<crate::floor::Outage>>,
 }
 
 impl Shared {
@@ -143,12 +149,41 @@ impl Shared {
             tokens,
             lasting: metrics::Lasting::default(),
             last: RwLock::new(None),
+            outage: RwLock::new(None),
+        }
+    }
+
+    /// A tick that met an outage: the last answer stays the last one read
+    /// while the broker answered, and is no longer served as current.
+    pub fn met_outage(&self, outage: crate::floor::Outage) {
+        match self.outage.write() {
+            Ok(mut g) => *g = Some(outage),
+            Err(p) => *p.into_inner() = Some(outage),
+        }
+    }
+
+    /// The broker cannot be reached now: the connection is down, or the
+    /// last tick read nothing on it.
+    pub fn outage(&self) -> Option<crate::floor::Outage> {
+        if let crate::broker::Reach::Unreachable { since, servers } = self.broker.reach() {
+            return Some(crate::floor::Outage {
+                since: crate::rows::Instant(since),
+                servers,
+            });
+        }
+        match self.outage.read() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
         }
     }
 
     /// Records a tick's answer for the routes that answer from it, and
     /// compresses it on a thread of its own.
     pub fn record(&self, last: Last) {
+        match self.outage.write() {
+            Ok(mut g) => *g = None,
+            Err(p) => *p.into_inner() = None,
+        }
         let last = Arc::new(last);
         {
             let mut guard = match self.last.write() {
@@ -162,9 +197,6 @@ impl Shared {
             .spawn(move || {
                 if let Some(gz) = gzip(&last.status) {
                     let _ = last.status_gzip.set(gz);
-                }
-                if let Some(gz) = gzip(&last.metrics) {
-                    let _ = last.metrics_gzip.set(gz);
                 }
             });
         if let Err(e) = spawned {
@@ -193,14 +225,19 @@ pub struct ApiError {
     pub status: StatusCode,
     pub code: &'static str,
     pub message: String,
+    /// Fields beside `error` and `message` (`last_answer_at`).
+    pub extra: serde_json::Map<String, serde_json::Value>,
 }
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
+        let mut body = self.extra;
+        body.insert("error".into(), self.code.into());
+        body.insert("message".into(), self.message.into());
         (
             self.status,
             [(header::CONTENT_TYPE, "application/json")],
-            json!({"error": self.code, "message": self.message}).to_string(),
+            serde_json::Value::Object(body).to_string(),
         )
             .into_response()
     }
@@ -211,6 +248,7 @@ pub fn error(status: StatusCode, code: &'static str, message: impl Into<String>)
         status,
         code,
         message: message.into(),
+        extra: serde_json::Map::new(),
     }
 }
 
@@ -305,16 +343,32 @@ async fn dashboard_route(State(shared): State<Arc<Shared>>) -> Response {
         .into_response()
 }
 
+/// The last tick's families, with the two that change between ticks
+/// (`crewlet_broker_connected`, `crewlet_answer_age_seconds`) as of this
+/// request: during an outage a scrape still answers 200 and says so.
 async fn metrics_route(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    match shared.last() {
-        Some(l) => cached(&headers, &l.metrics, &l.metrics_gzip, OPENMETRICS),
-        None => (
-            StatusCode::OK,
-            [(header::CONTENT_TYPE, OPENMETRICS)],
-            metrics::encode(&[], &[], false, &shared.lasting),
-        )
-            .into_response(),
+    let last = shared.last();
+    let tick = match &last {
+        Some(l) => String::from_utf8_lossy(&l.metrics).into_owned(),
+        None => metrics::encode(&[], &[], false, &shared.lasting),
+    };
+    let age = last.as_ref().map(|l| {
+        (chrono::Utc::now() - l.at)
+            .to_std()
+            .unwrap_or_default()
+            .as_secs_f64()
+    });
+    let text = metrics::with_live(&tick, shared.outage().is_none(), age);
+    let plain = axum::body::Bytes::from(text);
+    // Compressed per request: the exposition is small (per domain, not
+    // per node), and its live lines differ from one scrape to the next.
+    let compressed = std::sync::OnceLock::new();
+    if takes_gzip(&headers) {
+        if let Some(gz) = gzip(&plain) {
+            let _ = compressed.set(gz);
+        }
     }
+    cached(&headers, &plain, &compressed, OPENMETRICS)
 }
 
 async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
@@ -332,6 +386,9 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 
 async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
     if let Err(r) = authorise(&shared, &headers, "read") {
+        return r.into_response();
+    }
+    if let Err(r) = reachable(&shared) {
         return r.into_response();
     }
     match shared.last() {
@@ -357,6 +414,19 @@ fn gate(
     Ok((who, domain_of(shared, stream)?))
 }
 
+/// As [`gate`] with the `read` scope, for a route that reads the log:
+/// the broker reachable, or 503 `unreachable` (rather than a read that
+/// waits out its timeout).
+fn gate_read(
+    shared: &Shared,
+    headers: &HeaderMap,
+    stream: &str,
+) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
+    let gated = gate(shared, headers, "read", stream)?;
+    reachable(shared)?;
+    Ok(gated)
+}
+
 /// As [`gate`], for a route that writes: the broker connected, or 503
 /// before anything is judged (a judgement on reads that cannot be made
 /// would answer with a refusal that is not one).
@@ -371,20 +441,31 @@ fn gate_write(
     Ok(gated)
 }
 
-/// The broker connected, or the 503 answer.
+/// The broker reachable, or the 503 `unreachable` answer: an answer
+/// computed earlier is not the state of the fleet, and a gesture judged on
+/// reads that cannot be made would be a refusal that is not one. The
+/// answer carries `last_answer_at` (null before any), which the dashboard
+/// shows as the age of what it keeps on the screen.
 fn reachable(shared: &Shared) -> Result<(), ApiError> {
-    if shared.broker.connected() {
-        Ok(())
-    } else {
-        Err(error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unreachable",
-            format!(
-                "not connected to the broker at {}; nothing written",
-                shared.broker.url
-            ),
-        ))
-    }
+    let Some(outage) = shared.outage() else {
+        return Ok(());
+    };
+    let last = shared.last().map(|l| crate::rows::Instant(l.at));
+    let shown = match last {
+        Some(at) => format!("the last answer, of {at}, is not the state of the fleet"),
+        None => "no answer was computed yet".to_string(),
+    };
+    let mut e = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unreachable",
+        format!(
+            "the broker cannot be reached (since {}; servers tried: {}); nothing is read or written, and {shown}",
+            outage.since, outage.servers
+        ),
+    );
+    e.extra
+        .insert("last_answer_at".into(), last.map(|l| l.to_string()).into());
+    Err(e)
 }
 
 /// The configured domain named by `{stream}` (its stream or its name), or
@@ -407,7 +488,7 @@ async fn tail(
     headers: HeaderMap,
     Path(stream): Path<String>,
 ) -> Response {
-    let (_, domain) = match gate(&shared, &headers, "read", &stream) {
+    let (_, domain) = match gate_read(&shared, &headers, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -469,7 +550,7 @@ async fn records(
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     use crate::archive::merge::{self, MergeError};
-    let (_, domain) = match gate(&shared, &headers, "read", &stream) {
+    let (_, domain) = match gate_read(&shared, &headers, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };

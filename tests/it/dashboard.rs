@@ -411,3 +411,39 @@ fn picture(png: &Path) -> Picture {
         rgb,
     }
 }
+
+/// Issue 22, item 7: with the broker gone the page says that what it
+/// shows is stale, why, and how old it is (the JSON route answers 503
+/// `unreachable` with `last_answer_at`; the page had shown it as a plain
+/// failure).
+#[tokio::test]
+async fn with_the_broker_gone_the_page_says_its_answer_is_stale_and_how_old() {
+    let (mut f, s) = pinned_fleet().await;
+    let reader = s.token("dashboard", "read");
+    assert!(
+        eventually(20, || async {
+            s.get("/v1/retention", Some(&reader)).0 == 200
+        })
+        .await,
+        "the first tick"
+    );
+    f.server.kill();
+    assert!(
+        eventually(10, || async {
+            s.get("/v1/retention", Some(&reader)).0 == 503
+        })
+        .await,
+        "unreachable"
+    );
+    let url = format!("http://127.0.0.1:{}/#token={reader}", s.port);
+    let load = chromium(&url, 2500, None);
+    only_the_sidecar(&load, s.port);
+    let stale = text(section(&load.dom, r#"id="stale""#));
+    assert!(
+        stale.contains("STALE: the broker cannot be reached")
+            && stale.contains(&f.server.url())
+            && stale.contains("s old"),
+        "{stale}"
+    );
+    s.stop();
+}

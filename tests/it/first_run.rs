@@ -387,3 +387,163 @@ async fn a_missing_stream_or_bucket_is_exit_1_not_3() {
         );
     }
 }
+
+/// Item 6, before `init`: on a fresh broker (the log there, no bucket yet)
+/// `status` said `not_ready … floor_unreadable` and told the operator to
+/// reanchor. Nothing was ever published: the answer says what is missing
+/// and names `init`, and no row remedy (reanchor, evict, delete) appears.
+#[tokio::test]
+async fn status_before_init_names_init_and_no_row_remedy() {
+    let f = Fleet::new(10).await;
+    for bucket in [
+        "crewlet_presence",
+        "crewlet_positions",
+        "crewlet_holds",
+        "crewlet_backups",
+        "crewlet_snapshots",
+        "crewlet_floors",
+        "crewlet_gates",
+        "crewlet_duty",
+    ] {
+        f.js.delete_key_value(bucket).await.expect("delete");
+    }
+    let op = operator(&f, "node-1");
+    let (run, v) = op.json(&["retention", "status"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(v["domains"][0]["not_ready"].is_null(), "{v}");
+    assert!(run.stderr.contains("crewlet retention init"), "{run:?}");
+    for dangerous in ["reanchor", "evict", "delete"] {
+        assert!(
+            !run.stderr.contains(dangerous),
+            "no {dangerous} before init: {run:?}"
+        );
+    }
+}
+
+/// Items 6, 7 and 8: the broker stopped under a running sidecar. The
+/// outage is one `broker_unreachable` condition naming the servers and
+/// since when, with no row remedy (it raised nine alarms telling the
+/// operator to reanchor, evict and delete rows); `/v1/retention` and the
+/// read routes answer 503 `unreachable` with `last_answer_at` (it served
+/// the last answer as current); `/metrics` says `crewlet_broker_connected
+/// 0` and how old its values are. The logs carry no client-library noise,
+/// the first connection is not a reconnection, and the first tick of a run
+/// over an older floors row raises no `floor_stale`.
+#[tokio::test]
+async fn an_outage_is_told_as_an_outage() {
+    let mut f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 60), ("node-2", 60)], 100).await;
+    // A floors row from an earlier run, older than three ticks.
+    let run = operator(&f, "node-1").run(&["retention", "run", "--once"]);
+    assert!(f.floors_row().await.is_some(), "{run:?}");
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+
+    let s = crate::http::Served::start_logging(&f, "", "", None);
+    let reader = s.token("grafana", "read");
+    assert!(
+        eventually(20, || async {
+            s.get("/v1/retention", Some(&reader)).0 == 200
+        })
+        .await,
+        "the first tick"
+    );
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let calm = s.logs();
+    assert!(!calm.contains("floor_stale"), "{calm}");
+    assert!(!calm.contains("broker_reconnected"), "{calm}");
+    let (_, metrics) = s.get("/metrics", None);
+    assert!(
+        metrics.lines().any(|l| l == "crewlet_broker_connected 1"),
+        "{metrics}"
+    );
+
+    f.server.kill();
+    assert!(
+        eventually(10, || async {
+            s.get("/v1/retention", Some(&reader)).0 == 503
+        })
+        .await,
+        "the last answer is not served as current"
+    );
+    let (_, body) = s.get("/v1/retention", Some(&reader));
+    let v = crate::http::json(&body);
+    assert_eq!(v["error"], "unreachable", "{v}");
+    let last = v["last_answer_at"].as_str().unwrap_or_default();
+    assert!(crewlet::rows::Instant::parse(last).is_ok(), "{v}");
+    for path in [
+        "/v1/streams/tracker/tail".to_string(),
+        "/v1/streams/tracker/records?from=1&limit=5".to_string(),
+    ] {
+        let (code, body) = s.get(&path, Some(&reader));
+        let v = crate::http::json(&body);
+        assert_eq!(
+            (code, v["error"].as_str()),
+            (503, Some("unreachable")),
+            "{path}: {v}"
+        );
+    }
+    let age = |text: &str| -> f64 {
+        text.lines()
+            .find_map(|l| l.strip_prefix("crewlet_answer_age_seconds "))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(-1.0)
+    };
+    let (code, first) = s.get("/metrics", None);
+    assert_eq!(code, 200, "a scrape still answers");
+    assert!(
+        first.lines().any(|l| l == "crewlet_broker_connected 0"),
+        "{first}"
+    );
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    let (_, second) = s.get("/metrics", None);
+    assert!(
+        age(&second) > age(&first) && age(&first) >= 0.0,
+        "the answer's age grows: {} then {}",
+        age(&first),
+        age(&second)
+    );
+
+    assert!(
+        eventually(20, || async {
+            s.logs().contains("ALARM broker_unreachable *")
+        })
+        .await,
+        "one condition: {}",
+        s.logs()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let during = s.logs()[calm.len()..].to_string();
+    let raised: Vec<&str> = during
+        .lines()
+        .filter(|l| l.contains("alarm_raised"))
+        .collect();
+    assert_eq!(raised.len(), 1, "one alarm, not one per term: {raised:#?}");
+    assert!(
+        raised[0].contains(&f.server.url()) && raised[0].contains("since"),
+        "the servers tried and since when: {}",
+        raised[0]
+    );
+    for dangerous in ["reanchor", "evict", "delete"] {
+        assert!(
+            !during.contains(dangerous),
+            "no {dangerous} during an outage: {during}"
+        );
+    }
+    assert!(!during.contains("client error"), "{during}");
+
+    f.server.restart();
+    assert!(
+        eventually(30, || async {
+            s.get("/v1/retention", Some(&reader)).0 == 200
+        })
+        .await,
+        "answers again once the broker is back"
+    );
+    let logs = s.stop();
+    assert!(logs.contains("broker_reconnected"), "{logs}");
+    assert!(
+        logs.lines()
+            .any(|l| l.contains("alarm_cleared") && l.contains("broker_unreachable")),
+        "{logs}"
+    );
+}

@@ -75,6 +75,17 @@ impl Served {
 
     /// As [`Served::start_with`], with more fields for the domain.
     pub fn start_full(f: &Fleet, retention: &str, domain: &str) -> Served {
+        Self::start_logging(f, retention, domain, Some("debug"))
+    }
+
+    /// As [`Served::start_full`], logging at `rust_log` (`None`: the
+    /// binary's own default, what an operator sees).
+    pub fn start_logging(
+        f: &Fleet,
+        retention: &str,
+        domain: &str,
+        rust_log: Option<&str>,
+    ) -> Served {
         let scratch = Scratch::new();
         let port = free_port();
         let tokens = scratch.dir.path().join("tokens.yaml");
@@ -87,15 +98,17 @@ impl Served {
             ),
         );
         let cfg = cfg.to_str().expect("utf-8").to_string();
-        let child = Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_crewlet"));
+        command
             .args(["retention", "run", "--config", &cfg])
             .env_remove("NATS_URL")
-            .env("RUST_LOG", "debug")
+            .env_remove("RUST_LOG")
             .stdout(Stdio::null())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("crewlet");
-        let mut child = child;
+            .stderr(Stdio::piped());
+        if let Some(level) = rust_log {
+            command.env("RUST_LOG", level);
+        }
+        let mut child = command.spawn().expect("crewlet");
         let logs = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
         if let Some(mut err) = child.stderr.take() {
             let sink = logs.clone();
@@ -140,6 +153,11 @@ impl Served {
 
     pub fn get(&self, path: &str, token: Option<&str>) -> (u16, String) {
         request(self.port, "GET", path, token, None)
+    }
+
+    /// Everything it logged so far.
+    pub fn logs(&self) -> String {
+        self.logs.lock().map(|l| l.clone()).unwrap_or_default()
     }
 
     /// SIGTERM, then everything it logged.
