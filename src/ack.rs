@@ -34,6 +34,18 @@ pub enum AckError {
     Unreachable(String),
 }
 
+impl AckError {
+    /// The refusal's code (`--json`'s `error`, the HTTP answer's).
+    pub fn code(&self) -> &'static str {
+        match self {
+            AckError::PolicyEngine { .. } => "policy_engine",
+            AckError::PastTail { .. } => "past_tail",
+            AckError::WouldLower { .. } => "would_lower",
+            AckError::Unreachable(_) => "unreachable",
+        }
+    }
+}
+
 /// An acknowledgement written, and the one it replaced.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Acknowledged {

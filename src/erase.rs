@@ -33,6 +33,9 @@ pub struct Ask {
     pub op_id: Option<String>,
     /// Who: the OS account from the CLI, `token:NAME` over HTTP.
     pub by: String,
+    /// Where it was asked: refusals name its options as that surface
+    /// takes them (`-confirm`, or the body field `"confirm"`).
+    pub surface: crate::human::Surface,
 }
 
 /// Input refused before anything is read.
@@ -75,14 +78,43 @@ pub struct ErasureRow {
     pub finished: bool,
 }
 
+/// Why an erasure was not done; nothing written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The subject is the log's gate subject.
+    GateSubject,
+    /// A configured stream the broker does not have.
+    StreamMissing,
+    /// The broker did not answer.
+    Unreachable,
+    SubjectNotInStream,
+    /// The op id names another erasure.
+    OpReused,
+    /// Another run of the same op id is at it.
+    InProgress,
+}
+
+impl Refusal {
+    /// The stable code (`--json`'s and the HTTP answer's `error`).
+    pub fn code(self) -> &'static str {
+        match self {
+            Refusal::GateSubject => "gate_subject",
+            Refusal::StreamMissing => "stream_missing",
+            Refusal::Unreachable => "unreachable",
+            Refusal::SubjectNotInStream => "subject_not_in_stream",
+            Refusal::OpReused => "op_reused",
+            Refusal::InProgress => "in_progress",
+        }
+    }
+}
+
 /// What an erasure came to.
 #[derive(Debug, Clone)]
 pub enum Outcome {
     BadInput(BadInput),
-    /// Refused by judgement (`gate_subject`, `subject_not_in_stream`,
-    /// `op_reused`); nothing written.
+    /// Refused; nothing written.
     Refused {
-        code: &'static str,
+        refusal: Refusal,
         message: String,
     },
     /// It stopped part-way: the row says how far; the same op id
@@ -103,7 +135,10 @@ impl Outcome {
         match self {
             Outcome::BadInput(_) => Exit::Usage,
             Outcome::Done { .. } => Exit::Ok,
-            Outcome::Refused { code, .. } if *code == "unreachable" => Exit::Unreachable,
+            Outcome::Refused {
+                refusal: Refusal::Unreachable,
+                ..
+            } => Exit::Unreachable,
             _ => Exit::Attention,
         }
     }
@@ -183,7 +218,8 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
         return Err(bad(
             "confirm_mismatch",
             format!(
-                "confirm_mismatch: -confirm {} does not repeat the subject {:?}; nothing written",
+                "confirm_mismatch: {} {} does not repeat the subject {:?}; nothing written",
+                ask.surface.option("confirm"),
                 ask.confirm
                     .as_deref()
                     .map_or_else(|| "is missing and".to_string(), |c| format!("{c:?}")),
@@ -195,7 +231,7 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
     if reason.is_empty() {
         return Err(bad(
             "reason_missing",
-            "reason_missing: -reason is required: it is the one thing about the erased records that survives; nothing written".into(),
+            format!("reason_missing: {} is required: it is the one thing about the erased records that survives; nothing written", ask.surface.option("reason")),
         ));
     }
     if reason.chars().count() > 1024 || reason.chars().any(char::is_control) {
@@ -305,7 +341,7 @@ pub async fn apply(
     let subject = ask.subject.clone();
     if domain.gate_subject.as_deref() == Some(subject.as_str()) {
         return Outcome::Refused {
-            code: "gate_subject",
+            refusal: Refusal::GateSubject,
             message: format!("gate_subject: {subject} is the gate subject of {stream}: the gates view depends on those records, and they carry no one's data; nothing written"),
         };
     }
@@ -313,20 +349,20 @@ pub async fn apply(
         Ok(StreamRead::Found(f)) => f,
         Ok(StreamRead::Missing) => {
             return Outcome::Refused {
-                code: "stream_missing",
+                refusal: Refusal::StreamMissing,
                 message: format!("stream {stream} does not exist on the broker; nothing written"),
             }
         }
         Err(e) => {
             return Outcome::Refused {
-                code: "unreachable",
+                refusal: Refusal::Unreachable,
                 message: format!("{e}; nothing written"),
             }
         }
     };
     if !facts.subjects.iter().any(|p| captures(p, &subject)) {
         return Outcome::Refused {
-            code: "subject_not_in_stream",
+            refusal: Refusal::SubjectNotInStream,
             message: format!(
                 "subject_not_in_stream: {stream} takes {}, not {subject}; nothing written",
                 facts.subjects.join(", ")
@@ -341,7 +377,7 @@ pub async fn apply(
     {
         if let Err(e) = broker.ensure_bucket(&spec).await {
             return Outcome::Refused {
-                code: "unreachable",
+                refusal: Refusal::Unreachable,
                 message: format!("the erasures bucket {bucket}: {e}; nothing written"),
             };
         }
@@ -356,7 +392,7 @@ pub async fn apply(
     let mut row = match broker.kv_entry(&bucket, &k).await {
         Err(e) => {
             return Outcome::Refused {
-                code: "unreachable",
+                refusal: Refusal::Unreachable,
                 message: format!("{e}; nothing written"),
             }
         }
@@ -365,13 +401,13 @@ pub async fn apply(
         {
             Err(e) => {
                 return Outcome::Refused {
-                    code: "op_reused",
+                    refusal: Refusal::OpReused,
                     message: format!("{bucket}/{k} exists and is not an erasure row ({e}); start a new erasure without -op-id"),
                 }
             }
             Ok(r) if r.subject != subject || r.stream != stream => {
                 return Outcome::Refused {
-                    code: "op_reused",
+                    refusal: Refusal::OpReused,
                     message: format!("op_reused: {op} erased {} from {}; start a new erasure without -op-id", r.subject, r.stream),
                 }
             }
@@ -405,7 +441,7 @@ pub async fn apply(
     // The row first: a crash from here on leaves the erasure's own trace.
     if let Err(e) = saver.save(&row).await {
         return Outcome::Refused {
-            code: "in_progress",
+            refusal: Refusal::InProgress,
             message: format!("{e}; nothing written by this run"),
         };
     }
@@ -620,7 +656,9 @@ async fn rewrite(
 pub fn json(ask: &Ask, o: &Outcome) -> serde_json::Value {
     match o {
         Outcome::BadInput(b) => json!({"error": b.code, "message": b.message}),
-        Outcome::Refused { code, message } => json!({"error": code, "message": message}),
+        Outcome::Refused { refusal, message } => {
+            json!({"error": refusal.code(), "message": message})
+        }
         Outcome::Stopped { row, message } => json!({
             "error": "unfinished", "message": message, "row": row,
             "finish": finish_command(ask, &row.stream, &row.op_id),

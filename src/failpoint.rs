@@ -13,10 +13,16 @@
 //! would) and `requested_race` (another request writes the requested
 //! watermark between each read and compare-and-set of `trim`). Inert
 //! unless set.
+//!
+//! Compiled only into test builds (debug, as `cargo test` builds the
+//! binary the integration tests run) or with the `failpoints` feature: a
+//! release binary has none, and no environment variable can abort it.
 
+#[cfg(any(debug_assertions, feature = "failpoints"))]
 use std::time::Duration;
 
 /// Aborts or pauses at `name` when `CREWLET_FAILPOINT` names it.
+#[cfg(any(debug_assertions, feature = "failpoints"))]
 pub async fn failpoint(name: &str) {
     let Ok(v) = std::env::var("CREWLET_FAILPOINT") else {
         return;
@@ -39,6 +45,17 @@ pub async fn failpoint(name: &str) {
 
 /// Whether `CREWLET_FAILPOINT` names `name` (a point that changes what a
 /// reader is shown rather than stopping the process).
+#[cfg(any(debug_assertions, feature = "failpoints"))]
 pub fn is_set(name: &str) -> bool {
     std::env::var("CREWLET_FAILPOINT").is_ok_and(|v| v.split(':').next() == Some(name))
+}
+
+/// A release build: no failpoint.
+#[cfg(not(any(debug_assertions, feature = "failpoints")))]
+pub async fn failpoint(_name: &str) {}
+
+/// A release build: no failpoint.
+#[cfg(not(any(debug_assertions, feature = "failpoints")))]
+pub fn is_set(_name: &str) -> bool {
+    false
 }

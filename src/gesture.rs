@@ -648,13 +648,18 @@ fn ungated_words(sign: GateSign, domain: &str, node: &str) -> String {
 }
 
 /// The gesture's answer as `--json` prints it (and the HTTP route answers).
-pub fn json(sign: GateSign, args: &Ask, p: &Performed) -> serde_json::Value {
+pub fn json(
+    sign: GateSign,
+    args: &Ask,
+    p: &Performed,
+    surface: crate::human::Surface,
+) -> serde_json::Value {
     match p {
         Performed::NoGatedLog => {
             json!({"sign": sign.as_str(), "node": args.node, "op_id": null, "refused": "no_gated_log", "message": NO_GATED_LOG, "logs": []})
         }
         Performed::Refused { op, refusal } => {
-            json!({"sign": sign.as_str(), "node": args.node, "op_id": op.as_ref().map(|o| o.to_string()), "refused": refusal.code(), "message": refusal.to_string(), "logs": []})
+            json!({"sign": sign.as_str(), "node": args.node, "op_id": op.as_ref().map(|o| o.to_string()), "refused": refusal.code(), "message": refusal.words(surface), "logs": []})
         }
         Performed::Done { op, logs, ungated } => {
             let rows: Vec<_> = logs

@@ -144,3 +144,81 @@ pub fn duration(d: std::time::Duration) -> String {
     }
     format!("{secs}s")
 }
+
+/// serde's messages are close to right; make the common ones read as advice.
+pub fn serde_message(raw: &str) -> String {
+    let raw = raw.trim();
+    if let Some(rest) = raw.strip_prefix("unknown field ") {
+        // "unknown field `x`, expected one of `a`, `b`"
+        let (field, expected) = rest.split_once(", expected").unwrap_or((rest, ""));
+        let expected = expected.trim_start_matches(" one of").trim();
+        return format!("unknown field {field}; allowed: {expected}");
+    }
+    if let Some(rest) = raw.strip_prefix("missing field ") {
+        return format!("required field {rest} is missing");
+    }
+    kinds(raw)
+}
+
+/// serde names Rust types (`expected u32`); an operator reads kinds.
+fn kinds(raw: &str) -> String {
+    let Some((head, expected)) = raw.rsplit_once(", expected ") else {
+        return raw.to_string();
+    };
+    if let Some(value) = head.strip_prefix("unknown variant ") {
+        let allowed = expected.trim_start_matches("one of ");
+        return format!("unknown value {value}; allowed: {allowed}");
+    }
+    if !(head.starts_with("invalid type: ") || head.starts_with("invalid value: ")) {
+        return raw.to_string();
+    }
+    let kind = match expected.trim() {
+        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more".to_string(),
+        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
+        "f32" | "f64" => "a number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a sequence" => "a list".to_string(),
+        "a map" => "a mapping (field: value)".to_string(),
+        e if e.starts_with("struct ") => "a mapping (field: value)".to_string(),
+        e if e.starts_with("unit variant ") || e.starts_with("variant ") => e.to_string(),
+        e => e.to_string(),
+    };
+    // "invalid type: string \"x\"" reads as "got the string \"x\"".
+    let got = head
+        .strip_prefix("invalid type: ")
+        .or_else(|| head.strip_prefix("invalid value: "))
+        .unwrap_or(head);
+    format!(
+        "{got} is not {kind}",
+        kind = kind.trim_start_matches("expected ")
+    )
+}
+
+/// Who reads a refusal: a person at the command line, who gives options
+/// as flags (`-confirm`, `-force`), or an HTTP client, who gives them as
+/// body fields (`"confirm"`, `"force": true`). One judgement, worded for
+/// each.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Surface {
+    #[default]
+    Cli,
+    Http,
+}
+
+impl Surface {
+    /// How a valued option is named: `-confirm`, or `"confirm"`.
+    pub fn option(self, name: &str) -> String {
+        match self {
+            Surface::Cli => format!("-{name}"),
+            Surface::Http => format!("\"{}\"", name.replace('-', "_")),
+        }
+    }
+
+    /// How a switch is turned on: `pass -force`, or `send "force": true`.
+    pub fn switch(self, name: &str) -> String {
+        match self {
+            Surface::Cli => format!("pass -{name}"),
+            Surface::Http => format!("send \"{}\": true", name.replace('-', "_")),
+        }
+    }
+}

@@ -450,15 +450,12 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
         for t in &a.terms {
             let (state, seq, detail) = term_row(t);
             let mark = if t.binding { "*" } else { " " };
-            let state = if state == "unreadable" {
-                format!("unreadable: {detail}")
+            // The error goes in the last column, which is not padded: a
+            // long one never pushes the other rows' columns out.
+            let state = if t.state_is_unreadable() {
+                "unreadable:".to_string()
             } else {
                 state
-            };
-            let detail = if t.state_is_unreadable() {
-                String::new()
-            } else {
-                detail
             };
             rows.push(vec![
                 mark.into(),

@@ -155,13 +155,14 @@ pub async fn raise(
     by: &str,
     reason: &str,
 ) -> Result<Raised, AskError> {
-    let (state, clock) = broker.stream_state_at(&domain.stream).await.map_err(|e| {
-        if e.ends_with("does not exist") {
-            AskError::NoStream(e)
-        } else {
-            AskError::Unreachable(e)
-        }
-    })?;
+    use crate::broker::read::StreamReadError;
+    let (state, clock) = broker
+        .stream_state_read(&domain.stream)
+        .await
+        .map_err(|e| match e {
+            StreamReadError::Missing { .. } => AskError::NoStream(e.to_string()),
+            StreamReadError::Failed(m) => AskError::Unreachable(m),
+        })?;
     let tail = state.last_seq.saturating_add(1);
     let r = match ask {
         Ask::Entry(0) => {

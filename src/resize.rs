@@ -19,6 +19,9 @@ pub struct Ask {
     pub stream: String,
     pub bytes: String,
     pub confirm: String,
+    /// Where it was asked: refusals name its options as that surface
+    /// takes them.
+    pub surface: crate::human::Surface,
 }
 
 /// Input refused before anything is read.
@@ -156,8 +159,10 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, u64), BadInput> {
         return Err(BadInput {
             code: "confirm_mismatch",
             message: format!(
-                "confirm_mismatch: -confirm {:?} does not repeat the target {:?} exactly as given; nothing written",
-                ask.confirm, ask.bytes
+                "confirm_mismatch: {} {:?} does not repeat the target {:?} exactly as given; nothing written",
+                ask.surface.option("confirm"),
+                ask.confirm,
+                ask.bytes
             ),
         });
     }

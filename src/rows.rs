@@ -196,8 +196,44 @@ impl<'de> Deserialize<'de> for Instant {
     }
 }
 
-fn parse_json<T: for<'de> Deserialize<'de>>(key: &str, body: &[u8]) -> Result<T, RowError> {
-    serde_json::from_slice(body).map_err(|e| RowError::malformed(key, format!("{e}")))
+/// Parses a row, or says what is wrong with it as an operator reads it:
+/// the field, what it holds and what is allowed (`field seq: the string
+/// "lots" is not a whole number, 0 or more`), never the parser's own text
+/// with its line and column.
+pub(crate) fn parse_json<T: for<'de> Deserialize<'de>>(
+    key: &str,
+    body: &[u8],
+) -> Result<T, RowError> {
+    let not_json = || {
+        RowError::malformed(
+            key,
+            "is not a JSON object (the row must be one JSON object; see docs/contract.md)",
+        )
+    };
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    if parsed.is_ok() && de.end().is_err() {
+        return Err(not_json());
+    }
+    parsed.map_err(|e| {
+        let inner = e.inner();
+        if inner.is_syntax() || inner.is_eof() {
+            return not_json();
+        }
+        let raw = inner.to_string();
+        // serde_json appends " at line L column C": not an operator's concern.
+        let raw = match raw.rsplit_once(" at line ") {
+            Some((head, tail)) if tail.contains(" column ") => head.to_string(),
+            _ => raw,
+        };
+        let message = crate::human::serde_message(&raw);
+        let path = e.path().to_string();
+        if path.is_empty() || path == "." || path == "?" {
+            RowError::malformed(key, message)
+        } else {
+            RowError::malformed(key, format!("field {path}: {message}"))
+        }
+    })
 }
 
 fn node_id_field(key: &str, field: &str, value: &str) -> Result<(), RowError> {
@@ -743,7 +779,7 @@ impl Stamped for Requested {
 impl Requested {
     /// Parses `_requested.<stream>`'s value.
     pub fn parse(key: &str, _stream: &str, body: &[u8]) -> Result<Requested, String> {
-        serde_json::from_slice(body).map_err(|e| format!("floors key {key}: {e}"))
+        parse_json(key, body).map_err(|e| format!("floors {e}"))
     }
 
     pub fn key(stream: &str) -> String {
@@ -753,6 +789,27 @@ impl Requested {
 
 #[cfg(test)]
 mod tests {
+    /// Issue 22, item 17: a malformed row said the JSON parser's text
+    /// (`invalid type: string "lots", expected u64 at line 1 column 52`).
+    #[test]
+    fn a_malformed_row_names_the_field_and_what_is_allowed() {
+        let body = br#"{"node":"n1","stream":"S","seq":"lots","generation":0,"stream_created":"2026-11-01T00:00:00Z","updated_at":"2026-11-01T00:00:00Z"}"#;
+        let e = super::PositionRow::parse("S.n1", body)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert_eq!(
+            e,
+            r#"key S.n1: field seq: string "lots" is not a whole number, 0 or more"#
+        );
+        let e = super::PositionRow::parse("S.n1", b"{\"node\": ")
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default();
+        assert!(e.contains("is not a JSON object"), "{e}");
+        assert!(!e.contains("line 1"), "{e}");
+    }
+
     use super::*;
 
     fn now() -> DateTime<Utc> {

@@ -54,9 +54,52 @@ pub enum RetentionKind {
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Bypass {
     /// The stream setting (`max_age`, `max_msgs`, …).
-    pub limit: &'static str,
+    pub limit: Limit,
     /// Its value as the broker reports it.
     pub value: String,
+}
+
+/// A stream setting that can delete records the floor protects.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub enum Limit {
+    #[serde(rename = "max_age")]
+    MaxAge,
+    #[serde(rename = "max_msgs")]
+    MaxMsgs,
+    #[serde(rename = "max_msgs_per_subject")]
+    MaxMsgsPerSubject,
+    #[serde(rename = "max_bytes with discard: old")]
+    MaxBytesDiscardOld,
+    #[serde(rename = "retention")]
+    Retention,
+    #[serde(rename = "allow_msg_ttl")]
+    AllowMsgTtl,
+    #[serde(rename = "subject_delete_marker_ttl")]
+    SubjectDeleteMarkerTtl,
+    #[serde(rename = "allow_rollup_hdrs")]
+    AllowRollupHdrs,
+}
+
+impl Limit {
+    /// The setting as the broker names it (the JSON form too).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Limit::MaxAge => "max_age",
+            Limit::MaxMsgs => "max_msgs",
+            Limit::MaxMsgsPerSubject => "max_msgs_per_subject",
+            Limit::MaxBytesDiscardOld => "max_bytes with discard: old",
+            Limit::Retention => "retention",
+            Limit::AllowMsgTtl => "allow_msg_ttl",
+            Limit::SubjectDeleteMarkerTtl => "subject_delete_marker_ttl",
+            Limit::AllowRollupHdrs => "allow_rollup_hdrs",
+        }
+    }
+}
+
+impl std::fmt::Display for Limit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Every setting of the stream's own that can delete a record the floor
@@ -65,32 +108,32 @@ pub struct Bypass {
 /// `max_msgs_per_subject` only without `discard_new_per_subject`.
 pub fn bypasses(f: &StreamFacts) -> Vec<Bypass> {
     let mut out = Vec::new();
-    let mut add = |limit: &'static str, value: String| out.push(Bypass { limit, value });
+    let mut add = |limit: Limit, value: String| out.push(Bypass { limit, value });
     if !f.max_age.is_zero() {
-        add("max_age", setting_duration(f.max_age));
+        add(Limit::MaxAge, setting_duration(f.max_age));
     }
     if f.max_msgs > 0 && !f.discard_new {
-        add("max_msgs", f.max_msgs.to_string());
+        add(Limit::MaxMsgs, f.max_msgs.to_string());
     }
     if f.max_msgs_per_subject > 0 && !f.discard_new_per_subject {
-        add("max_msgs_per_subject", f.max_msgs_per_subject.to_string());
+        add(Limit::MaxMsgsPerSubject, f.max_msgs_per_subject.to_string());
     }
     if f.max_bytes > 0 && !f.discard_new {
-        add("max_bytes with discard: old", f.max_bytes.to_string());
+        add(Limit::MaxBytesDiscardOld, f.max_bytes.to_string());
     }
     match f.retention {
         RetentionKind::Limits => {}
-        RetentionKind::Interest => add("retention", "interest".into()),
-        RetentionKind::WorkQueue => add("retention", "workqueue".into()),
+        RetentionKind::Interest => add(Limit::Retention, "interest".into()),
+        RetentionKind::WorkQueue => add(Limit::Retention, "workqueue".into()),
     }
     if f.allow_msg_ttl {
-        add("allow_msg_ttl", "true".into());
+        add(Limit::AllowMsgTtl, "true".into());
     }
     if let Some(ttl) = f.subject_delete_marker_ttl {
-        add("subject_delete_marker_ttl", setting_duration(ttl));
+        add(Limit::SubjectDeleteMarkerTtl, setting_duration(ttl));
     }
     if f.allow_rollup {
-        add("allow_rollup_hdrs", "true".into());
+        add(Limit::AllowRollupHdrs, "true".into());
     }
     out
 }
@@ -113,13 +156,13 @@ pub fn bypass_remedy(stream: &str, found: &[Bypass]) -> String {
     let limits = found.iter().any(|b| {
         matches!(
             b.limit,
-            "max_age" | "max_msgs" | "max_msgs_per_subject" | "max_bytes with discard: old"
+            Limit::MaxAge | Limit::MaxMsgs | Limit::MaxMsgsPerSubject | Limit::MaxBytesDiscardOld
         )
     });
     if limits {
         fixes.push(format!("set discard: new and unset max_age, max_msgs and max_msgs_per_subject on {stream} (nats stream edit {stream} --discard new --max-age 0 --max-msgs=-1 --max-msgs-per-subject=-1)"));
     }
-    if found.iter().any(|b| b.limit == "allow_rollup_hdrs") {
+    if found.iter().any(|b| b.limit == Limit::AllowRollupHdrs) {
         fixes.push(format!(
             "turn rollups off on {stream} (nats stream edit {stream} --no-allow-rollup)"
         ));
@@ -127,9 +170,9 @@ pub fn bypass_remedy(stream: &str, found: &[Bypass]) -> String {
     let recreate: Vec<&str> = found
         .iter()
         .filter_map(|b| match b.limit {
-            "retention" => Some("retention: limits"),
-            "allow_msg_ttl" => Some("allow_msg_ttl off"),
-            "subject_delete_marker_ttl" => Some("no subject_delete_marker_ttl"),
+            Limit::Retention => Some("retention: limits"),
+            Limit::AllowMsgTtl => Some("allow_msg_ttl off"),
+            Limit::SubjectDeleteMarkerTtl => Some("no subject_delete_marker_ttl"),
             _ => None,
         })
         .collect();

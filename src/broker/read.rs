@@ -317,21 +317,40 @@ impl Broker {
     /// Fresh stream info, and the broker's clock in the answer (`ts`, which
     /// the typed client does not keep: the request is made raw).
     pub async fn stream_state_at(&self, stream: &str) -> Result<(StreamState, Reading), String> {
+        self.stream_state_read(stream)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// As [`Broker::stream_state_at`], its error typed: a stream that does
+    /// not exist is not a broker that did not answer.
+    pub async fn stream_state_read(
+        &self,
+        stream: &str,
+    ) -> Result<(StreamState, Reading), StreamReadError> {
+        let failed = StreamReadError::Failed;
         let body = serde_json::json!({});
         let request = self
             .js
             .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
-        let reply = self.bounded(&format!("stream {stream}"), request).await?;
+        let reply = self
+            .bounded(&format!("stream {stream}"), request)
+            .await
+            .map_err(failed)?;
         let local = Utc::now();
         if let Some(err) = reply.get("error") {
             let error: async_nats::jetstream::Error =
                 serde_json::from_value(err.clone()).map_err(|e| {
-                    format!("stream {stream}: an error answer that does not parse ({e})")
+                    failed(format!(
+                        "stream {stream}: an error answer that does not parse ({e})"
+                    ))
                 })?;
             return Err(if error.error_code() == ErrorCode::STREAM_NOT_FOUND {
-                format!("stream {stream} does not exist")
+                StreamReadError::Missing {
+                    stream: stream.to_string(),
+                }
             } else {
-                format!("stream {stream}: {error}")
+                failed(format!("stream {stream}: {error}"))
             });
         }
         let broker = reply
@@ -339,9 +358,13 @@ impl Broker {
             .and_then(|t| t.as_str())
             .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
             .map(|t| t.with_timezone(&Utc))
-            .ok_or_else(|| format!("stream {stream}: the answer carries no broker time (ts)"))?;
+            .ok_or_else(|| {
+                failed(format!(
+                    "stream {stream}: the answer carries no broker time (ts)"
+                ))
+            })?;
         let info: async_nats::jetstream::stream::Info = serde_json::from_value(reply)
-            .map_err(|e| format!("stream {stream}: stream info does not parse ({e})"))?;
+            .map_err(|e| failed(format!("stream {stream}: stream info does not parse ({e})")))?;
         Ok((
             StreamState {
                 first_seq: info.state.first_sequence,
@@ -541,4 +564,14 @@ impl Broker {
             )),
         }
     }
+}
+
+/// Why stream info was not read.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum StreamReadError {
+    #[error("stream {stream} does not exist")]
+    Missing { stream: String },
+    /// No answer, or an error answer: the sentence says which.
+    #[error("{0}")]
+    Failed(String),
 }

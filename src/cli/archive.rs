@@ -13,7 +13,7 @@ use crate::human;
 
 fn domain_of(config: &Config, stream: &str) -> Result<Domain, Exit> {
     super::domain_named(config, stream).map_err(|e| {
-        eprintln!("error: {e}");
+        crate::cli::say::error(format_args!("{e}"));
         Exit::Usage
     })
 }
@@ -30,7 +30,9 @@ fn printable(data: &[u8]) -> String {
 /// is `allowed`.
 fn whole(flag: &str, text: &str, allowed: &str) -> Result<u64, Exit> {
     text.parse().map_err(|_| {
-        eprintln!("error: {flag} {text:?} is not a whole number; allowed: {allowed}");
+        crate::cli::say::error(format_args!(
+            "{flag} {text:?} is not a whole number; allowed: {allowed}"
+        ));
         Exit::Usage
     })
 }
@@ -45,7 +47,7 @@ pub async fn read(cli: &Cli, args: &ReadArgs) -> Exit {
     let limit = usize::try_from(exit_on_err!(whole("--limit", &args.limit, "1 to 10000")))
         .unwrap_or(usize::MAX);
     if let Err(MergeError::Input(e)) = merge::check_input(from, limit) {
-        eprintln!("error: {e}");
+        crate::cli::say::error(format_args!("{e}"));
         return Exit::Usage;
     }
     let loaded = exit_on_err!(super::load_config(cli));
@@ -73,15 +75,15 @@ pub async fn read(cli: &Cli, args: &ReadArgs) -> Exit {
             return Exit::Attention;
         }
         Err(MergeError::Input(e)) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Usage;
         }
         Err(MergeError::Archive(e)) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Attention;
         }
         Err(MergeError::Unreachable(e)) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
     };
@@ -147,17 +149,17 @@ pub async fn verify_archive(cli: &Cli, args: &VerifyArchiveArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
     let Some(archive) = &domain.archive else {
-        eprintln!(
-            "error: domain {} has no archive; configure domains[].archive (object_store or dir) to fold it before it is trimmed",
+        crate::cli::say::error(format_args!(
+            "domain {} has no archive; configure domains[].archive (object_store or dir) to fold it before it is trimmed",
             domain.name
-        );
+        ));
         return Exit::Usage;
     };
     let broker = exit_on_err!(super::connect(&loaded.config).await);
     let live = match broker.stream_state(&domain.stream).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
     };
@@ -165,7 +167,7 @@ pub async fn verify_archive(cli: &Cli, args: &VerifyArchiveArgs) -> Exit {
     let target = match merge::target_of(&broker, &loaded.config, &domain, live.created).await {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return if matches!(e, MergeError::Unreachable(_)) {
                 Exit::Unreachable
             } else {
@@ -187,7 +189,7 @@ pub async fn verify_archive(cli: &Cli, args: &VerifyArchiveArgs) -> Exit {
             .and_then(|a| a.frontier),
         Ok(None) => None,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
     };
@@ -203,7 +205,7 @@ pub async fn verify_archive(cli: &Cli, args: &VerifyArchiveArgs) -> Exit {
     {
         Ok(r) => r,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
     };
@@ -268,14 +270,14 @@ pub async fn tail(cli: &Cli, args: &super::TailArgs) -> Exit {
             Exit::Ok
         }
         Ok(None) => {
-            eprintln!(
-                "error: stream {} does not exist on the broker at {}",
+            crate::cli::say::error(format_args!(
+                "stream {} does not exist on the broker at {}",
                 domain.stream, broker.url
-            );
+            ));
             Exit::Attention
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Exit::Unreachable
         }
     }
@@ -292,17 +294,19 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
         (None, Some(t)) => match crate::rows::Instant::parse(t) {
             Ok(i) => Ask::At(i.0),
             Err(e) => {
-                eprintln!("error: --at: {e}");
+                crate::cli::say::error(format_args!("--at: {e}"));
                 return Exit::Usage;
             }
         },
         _ => {
-            eprintln!("error: give exactly one of --entry N and --at TIME");
+            crate::cli::say::error(format_args!("give exactly one of --entry N and --at TIME"));
             return Exit::Usage;
         }
     };
     if args.reason.chars().count() > 1024 || args.reason.chars().any(char::is_control) {
-        eprintln!("error: --reason: at most 1024 characters, without control characters");
+        crate::cli::say::error(format_args!(
+            "--reason: at most 1024 characters, without control characters"
+        ));
         return Exit::Usage;
     }
     let loaded = exit_on_err!(super::load_config(cli));
@@ -343,19 +347,19 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
             Exit::Ok
         }
         Err(AskError::Input(e)) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Exit::Usage
         }
         Err(AskError::NoStream(e)) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Exit::Attention
         }
         Err(AskError::Unreachable(e)) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Exit::Unreachable
         }
         Err(AskError::NotTaken(e)) | Err(AskError::Unresolved(e)) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Exit::Attention
         }
     }

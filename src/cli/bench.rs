@@ -381,7 +381,7 @@ pub async fn run(_cli: &Cli, args: &BenchArgs) -> Exit {
         Ok(true) => Exit::Ok,
         Ok(false) => Exit::Attention,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Exit::Unreachable
         }
     }

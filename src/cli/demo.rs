@@ -28,16 +28,18 @@ const MIN_TICKS: u32 = 14;
 
 pub async fn run(cli: &Cli, args: &DemoArgs) -> Exit {
     if let Some(flag) = unused_flag(cli) {
-        eprintln!("error: crewlet demo starts its own nats-server and uses its built-in configuration (config/demo.yaml), so {flag} has no effect here; run it without, or use the other commands against your broker");
+        crate::cli::say::error(format_args!("crewlet demo starts its own nats-server and uses its built-in configuration (config/demo.yaml), so {flag} has no effect here; run it without, or use the other commands against your broker"));
         return Exit::Usage;
     }
     let Some(mut config) = config::check(DEMO_CONFIG).config else {
-        eprintln!("error: the built-in demo configuration is invalid (config/demo.yaml)");
+        crate::cli::say::error(format_args!(
+            "the built-in demo configuration is invalid (config/demo.yaml)"
+        ));
         return Exit::Usage;
     };
     // Before any banner: without a nats-server there is no demo.
     if crate::embedded::find_binary().is_none() {
-        eprintln!("error: {}", crate::embedded::EmbeddedError::NoBinary);
+        crate::cli::say::error(format_args!("{}", crate::embedded::EmbeddedError::NoBinary));
         return Exit::Unreachable;
     }
     let (dir, temporary) = match &args.data_dir {
@@ -58,7 +60,7 @@ pub async fn run(cli: &Cli, args: &DemoArgs) -> Exit {
     let server = match crate::embedded::EmbeddedServer::start(&dir, 0).await {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             remove(temporary, &dir);
             return Exit::Unreachable;
         }
@@ -76,7 +78,7 @@ pub async fn run(cli: &Cli, args: &DemoArgs) -> Exit {
             }
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Exit::Unreachable
         }
     };
@@ -280,14 +282,14 @@ fn progress(tick: u32, r: &TickReport) -> String {
 
 async fn tour(broker: Broker, config: Config, ticks: u32, out: &mut Out) -> Exit {
     if let Err(e) = super::run::prepare(&broker, &config, true).await {
-        eprintln!("error: {e}");
+        crate::cli::say::error(format_args!("{e}"));
         return Exit::Unreachable;
     }
     let tick = config.retention.tick.0;
     let mut fleet = match Fleet::new(&broker, &config) {
         Ok(f) => f,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Usage;
         }
     };
@@ -302,7 +304,7 @@ async fn tour(broker: Broker, config: Config, ticks: u32, out: &mut Out) -> Exit
         let mut event = None;
         if t == stall_at {
             if let Err(e) = fleet.stop(2).await {
-                eprintln!("error: {e}");
+                crate::cli::say::error(format_args!("{e}"));
                 return Exit::Unreachable;
             }
             event = Some(format!(
@@ -318,7 +320,7 @@ async fn tour(broker: Broker, config: Config, ticks: u32, out: &mut Out) -> Exit
             out.line(&format!("         {e}"));
         }
         if let Err(e) = fleet.step().await {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
         let report = sidecar.tick().await;

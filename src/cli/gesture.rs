@@ -26,7 +26,10 @@ pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {
         }
     };
     if cli.json && !matches!(performed, Performed::NoGatedLog) {
-        println!("{}", gesture::json(sign, &ask, &performed));
+        println!(
+            "{}",
+            gesture::json(sign, &ask, &performed, crate::human::Surface::Cli)
+        );
     } else {
         let (out, err) = gesture::text(sign, &ask, &performed);
         print!("{out}");

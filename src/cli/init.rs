@@ -30,7 +30,7 @@ pub async fn run(cli: &Cli) -> Exit {
             }
             Err(e) => {
                 failed = true;
-                eprintln!("error: {e}");
+                crate::cli::say::error(format_args!("{e}"));
                 rows.push(serde_json::json!({"role": spec.role, "bucket": spec.name, "outcome": "failed", "error": e.to_string()}));
             }
         }
@@ -56,7 +56,7 @@ pub async fn run(cli: &Cli) -> Exit {
             }
             Err(e) => {
                 failed = true;
-                eprintln!("error: {e}");
+                crate::cli::say::error(format_args!("{e}"));
                 rows.push(serde_json::json!({"role": "archive", "bucket": bucket, "outcome": "failed", "error": e}));
             }
         }

@@ -21,6 +21,7 @@ mod init;
 mod reanchor;
 mod record;
 pub(crate) mod run;
+pub mod say;
 mod snapshots;
 mod status;
 mod token;
@@ -658,7 +659,6 @@ where
     Cli::from_arg_matches(&matches)
 }
 
-/// Runs the parsed command to its exit code.
 /// Exit 1, naming the command that creates it, when the domain's stream
 /// does not exist on a broker that answers (exit 3 is for a broker that
 /// does not: cron pages on the code).
@@ -670,16 +670,19 @@ pub(crate) async fn require_stream(
     match broker.stream_config(&domain.stream).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => {
-            eprintln!(
-                "error: stream {} does not exist (domain {}); create it: {}",
-                domain.stream,
-                domain.name,
-                crate::stream_check::create_command(domain, config.buckets.replicas)
+            crate::cli::say::error_coded(
+                "stream_missing",
+                format_args!(
+                    "stream {} does not exist (domain {}); create it: {}",
+                    domain.stream,
+                    domain.name,
+                    crate::stream_check::create_command(domain, config.buckets.replicas)
+                ),
             );
             Err(Exit::Attention)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Err(Exit::Unreachable)
         }
     }
@@ -691,57 +694,75 @@ pub(crate) async fn require_bucket(broker: &crate::broker::Broker, name: &str) -
     match broker.bucket_settings(name).await {
         Ok(Some(_)) => Ok(()),
         Ok(None) => {
-            eprintln!("error: bucket {name} does not exist; create it: crewlet retention init");
+            crate::cli::say::error_coded(
+                "bucket_missing",
+                format_args!("bucket {name} does not exist; create it: crewlet retention init"),
+            );
             Err(Exit::Attention)
         }
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             Err(Exit::Unreachable)
         }
     }
 }
 
+/// Runs the parsed command to its exit code, its failures said in the
+/// output format asked for.
 pub async fn run(cli: Cli) -> Exit {
+    say::set_mode(if cli.json {
+        say::Mode::Json
+    } else if matches!(cli.log_format, LogFormat::Json) {
+        say::Mode::LogJson
+    } else {
+        say::Mode::Text
+    });
+    let exit = dispatch(&cli).await;
+    say::finish(exit);
+    exit
+}
+
+async fn dispatch(cli: &Cli) -> Exit {
     match &cli.command {
-        Command::Validate => validate::run(&cli).await,
-        Command::Retention(Retention::Init) => init::run(&cli).await,
-        Command::Retention(Retention::Run(args)) => run::run(&cli, args).await,
-        Command::Retention(Retention::Reanchor(args)) => reanchor::run(&cli, args).await,
-        Command::Retention(Retention::Status(args)) => status::run(&cli, args).await,
-        Command::Retention(Retention::Snapshots) => snapshots::run(&cli).await,
+        Command::Validate => validate::run(cli).await,
+        Command::Retention(Retention::Init) => init::run(cli).await,
+        Command::Retention(Retention::Run(args)) => run::run(cli, args).await,
+        Command::Retention(Retention::Reanchor(args)) => reanchor::run(cli, args).await,
+        Command::Retention(Retention::Status(args)) => status::run(cli, args).await,
+        Command::Retention(Retention::Snapshots) => snapshots::run(cli).await,
         Command::Retention(Retention::Ack(args)) => {
-            record::ack(&cli, args).await.unwrap_or_else(|e| e)
+            record::ack(cli, args).await.unwrap_or_else(|e| e)
         }
         Command::Retention(Retention::Hold(args)) => {
-            record::hold(&cli, args).await.unwrap_or_else(|e| e)
+            record::hold(cli, args).await.unwrap_or_else(|e| e)
         }
         Command::Retention(Retention::Release(args)) => {
-            record::release(&cli, args).await.unwrap_or_else(|e| e)
+            record::release(cli, args).await.unwrap_or_else(|e| e)
         }
         Command::Retention(Retention::Holds(args)) => {
-            record::holds(&cli, args).await.unwrap_or_else(|e| e)
+            record::holds(cli, args).await.unwrap_or_else(|e| e)
         }
         Command::Retention(Retention::Backup(Backup::Announce(args))) => {
-            record::announce(&cli, args).await.unwrap_or_else(|e| e)
+            record::announce(cli, args).await.unwrap_or_else(|e| e)
         }
         Command::Retention(Retention::Evict(args)) => {
-            gesture::run(&cli, crate::rows::GateSign::Evict, args).await
+            gesture::run(cli, crate::rows::GateSign::Evict, args).await
         }
         Command::Retention(Retention::Readmit(args)) => {
-            gesture::run(&cli, crate::rows::GateSign::Readmit, args).await
+            gesture::run(cli, crate::rows::GateSign::Readmit, args).await
         }
-        Command::Retention(Retention::Read(args)) => archive::read(&cli, args).await,
-        Command::Retention(Retention::Tail(args)) => archive::tail(&cli, args).await,
-        Command::Retention(Retention::Trim(args)) => archive::trim(&cli, args).await,
-        Command::Retention(Retention::SetCapacity(args)) => set_capacity(&cli, args).await,
-        Command::Retention(Retention::Erase(args)) => erase(&cli, args).await,
-        Command::Token(t) => token::run(&cli, t),
+        Command::Retention(Retention::Read(args)) => archive::read(cli, args).await,
+        Command::Retention(Retention::Tail(args)) => archive::tail(cli, args).await,
+        Command::Retention(Retention::Trim(args)) => archive::trim(cli, args).await,
+        Command::Retention(Retention::SetCapacity(args)) => set_capacity(cli, args).await,
+        Command::Retention(Retention::Erase(args)) => erase(cli, args).await,
+        Command::Token(t) => token::run(cli, t),
         Command::Retention(Retention::VerifyArchive(args)) => {
-            archive::verify_archive(&cli, args).await
+            archive::verify_archive(cli, args).await
         }
-        Command::Demo(args) => demo::run(&cli, args).await,
-        Command::Bench(args) if args.probe => bench::probe(&cli).await,
-        Command::Bench(args) => bench::run(&cli, args).await,
+        Command::Demo(args) => demo::run(cli, args).await,
+        Command::Bench(args) if args.probe => bench::probe(cli).await,
+        Command::Bench(args) => bench::run(cli, args).await,
         Command::Completions(args) => completions(args.shell),
         Command::Man(args) => man(args.dir.as_deref()),
         Command::ExampleConfig => {
@@ -778,11 +799,11 @@ fn man(dir: Option<&Path>) -> Exit {
         Ok(()) => Exit::Ok,
         Err(e) => {
             match dir {
-                Some(d) => eprintln!(
-                    "error: cannot write the manual pages into {}: {e}",
+                Some(d) => crate::cli::say::error(format_args!(
+                    "cannot write the manual pages into {}: {e}",
                     d.display()
-                ),
-                None => eprintln!("error: cannot write the manual page: {e}"),
+                )),
+                None => crate::cli::say::error(format_args!("cannot write the manual page: {e}")),
             }
             Exit::Usage
         }
@@ -876,14 +897,14 @@ pub fn read_config_text(cli: &Cli) -> Result<(PathBuf, String), Exit> {
     let path = match resolve::config_path(cli.config.as_deref(), env.as_deref(), Path::is_file) {
         Ok(p) => p,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Err(Exit::Usage);
         }
     };
     match std::fs::read_to_string(&path) {
         Ok(text) => Ok((path, text)),
         Err(e) => {
-            eprintln!("error: {}: cannot read: {e}", path.display());
+            crate::cli::say::error(format_args!("{}: cannot read: {e}", path.display()));
             Err(Exit::Usage)
         }
     }
@@ -969,15 +990,15 @@ pub fn apply_connection(
         (Some(c), Some(d)) => match connection::load_context(d, c) {
             Ok(ctx) => Some((c, ctx)),
             Err(e) => {
-                eprintln!("error: {e}");
+                crate::cli::say::error(format_args!("{e}"));
                 return Err(Exit::Usage);
             }
         },
         (Some(c), None) => {
-            eprintln!(
-                "error: nats context {} (from {}): neither $XDG_CONFIG_HOME nor $HOME is set, so there is no context directory",
+            crate::cli::say::error(format_args!(
+                "nats context {} (from {}): neither $XDG_CONFIG_HOME nor $HOME is set, so there is no context directory",
                 c.name, c.by
-            );
+            ));
             return Err(Exit::Usage);
         }
         (None, _) => None,
@@ -1032,6 +1053,7 @@ async fn set_capacity(cli: &Cli, args: &SetCapacityArgs) -> Exit {
         stream: args.stream.clone(),
         bytes: args.bytes.clone(),
         confirm: args.confirm.clone().unwrap_or_default(),
+        surface: crate::human::Surface::Cli,
     };
     let outcome = if args.confirm.is_none() {
         Outcome::BadInput(BadInput {
@@ -1072,6 +1094,7 @@ async fn erase(cli: &Cli, args: &EraseArgs) -> Exit {
         confirm: args.confirm.clone(),
         op_id: args.op_id.clone(),
         by: by_name(args.by.as_deref()),
+        surface: crate::human::Surface::Cli,
     };
     let outcome = match erase::check(&config, &ask) {
         Err(b) => Outcome::BadInput(b),
@@ -1162,7 +1185,7 @@ pub async fn connect_or_embed(
     {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Err(Exit::Unreachable);
         }
     };
@@ -1175,7 +1198,7 @@ pub async fn connect_or_embed(
     {
         Ok(b) => Ok((b, Some(server))),
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             server.stop().await;
             Err(if e.is_configuration() {
                 Exit::Usage
@@ -1190,13 +1213,13 @@ pub async fn connect_or_embed(
 /// and ends the command with exit 3.
 pub async fn connect(config: &Config) -> Result<Broker, Exit> {
     let Some(url) = target_url(config) else {
-        eprintln!("error: nats.url is `embedded`, which only `crewlet retention run` and `crewlet demo` start; pass --nats-url to reach a running broker");
+        crate::cli::say::error(format_args!("nats.url is `embedded`, which only `crewlet retention run` and `crewlet demo` start; pass --nats-url to reach a running broker"));
         return Err(Exit::Usage);
     };
     match broker::connect(&url, &config.nats, &format!("crewlet/{}", config.node.id)).await {
         Ok(b) => Ok(b),
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             // A refused credential, an unreadable creds/nkey/TLS file or a
             // bad URL is configuration (2), not the network (3).
             Err(if e.is_configuration() {

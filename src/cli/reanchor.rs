@@ -18,17 +18,17 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             .iter()
             .map(|d| format!("{} ({})", d.stream, d.name))
             .collect();
-        eprintln!(
-            "error: -stream {:?} is not a configured stream; configured: {}",
+        crate::cli::say::error(format_args!(
+            "-stream {:?} is not a configured stream; configured: {}",
             args.stream,
             known.join(", ")
-        );
+        ));
         return Exit::Usage;
     };
     let confirm = match args.confirm.as_deref().map(Instant::parse).transpose() {
         Ok(c) => c,
         Err(e) => {
-            eprintln!("error: -confirm: {e}; pass the live stream's created exactly as `crewlet retention reanchor -stream {}` prints it", domain.stream);
+            crate::cli::say::error(format_args!("-confirm: {e}; pass the live stream's created exactly as `crewlet retention reanchor -stream {}` prints it", domain.stream));
             return Exit::Usage;
         }
     };
@@ -50,14 +50,14 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     };
     // The read above already holds the live stream's state: no second read.
     if let Some(e) = &answer.stream_error {
-        eprintln!("error: {e}");
+        crate::cli::say::error(format_args!("{e}"));
         return Exit::Unreachable;
     }
     let Some(live_created) = answer.live_stream_created.or(answer.stream_created) else {
-        eprintln!(
-            "error: stream {} reported no created instant",
+        crate::cli::say::error(format_args!(
+            "stream {} reported no created instant",
             domain.stream
-        );
+        ));
         return Exit::Unreachable;
     };
     let live = Live {
@@ -68,7 +68,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     let raw_row = match &rows.floors {
         Ok(entries) => entries.iter().find(|e| e.key == domain.stream),
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
     };
@@ -131,9 +131,12 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         return Exit::Attention;
     };
     if confirm != live.created {
-        eprintln!(
-            "refused: -confirm {confirm} is not the live stream's created {}; nothing written",
-            live.created
+        crate::cli::say::refused(
+            "confirm_mismatch",
+            format_args!(
+                "-confirm {confirm} is not the live stream's created {}; nothing written",
+                live.created
+            ),
         );
         return Exit::Attention;
     }
@@ -168,7 +171,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             Exit::Ok
         }
         Err(e) => {
-            eprintln!("error: {e}; nothing written, run it again");
+            crate::cli::say::error(format_args!("{e}; nothing written, run it again"));
             Exit::Attention
         }
     }

@@ -24,12 +24,12 @@ const HOLD_TTL_MAX: Duration = Duration::from_secs(30 * 86400);
 type Outcome = Result<Exit, Exit>;
 
 fn bad(msg: impl std::fmt::Display) -> Exit {
-    eprintln!("error: {msg}; nothing written");
+    crate::cli::say::error(format_args!("{msg}; nothing written"));
     Exit::Usage
 }
 
 fn unreachable(msg: impl std::fmt::Display) -> Exit {
-    eprintln!("error: {msg}");
+    crate::cli::say::error(format_args!("{msg}"));
     Exit::Unreachable
 }
 
@@ -73,12 +73,10 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
     let position = seq_arg("position", &args.position, POSITION)?;
     // Judged before connecting: under engine nothing is read or written.
     if config.retention.backup_floor == crate::config::BackupPolicy::Engine {
-        eprintln!(
-            "refused: {}",
-            AckError::PolicyEngine {
-                announce: crate::alarms::announce_command(&d.stream)
-            }
-        );
+        let e = AckError::PolicyEngine {
+            announce: crate::alarms::announce_command(&d.stream),
+        };
+        crate::cli::say::refused(e.code(), &e);
         return Ok(Exit::Attention);
     }
     let broker = super::connect(&config).await?;
@@ -86,7 +84,7 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
     let done = match crate::ack::acknowledge(&broker, &config, &d, position, &by, args.lower).await {
         Ok(r) => r,
         Err(e @ (AckError::PolicyEngine { .. } | AckError::WouldLower { .. })) => {
-            eprintln!("refused: {e}");
+            crate::cli::say::refused(e.code(), &e);
             return Ok(Exit::Attention);
         }
         Err(AckError::PastTail {
@@ -308,9 +306,12 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
     let entry = match broker.kv_entry(bucket, &key).await {
         Ok(Some(e)) => e,
         Ok(None) => {
-            eprintln!(
-                "refused: there is no hold {} on {}; nothing written",
-                args.hold_id, d.stream
+            crate::cli::say::refused(
+                "no_such_hold",
+                format_args!(
+                    "there is no hold {} on {}; nothing written",
+                    args.hold_id, d.stream
+                ),
             );
             return Ok(Exit::Attention);
         }
@@ -331,10 +332,10 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
             Ok(Exit::Ok)
         }
         Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => {
-            eprintln!(
-                "refused: the hold {} on {} changed while it was being released; read it again (crewlet retention status) and retry",
+            crate::cli::say::refused("changed_meanwhile", format_args!(
+                "the hold {} on {} changed while it was being released; read it again (crewlet retention status) and retry",
                 args.hold_id, d.stream
-            );
+            ));
             Ok(Exit::Attention)
         }
         Err(e) => Err(unreachable(format!("releasing {key}: {e}"))),
@@ -398,6 +399,14 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
         positions,
     };
     let broker = super::connect(&config).await?;
+    // A missing stream is exit 1 naming the command that creates it, not
+    // the broker gone (exit 3).
+    for stream in manifest.positions.keys() {
+        if let Some(d) = config.domains.iter().find(|d| &d.stream == stream) {
+            super::require_stream(&broker, &config, d).await?;
+        }
+    }
+    super::require_bucket(&broker, &config.buckets.backups).await?;
     // A backup cannot hold what the log never had (as ack refuses it).
     for (stream, seq) in &manifest.positions {
         let state = broker

@@ -66,7 +66,7 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
         match crate::broker::connect(&url, &config.nats, &name).await {
             Ok(b) => return Ok(Some(b)),
             Err(e) if e.is_configuration() => {
-                eprintln!("error: {e}");
+                crate::cli::say::error(format_args!("{e}"));
                 return Err(Exit::Usage);
             }
             Err(e) => {
@@ -134,7 +134,7 @@ async fn serve(
         "crewlet retention run"
     );
     if let Err(e) = prepare(&broker, &config, embedded).await {
-        eprintln!("error: {e}");
+        crate::cli::say::error(format_args!("{e}"));
         return Exit::Unreachable;
     }
     let mut sidecar = Sidecar::new(config, broker);
@@ -206,7 +206,7 @@ async fn start_http(
         return Ok(None);
     };
     let listener = std::net::TcpListener::bind(addr).map_err(|e| {
-        eprintln!("error: http.listen {addr}: {e}");
+        crate::cli::say::error(format_args!("http.listen {addr}: {e}"));
         Exit::Usage
     })?;
     tracing::info!(event = "http_listening", address = %addr, "serving HTTP");
@@ -237,7 +237,7 @@ async fn start_http(
         },
     ));
     let stopped = crate::http::serve_apart(listener, shared, stop).map_err(|e| {
-        eprintln!("error: http.listen {addr}: {e}");
+        crate::cli::say::error(format_args!("http.listen {addr}: {e}"));
         Exit::Usage
     })?;
     Ok(Some(stopped))

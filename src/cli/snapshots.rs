@@ -20,7 +20,7 @@ pub async fn run(cli: &Cli) -> Exit {
     let entries = match broker.read_bucket(&config.buckets.snapshots).await {
         Ok(e) => e,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
     };

@@ -20,7 +20,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         match super::domain_named(&config, s) {
             Ok(d) => config.domains = vec![d],
             Err(e) => {
-                eprintln!("error: {e}");
+                crate::cli::say::error(format_args!("{e}"));
                 return Exit::Usage;
             }
         }

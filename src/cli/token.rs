@@ -13,7 +13,9 @@ fn path_of(cli: &Cli, args: &TokenFileArgs) -> Result<std::path::PathBuf, Exit> 
     }
     let loaded = super::load_config(cli)?;
     loaded.config.http.tokens_file.ok_or_else(|| {
-        eprintln!("error: the configuration sets no http.tokens_file; set it, or pass --file PATH");
+        crate::cli::say::error(format_args!(
+            "the configuration sets no http.tokens_file; set it, or pass --file PATH"
+        ));
         Exit::Usage
     })
 }
@@ -28,45 +30,45 @@ pub fn run(cli: &Cli, t: &Token) -> Exit {
 
 fn load(path: &std::path::Path) -> Result<tokens::TokenFile, Exit> {
     tokens::load(path).map_err(|e| {
-        eprintln!("error: {e}");
+        crate::cli::say::error(format_args!("{e}"));
         Exit::Usage
     })
 }
 
 fn save(path: &std::path::Path, file: &tokens::TokenFile) -> Result<(), Exit> {
     tokens::store(path, file).map_err(|e| {
-        eprintln!("error: {e}");
+        crate::cli::say::error(format_args!("{e}"));
         Exit::Usage
     })
 }
 
 fn add(cli: &Cli, a: &super::TokenAddArgs) -> Exit {
     if let Err(e) = crate::rows::check_node_id(&a.name) {
-        eprintln!("error: token name {e}");
+        crate::cli::say::error(format_args!("token name {e}"));
         return Exit::Usage;
     }
     let scopes = match tokens::parse_scopes(&a.scopes) {
         Ok(s) => s,
         Err(e) => {
-            eprintln!("error: --scopes: {e}");
+            crate::cli::say::error(format_args!("--scopes: {e}"));
             return Exit::Usage;
         }
     };
     let path = exit_on_err!(path_of(cli, &a.file));
     let mut file = exit_on_err!(load(&path));
     if file.tokens.iter().any(|t| t.name == a.name) {
-        eprintln!(
-            "error: a token named {} exists; revoke it first (crewlet token revoke {} --file {})",
+        crate::cli::say::error(format_args!(
+            "a token named {} exists; revoke it first (crewlet token revoke {} --file {})",
             a.name,
             a.name,
             path.display()
-        );
+        ));
         return Exit::Usage;
     }
     let token = match tokens::mint() {
         Ok(t) => t,
         Err(e) => {
-            eprintln!("error: {e}");
+            crate::cli::say::error(format_args!("{e}"));
             return Exit::Unreachable;
         }
     };
@@ -121,8 +123,8 @@ fn revoke(cli: &Cli, a: &super::TokenRevokeArgs) -> Exit {
     let before = file.tokens.len();
     file.tokens.retain(|t| t.name != a.name);
     if file.tokens.len() == before {
-        eprintln!(
-            "error: no token named {:?} in {}; known: {}",
+        crate::cli::say::error(format_args!(
+            "no token named {:?} in {}; known: {}",
             a.name,
             path.display(),
             file.tokens
@@ -130,7 +132,7 @@ fn revoke(cli: &Cli, a: &super::TokenRevokeArgs) -> Exit {
                 .map(|t| t.name.as_str())
                 .collect::<Vec<_>>()
                 .join(", ")
-        );
+        ));
         return Exit::Usage;
     }
     exit_on_err!(save(&path, &file));

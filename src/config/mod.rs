@@ -613,9 +613,10 @@ pub fn check(text: &str) -> Checked {
     // stand-in.
     let taken_out: Vec<String> = problems
         .iter()
-        .filter(|p| p.code == Some(PARSE_FIELD))
-        .map(|p| top_field(&p.field))
+        .filter(|p| p.code == Some(REMOVED))
+        .map(|p| p.field.clone())
         .collect();
+    problems.retain(|p| p.code != Some(REMOVED));
     problems.retain(|p| {
         parse(p)
             || !(failed.iter().any(|f| within(&p.field, f))
@@ -637,21 +638,6 @@ pub fn check(text: &str) -> Checked {
         problems,
         source,
         has_nats_section,
-    }
-}
-
-/// The field a parse error path names directly under its section:
-/// `retention.tick` of itself, `nats.tls` of `nats.tls.ca`,
-/// `domains[1].stream` of itself.
-fn top_field(field: &str) -> String {
-    let section = section_of(field);
-    let rest = &field[section.len()..];
-    let rest = rest.strip_prefix('.').unwrap_or(rest);
-    let key = rest.split(['.', '[']).next().unwrap_or_default();
-    if key.is_empty() {
-        section.to_string()
-    } else {
-        format!("{section}.{key}")
     }
 }
 
@@ -711,6 +697,10 @@ fn section_of(field: &str) -> &str {
 const PARSE: &str = "__parse";
 /// As [`PARSE`], for one field taken out of a section that then parsed.
 const PARSE_FIELD: &str = "__parse_field";
+/// Not a problem: the path of what was taken out for a [`PARSE_FIELD`]
+/// (the field itself, or the block that held a required one), so that
+/// what validation says of its stand-in is dropped. `check` removes it.
+const REMOVED: &str = "__removed";
 
 fn parse_sections(root: serde_yaml::Value, problems: &mut Vec<Problem>) -> Option<Config> {
     let map = match root {
@@ -826,7 +816,8 @@ fn section<T: DeserializeOwned>(
         serde_yaml::Value::Null => serde_yaml::Value::Mapping(serde_yaml::Mapping::new()),
         v => v,
     };
-    let mut taken_out: Vec<String> = Vec::new();
+    // The paths (below the section) taken out so far.
+    let mut taken_out: Vec<Vec<String>> = Vec::new();
     loop {
         let e = match serde_path_to_error::deserialize::<_, T>(value.clone()) {
             Ok(v) => return Some(v),
@@ -834,87 +825,98 @@ fn section<T: DeserializeOwned>(
         };
         let inner = e.path().to_string();
         let raw = e.inner().to_string();
-        // Taking a required field out only makes it missing: already said.
-        if taken_out
-            .iter()
-            .any(|k| raw.starts_with(&format!("missing field `{k}`")))
-        {
-            return None;
-        }
         let at_root = inner == "." || inner.is_empty() || inner == "?";
+        let mut keys: Vec<String> = if at_root {
+            Vec::new()
+        } else {
+            map_keys(&inner)
+        };
+        // Taking a required field out only makes it missing, which was
+        // already said: take out what holds it instead (a nested block
+        // stands in with its defaults), or give the section up.
+        let missing = taken_out.iter().find(|t| {
+            t.last()
+                .is_some_and(|k| raw.starts_with(&format!("missing field `{k}`")))
+                && t[..t.len() - 1] == keys[..]
+        });
+        if let Some(t) = missing {
+            if t.len() < 2 {
+                return None;
+            }
+            let parent = t[..t.len() - 1].to_vec();
+            remove_at(&mut value, &parent);
+            taken_out.push(parent);
+            continue;
+        }
         let field = if at_root {
             path.to_string()
         } else {
             format!("{path}.{inner}")
         };
-        let key = inner
-            .split(['.', '['])
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        let removable = !at_root
-            && value
-                .as_mapping()
-                .is_some_and(|m| m.contains_key(key.as_str()));
+        // The deepest key of the path that names a mapping entry: only the
+        // field that failed stands in with its default, so that the rest of
+        // its block is still checked (a relative archive dir beside an
+        // unknown field in the same block).
+        while !keys.is_empty() && !has_at(&value, &keys) {
+            keys.pop();
+        }
+        let removable = !keys.is_empty();
         let code = if removable { PARSE_FIELD } else { PARSE };
-        problems.push(Problem::error(field, friendly_serde_message(&raw)).with_code(code));
+        problems.push(Problem::error(field, crate::human::serde_message(&raw)).with_code(code));
         if !removable || taken_out.len() > 64 {
             return None;
         }
-        if let Some(m) = value.as_mapping_mut() {
-            m.remove(key.as_str());
+        remove_at(&mut value, &keys);
+        problems.push(Problem::error(format!("{path}.{}", keys.join(".")), "").with_code(REMOVED));
+        taken_out.push(keys);
+    }
+}
+
+/// The mapping keys of a serde path (`archive.segment_bytes`), up to the
+/// first sequence index (`subjects[0]` stops at `subjects`).
+fn map_keys(path: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for part in path.split('.') {
+        match part.split_once('[') {
+            Some((key, _)) => {
+                if !key.is_empty() {
+                    out.push(key.to_string());
+                }
+                break;
+            }
+            None => out.push(part.to_string()),
         }
-        taken_out.push(key);
     }
+    out
 }
 
-/// serde's messages are close to right; make the common ones read as advice.
-fn friendly_serde_message(raw: &str) -> String {
-    let raw = raw.trim();
-    if let Some(rest) = raw.strip_prefix("unknown field ") {
-        // "unknown field `x`, expected one of `a`, `b`"
-        let (field, expected) = rest.split_once(", expected").unwrap_or((rest, ""));
-        let expected = expected.trim_start_matches(" one of").trim();
-        return format!("unknown field {field}; allowed: {expected}");
+/// Whether `keys` names an entry of nested mappings in `value`.
+fn has_at(value: &serde_yaml::Value, keys: &[String]) -> bool {
+    let mut v = value;
+    for k in keys {
+        match v.as_mapping().and_then(|m| m.get(k.as_str())) {
+            Some(next) => v = next,
+            None => return false,
+        }
     }
-    if let Some(rest) = raw.strip_prefix("missing field ") {
-        return format!("required field {rest} is missing");
-    }
-    kinds(raw)
+    true
 }
 
-/// serde names Rust types (`expected u32`); an operator reads kinds.
-fn kinds(raw: &str) -> String {
-    let Some((head, expected)) = raw.rsplit_once(", expected ") else {
-        return raw.to_string();
+/// Removes the entry `keys` names in nested mappings of `value`.
+fn remove_at(value: &mut serde_yaml::Value, keys: &[String]) {
+    let Some((last, parents)) = keys.split_last() else {
+        return;
     };
-    if let Some(value) = head.strip_prefix("unknown variant ") {
-        let allowed = expected.trim_start_matches("one of ");
-        return format!("unknown value {value}; allowed: {allowed}");
+    let mut v = value;
+    for k in parents {
+        match v.as_mapping_mut().and_then(|m| m.get_mut(k.as_str())) {
+            Some(next) => v = next,
+            None => return,
+        }
     }
-    if !(head.starts_with("invalid type: ") || head.starts_with("invalid value: ")) {
-        return raw.to_string();
+    if let Some(m) = v.as_mapping_mut() {
+        m.remove(last.as_str());
     }
-    let kind = match expected.trim() {
-        "u8" | "u16" | "u32" | "u64" | "usize" => "a whole number, 0 or more".to_string(),
-        "i8" | "i16" | "i32" | "i64" | "isize" => "a whole number".to_string(),
-        "f32" | "f64" => "a number".to_string(),
-        "a boolean" => "true or false".to_string(),
-        "a sequence" => "a list".to_string(),
-        "a map" => "a mapping (field: value)".to_string(),
-        e if e.starts_with("struct ") => "a mapping (field: value)".to_string(),
-        e if e.starts_with("unit variant ") || e.starts_with("variant ") => e.to_string(),
-        e => e.to_string(),
-    };
-    // "invalid type: string \"x\"" reads as "got the string \"x\"".
-    let got = head
-        .strip_prefix("invalid type: ")
-        .or_else(|| head.strip_prefix("invalid value: "))
-        .unwrap_or(head);
-    format!(
-        "{got} is not {kind}",
-        kind = kind.trim_start_matches("expected ")
-    )
 }
 
 /// A bound on a duration field: the normal minimum, the minimum under

@@ -541,8 +541,7 @@ fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
 
 impl PublishedFloor {
     pub fn parse(key: &str, body: &[u8]) -> Result<Self, String> {
-        let row: Self =
-            serde_json::from_slice(body).map_err(|e| format!("floors key {key}: {e}"))?;
+        let row: Self = crate::rows::parse_json(key, body).map_err(|e| format!("floors {e}"))?;
         if row.stream != key {
             return Err(format!(
                 "floors key {key}: the row names stream {}",

@@ -10,36 +10,60 @@ use std::collections::BTreeMap;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
+use crate::human::Surface;
 use crate::rows::{
     check_node_id, GateRecordBody, GateRow, GateSign, GateState, Incarnation, Instant, OpId, OpRow,
 };
 
 /// Why a gesture was refused, with its exit code (docs/architecture.md, Exit codes).
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
-    #[error("node_id_invalid: the node id {0}")]
     NodeIdInvalid(String),
-    #[error("confirm_mismatch: -confirm {given:?} does not repeat the node id {node:?}")]
     ConfirmMismatch { node: String, given: String },
-    #[error("confirm_missing: -confirm NODE is required (repeat the node id)")]
     ConfirmMissing,
-    #[error("op_id_invalid: -op-id {0}")]
     OpIdInvalid(String),
-    #[error("node_live: {0} holds a live presence lease; stop it first, or pass -force for a node wedged in a way that still renews its lease")]
     NodeLive(String),
-    #[error("unjudged: presence cannot be read ({0}); nothing written. -force takes the eviction past this (logged as forced unjudged)")]
     Unjudged(String),
-    #[error("below_floor: {0}")]
     BelowFloor(String),
-    #[error("readmission_unjudged: {0}; nothing written")]
     ReadmissionUnjudged(String),
-    #[error("unknown_node: the fleet has never seen {0} (no position on any log, no presence lease, no gate row); check the name, or pass -force to evict it anyway; nothing written")]
     UnknownNode(String),
-    #[error("not_evicted: {0} is not evicted on any log that takes gate records; nothing to readmit, nothing written")]
     NotEvicted(String),
 }
 
+impl std::error::Error for Refusal {}
+
+/// As the CLI says it (flags); [`Refusal::words`] says it for a surface.
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.words(Surface::Cli))
+    }
+}
+
 impl Refusal {
+    /// The refusal in words, its options named as `surface` takes them
+    /// (`-force` on the command line, `"force": true` in an HTTP body).
+    pub fn words(&self, surface: Surface) -> String {
+        let confirm = surface.option("confirm");
+        let force = surface.switch("force");
+        let code = self.code();
+        match self {
+            Refusal::NodeIdInvalid(e) => format!("{code}: the node id {e}"),
+            Refusal::ConfirmMismatch { node, given } => {
+                format!("{code}: {confirm} {given:?} does not repeat the node id {node:?}")
+            }
+            Refusal::ConfirmMissing => {
+                format!("{code}: {confirm} is required (repeat the node id)")
+            }
+            Refusal::OpIdInvalid(e) => format!("{code}: {} {e}", surface.option("op-id")),
+            Refusal::NodeLive(node) => format!("{code}: {node} holds a live presence lease; stop it first, or {force} for a node wedged in a way that still renews its lease"),
+            Refusal::Unjudged(e) => format!("{code}: presence cannot be read ({e}); nothing written. {force} takes the eviction past this (logged as forced unjudged)"),
+            Refusal::BelowFloor(e) => format!("{code}: {e}"),
+            Refusal::ReadmissionUnjudged(e) => format!("{code}: {e}; nothing written"),
+            Refusal::UnknownNode(node) => format!("{code}: the fleet has never seen {node} (no position on any log, no presence lease, no gate row); check the name, or {force} to evict it anyway; nothing written"),
+            Refusal::NotEvicted(node) => format!("{code}: {node} is not evicted on any log that takes gate records; nothing to readmit, nothing written"),
+        }
+    }
+
     /// 2 for bad input, 1 for a judgement.
     pub fn is_bad_input(&self) -> bool {
         matches!(

@@ -791,6 +791,7 @@ async fn capacity(
         stream: domain.stream.clone(),
         bytes,
         confirm,
+        surface: crate::human::Surface::Http,
     };
     let outcome = match resize::check(&shared.config, &ask) {
         Err(b) => Outcome::BadInput(b),
@@ -855,6 +856,7 @@ async fn erase(
         confirm: b.confirm,
         op_id: b.op_id,
         by: format!("token:{}", who.name),
+        surface: crate::human::Surface::Http,
     };
     let outcome = match erase::check(&shared.config, &ask) {
         Err(b) => Outcome::BadInput(b),
@@ -875,8 +877,14 @@ async fn erase(
     let status = match &outcome {
         Outcome::Done { .. } => StatusCode::OK,
         Outcome::BadInput(_) => StatusCode::BAD_REQUEST,
-        Outcome::Refused { code, .. } if *code == "unreachable" => StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::Refused { code, .. } if *code == "stream_missing" => StatusCode::NOT_FOUND,
+        Outcome::Refused {
+            refusal: erase::Refusal::Unreachable,
+            ..
+        } => StatusCode::SERVICE_UNAVAILABLE,
+        Outcome::Refused {
+            refusal: erase::Refusal::StreamMissing,
+            ..
+        } => StatusCode::NOT_FOUND,
         Outcome::Refused { .. } | Outcome::Stopped { .. } => StatusCode::CONFLICT,
     };
     (
@@ -998,7 +1006,7 @@ async fn gesture_route(
             }
         }
     };
-    let mut v = gesture::json(sign, &ask, &performed);
+    let mut v = gesture::json(sign, &ask, &performed, crate::human::Surface::Http);
     let status = match &performed {
         Performed::Done { .. } => StatusCode::OK,
         Performed::Refused { refusal, .. } if refusal.is_bad_input() => StatusCode::BAD_REQUEST,

@@ -547,3 +547,151 @@ async fn an_outage_is_told_as_an_outage() {
         "{logs}"
     );
 }
+
+/// Item 12: with `--json`, a refusal or an error is one JSON object on
+/// stdout (`error`, `message`, `exit`), as `evict --json` already printed;
+/// `release`, `ack`, `hold` and the rest printed text on stderr and
+/// nothing on stdout. With `--log-format json` it is one JSON line on
+/// stderr. Item 11's last case rides along: `backup announce` on a missing
+/// stream is exit 1 naming the command that creates it (it was exit 3).
+#[tokio::test]
+async fn every_refusal_and_error_speaks_json_when_asked() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let op = operator(&f, "node-1");
+    let hold = |stream: &'static str| {
+        vec![
+            "retention",
+            "hold",
+            "-stream",
+            stream,
+            "-seq",
+            "1",
+            "-ttl",
+            "1h",
+            "-owner",
+            "me",
+        ]
+    };
+    let mut cases: Vec<(Vec<&str>, &str, i32)> = vec![
+        (
+            vec!["retention", "release", "-stream", STREAM, "nope"],
+            "no_such_hold",
+            1,
+        ),
+        (
+            vec!["retention", "ack", "-stream", STREAM, "-position", "3"],
+            "policy_engine",
+            1,
+        ),
+        (hold("NOPE"), "usage", 2),
+        (
+            vec![
+                "retention",
+                "reanchor",
+                "-stream",
+                STREAM,
+                "-confirm",
+                "2020-01-01T00:00:00Z",
+            ],
+            "confirm_mismatch",
+            1,
+        ),
+    ];
+    for (args, code, exit) in cases.drain(..) {
+        let (run, v) = op.json(&args);
+        assert_eq!(run.code, exit, "{args:?}: {run:?}");
+        assert_eq!(v["error"], code, "{args:?}: {run:?}");
+        assert_eq!(v["exit"], exit, "{args:?}: {run:?}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()));
+        assert!(
+            !run.stderr.contains("refused:") && !run.stderr.contains("error:"),
+            "said once, as JSON: {run:?}"
+        );
+        // The same as one JSON line on stderr with --log-format json.
+        let mut with_log = args.clone();
+        with_log.extend(["--log-format", "json"]);
+        let run = op.run(&with_log);
+        let line = run.stderr.lines().last().unwrap_or_default();
+        let v: serde_json::Value =
+            serde_json::from_str(line).unwrap_or_else(|e| panic!("{args:?}: {e}: {run:?}"));
+        assert_eq!(v["error"], code, "{run:?}");
+        assert_eq!(v["level"], "ERROR", "{run:?}");
+    }
+    // The missing stream: hold and backup announce alike, exit 1.
+    f.js.delete_stream(STREAM).await.expect("delete the log");
+    for args in [
+        hold(STREAM),
+        vec![
+            "retention",
+            "backup",
+            "announce",
+            "-node",
+            "node-1",
+            "-id",
+            "b9",
+            "-position",
+            "CREWLET_TRACKER_LOG=1",
+        ],
+    ] {
+        let (run, v) = op.json(&args);
+        assert_eq!(run.code, 1, "{args:?}: {run:?}");
+        assert_eq!(v["error"], "stream_missing", "{args:?}: {run:?}");
+        assert!(
+            v["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("nats stream add")),
+            "{v}"
+        );
+    }
+}
+
+/// Item 18: an HTTP refusal named the CLI's flags (`-confirm`, `-force`),
+/// which a client of the routes does not have: it names the body fields.
+#[tokio::test]
+async fn http_refusals_name_body_fields_not_flags() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let s = crate::http::Served::start(&f);
+    let all = s.token("all", "read,gate,erase,capacity");
+    assert!(
+        eventually(20, || async { s.get("/v1/retention", Some(&all)).0 == 200 }).await,
+        "the first tick"
+    );
+    let person = format!("{STREAM}.user.1");
+    for (path, body, says) in [
+        (
+            "/v1/nodes/node-9/evict",
+            r#"{"confirm": "node-9"}"#.to_string(),
+            r#"send "force": true"#,
+        ),
+        (
+            "/v1/nodes/node-9/evict",
+            r#"{"confirm": "node-8"}"#.to_string(),
+            r#""confirm" "node-8""#,
+        ),
+        (
+            "/v1/streams/tracker/erase",
+            format!(r#"{{"subject": "{person}", "confirm": "x", "reason": "r"}}"#),
+            r#""confirm" "x""#,
+        ),
+        (
+            "/v1/streams/tracker/capacity",
+            r#"{"bytes": "2GiB", "confirm": "3GiB"}"#.to_string(),
+            r#""confirm" "3GiB""#,
+        ),
+    ] {
+        let (code, answer) = crate::http::request(s.port, "POST", path, Some(&all), Some(&body));
+        let v = crate::http::json(&answer);
+        let message = v["message"].as_str().unwrap_or_default();
+        assert!(
+            (400..500).contains(&code) && message.contains(says),
+            "{path} {body}: {code} {v}"
+        );
+        assert!(
+            !message.contains("-confirm") && !message.contains("-force"),
+            "{path}: {message}"
+        );
+    }
+    s.stop();
+}

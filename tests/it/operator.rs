@@ -781,7 +781,15 @@ async fn connects_with_the_nats_clis_flags_variables_and_contexts() {
 
     let run = status(&bare, &["--context", "nope"], &[]);
     assert_eq!(run.code, 2, "{run:?}");
-    assert!(run.stderr.contains("no such nats context nope"), "{run:?}");
+    // With --json the error is the JSON object on stdout.
+    let v: serde_json::Value = serde_json::from_str(&run.stdout).unwrap_or_default();
+    assert_eq!(v["error"], "usage", "{run:?}");
+    assert!(
+        v["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no such nats context nope")),
+        "{run:?}"
+    );
 
     // Text status and validate say it too.
     let run = crewlet_env(
