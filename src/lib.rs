@@ -34,6 +34,9 @@
 pub mod ack;
 pub mod alarms;
 pub mod archive;
+/// The performance figures (the `crewlet-bench` binary, `bench` feature).
+#[cfg(feature = "bench")]
+pub mod bench;
 pub mod broker;
 pub mod buckets;
 pub mod capacity;

@@ -32,17 +32,7 @@ fn main() -> ExitCode {
         (false, 0) => "warn",
     };
     init_tracing(cli.log_format, default_level);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
-        Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("error: cannot start the async runtime: {e}");
-            return ExitCode::from(crewlet::exit::Exit::Unreachable.code());
-        }
-    };
-    runtime.block_on(cli::run(cli)).into()
+    cli::block_on(cli::run(cli)).into()
 }
 
 fn init_tracing(format: LogFormat, default_level: &str) {

@@ -4,31 +4,13 @@
 //! the last segment written. Any error stops the fold where it is: the
 //! frontier stays at the last durable segment (over-retention, never loss).
 
-use std::path::PathBuf;
-
 use super::cut::{Cut, Cutter, Limits};
 use super::segment::{self, Compression, Range};
 use super::state::{ListError, Listed};
 use super::{dir, Put};
 use crate::broker::Broker;
 
-/// Where segments go.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Store {
-    /// A JetStream Object Store bucket.
-    ObjectStore(String),
-    /// A local directory.
-    Dir(PathBuf),
-}
-
-/// Which log, at which incarnation and generation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub stream: String,
-    pub generation: u64,
-    /// The log's `created`, RFC 3339 with nanoseconds.
-    pub stream_created: String,
-}
+pub use super::state::{Store, Target};
 
 /// What a fold did.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -57,14 +39,6 @@ pub struct FoldError {
 }
 
 impl Store {
-    /// How the published archive state names the store.
-    pub fn id(&self) -> String {
-        match self {
-            Store::ObjectStore(b) => format!("object_store:{b}"),
-            Store::Dir(d) => format!("dir:{}", d.display()),
-        }
-    }
-
     async fn put(&self, broker: &Broker, name: &str, bytes: &[u8]) -> Result<Put, String> {
         match self {
             Store::ObjectStore(bucket) => broker.put_segment(bucket, name, bytes).await,

@@ -17,13 +17,7 @@ use crate::broker::Broker;
 use fold::{Store, Target};
 use state::{ArchiveRead, ArchiveState};
 
-/// What putting a segment into a store did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Put {
-    Written,
-    /// It was there with exactly these bytes (a re-fold after a crash).
-    AlreadyThere,
-}
+pub use state::Put;
 
 /// The most segments past the published frontier read back in one tick
 /// (the rest are adopted by later ticks; none is folded over meanwhile).

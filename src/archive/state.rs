@@ -13,6 +13,42 @@ use serde::{Deserialize, Serialize};
 
 use crate::rows::Instant;
 
+/// Where segments go (the reads and writes are in `archive::fold`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Store {
+    /// A JetStream Object Store bucket.
+    ObjectStore(String),
+    /// A local directory.
+    Dir(std::path::PathBuf),
+}
+
+impl Store {
+    /// How the published archive state names the store.
+    pub fn id(&self) -> String {
+        match self {
+            Store::ObjectStore(b) => format!("object_store:{b}"),
+            Store::Dir(d) => format!("dir:{}", d.display()),
+        }
+    }
+}
+
+/// Which log, at which incarnation and generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub stream: String,
+    pub generation: u64,
+    /// The log's `created`, RFC 3339 with nanoseconds.
+    pub stream_created: String,
+}
+
+/// What putting a segment into a store did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Put {
+    Written,
+    /// It was there with exactly these bytes (a re-fold after a crash).
+    AlreadyThere,
+}
+
 /// One segment as the store lists it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Listed {

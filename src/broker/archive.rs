@@ -7,9 +7,10 @@ use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
 use super::Broker;
+use crate::archive::segment;
 use crate::archive::segment::Record;
+use crate::archive::state::Put;
 use crate::archive::state::{ListError, Listed};
-use crate::archive::{segment, Put};
 
 impl Broker {
     pub(crate) async fn object_store(

@@ -1,4 +1,4 @@
-//! What `crewlet bench` (and the demo) need of the broker beyond the
+//! What `crewlet-bench` needs of the broker beyond the
 //! sidecar's own reads and writes: state built with pipelined raw
 //! publishes, plain streams and consumers, the bare bucket read a tick is
 //! measured against, and a pipelined publisher's rate. Here because only
@@ -33,27 +33,6 @@ impl Broker {
             }
         }
         Ok(())
-    }
-
-    /// Publishes `n` records on `subject` (pipelined); returns the last
-    /// sequence.
-    pub async fn publish_many(&self, subject: &str, n: usize) -> Result<u64, String> {
-        let mut last = 0;
-        for chunk in 0..n.div_ceil(1000) {
-            let mut acks = Vec::with_capacity(1000);
-            for i in chunk * 1000..n.min((chunk + 1) * 1000) {
-                acks.push(
-                    self.js
-                        .publish(subject.to_string(), format!("record {i}").into())
-                        .await
-                        .map_err(|e| e.to_string())?,
-                );
-            }
-            for a in acks {
-                last = a.await.map_err(|e| e.to_string())?.sequence;
-            }
-        }
-        Ok(last)
     }
 
     /// Creates a plain stream on `<name>.>` (`discard: new` and the ceiling

@@ -6,6 +6,8 @@ pub mod archive;
 pub mod capacity;
 mod connect;
 pub mod erase;
+/// What only the bench builds (the `bench` feature).
+#[cfg(feature = "bench")]
 pub mod fixture;
 pub mod gates;
 pub mod http;

@@ -177,3 +177,26 @@ impl Broker {
         Ok(response.purged)
     }
 }
+
+impl Broker {
+    /// The demo's simulated application: `n` records on `subject`
+    /// (pipelined); returns the last sequence.
+    pub async fn publish_many(&self, subject: &str, n: usize) -> Result<u64, String> {
+        let mut last = 0;
+        for chunk in 0..n.div_ceil(1000) {
+            let mut acks = Vec::with_capacity(1000);
+            for i in chunk * 1000..n.min((chunk + 1) * 1000) {
+                acks.push(
+                    self.js
+                        .publish(subject.to_string(), format!("record {i}").into())
+                        .await
+                        .map_err(|e| e.to_string())?,
+                );
+            }
+            for a in acks {
+                last = a.await.map_err(|e| e.to_string())?.sequence;
+            }
+        }
+        Ok(last)
+    }
+}

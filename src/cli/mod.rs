@@ -14,7 +14,6 @@ macro_rules! exit_on_err {
 
 mod archive;
 pub mod args;
-mod bench;
 mod demo;
 mod gesture;
 mod init;
@@ -143,12 +142,10 @@ pub enum Command {
     /// log, the trim advances the floor, a stalled node pins it, and it
     /// moves again once the node catches up. Exercises the real sidecar.
     Demo(DemoArgs),
-    /// Performance figures against same-run baselines: the tick, its
-    /// scaling, the pure floor, status as a process, peak memory, a
-    /// publisher's throughput beside the sidecar, the HTTP surface under
-    /// load, the archive's fold and merge read, and the tick on a cluster
-    /// (docs/performance.md). Starts its own nats-servers; about seven
-    /// minutes in all, `--only` for one scenario.
+    /// Performance figures against same-run baselines (docs/performance.md):
+    /// runs `crewlet-bench` from beside this binary with these arguments.
+    /// The bench is its own binary, so that this one carries none of its
+    /// code: `scripts/bench` builds both and runs it.
     Bench(BenchArgs),
     /// Print a shell completion script: `crewlet completions bash >
     /// /etc/bash_completion.d/crewlet`, `… zsh > "${fpath[1]}/_crewlet"`,
@@ -220,20 +217,16 @@ pub struct RunArgs {
     pub ticks: Option<u32>,
 }
 
-/// `crewlet bench` options.
+/// `crewlet bench` arguments: passed to `crewlet-bench` as they are
+/// (`--samples N`, `--only tick,http`; `crewlet-bench --help` lists them).
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
-    /// Samples per scenario.
-    #[arg(long, default_value_t = 15)]
-    pub samples: usize,
-    /// Run only these scenarios (comma-separated): tick, scaling, pure,
-    /// status, memory, publisher, http, archive, cluster.
-    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
-    pub only: Vec<String>,
-    /// The status baseline process (connect and bare reads only); used by
-    /// the bench itself.
-    #[arg(long, hide = true)]
-    pub probe: bool,
+    #[arg(
+        trailing_var_arg = true,
+        allow_hyphen_values = true,
+        value_name = "ARGS"
+    )]
+    pub args: Vec<String>,
 }
 
 /// `crewlet retention reanchor` options.
@@ -659,6 +652,35 @@ where
     Cli::from_arg_matches(&matches)
 }
 
+/// `crewlet bench ARGS`: runs `crewlet-bench ARGS` from beside this
+/// binary, with its exit code.
+fn bench_alias(args: &BenchArgs) -> Exit {
+    let bench = std::env::current_exe()
+        .map(|me| me.with_file_name(format!("crewlet-bench{}", std::env::consts::EXE_SUFFIX)));
+    let Ok(bench) = bench.map_err(|e| say::error(format_args!("{e}"))) else {
+        return Exit::Usage;
+    };
+    if !bench.exists() {
+        say::error(format_args!(
+            "{} is not built; scripts/bench builds it and runs it (cargo build --release --features bench --bins)",
+            bench.display()
+        ));
+        return Exit::Usage;
+    }
+    match std::process::Command::new(&bench).args(&args.args).status() {
+        Ok(s) => match s.code() {
+            Some(0) => Exit::Ok,
+            Some(1) => Exit::Attention,
+            Some(2) => Exit::Usage,
+            _ => Exit::Unreachable,
+        },
+        Err(e) => {
+            say::error(format_args!("cannot run {}: {e}", bench.display()));
+            Exit::Unreachable
+        }
+    }
+}
+
 /// Exit 1, naming the command that creates it, when the domain's stream
 /// does not exist on a broker that answers (exit 3 is for a broker that
 /// does not: cron pages on the code).
@@ -703,6 +725,21 @@ pub(crate) async fn require_bucket(broker: &crate::broker::Broker, name: &str) -
         Err(e) => {
             crate::cli::say::error(format_args!("{e}"));
             Err(Exit::Unreachable)
+        }
+    }
+}
+
+/// Runs `command` to its exit code on a multi-threaded runtime (exit 3
+/// if none can be started).
+pub fn block_on(command: impl std::future::Future<Output = Exit>) -> Exit {
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt.block_on(command),
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            Exit::Unreachable
         }
     }
 }
@@ -761,8 +798,7 @@ async fn dispatch(cli: &Cli) -> Exit {
             archive::verify_archive(cli, args).await
         }
         Command::Demo(args) => demo::run(cli, args).await,
-        Command::Bench(args) if args.probe => bench::probe(cli).await,
-        Command::Bench(args) => bench::run(cli, args).await,
+        Command::Bench(args) => bench_alias(args),
         Command::Completions(args) => completions(args.shell),
         Command::Man(args) => man(args.dir.as_deref()),
         Command::ExampleConfig => {

@@ -375,11 +375,11 @@ fn default_fold_per_tick() -> u64 {
 impl ArchiveConfig {
     /// The store segments go to (the object store when, against
     /// validation, both are set).
-    pub fn store(&self) -> crate::archive::fold::Store {
+    pub fn store(&self) -> crate::archive::state::Store {
         match (&self.object_store, &self.dir) {
-            (Some(b), _) => crate::archive::fold::Store::ObjectStore(b.clone()),
-            (None, Some(d)) => crate::archive::fold::Store::Dir(d.clone()),
-            (None, None) => crate::archive::fold::Store::ObjectStore(String::new()),
+            (Some(b), _) => crate::archive::state::Store::ObjectStore(b.clone()),
+            (None, Some(d)) => crate::archive::state::Store::Dir(d.clone()),
+            (None, None) => crate::archive::state::Store::ObjectStore(String::new()),
         }
     }
 

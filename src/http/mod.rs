@@ -20,6 +20,7 @@ use serde_json::json;
 
 use crate::broker::Broker;
 use crate::config::Config;
+use tokens::Scope;
 
 /// The most a request may take before it is answered 503.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -266,7 +267,7 @@ fn json_ok(v: serde_json::Value) -> Response {
 pub fn authorise(
     shared: &Shared,
     headers: &HeaderMap,
-    scope: &str,
+    scope: Scope,
 ) -> Result<tokens::Entry, ApiError> {
     let presented = headers
         .get(header::AUTHORIZATION)
@@ -295,7 +296,7 @@ pub fn authorise(
             "the token is not known (revoked, or never added)",
         ));
     };
-    if !entry.scopes.iter().any(|s| s == scope) {
+    if !entry.allows(scope) {
         return Err(error(
             StatusCode::FORBIDDEN,
             "forbidden",
@@ -305,9 +306,14 @@ pub fn authorise(
     Ok(entry.clone())
 }
 
-/// The routes of docs/http.md that exist so far.
+/// The routes of docs/http.md, each bounded in time: every route by
+/// [`REQUEST_TIMEOUT`], but the erase route, which waits for the duty
+/// holder's next publish on an archived domain, by that wait and a margin.
+/// Each route's scope is the typed [`Scope`] its handler asks
+/// [`authorise`] for.
 pub fn router(shared: Arc<Shared>) -> Router {
-    Router::new()
+    use axum::middleware::from_fn_with_state;
+    let quick = Router::new()
         .route("/", get(dashboard_route))
         .route("/metrics", get(metrics_route))
         .route("/healthz", get(|| async { "ok\n" }))
@@ -318,9 +324,15 @@ pub fn router(shared: Arc<Shared>) -> Router {
         .route("/v1/streams/{stream}/records", get(records))
         .route("/v1/streams/{stream}/ack", post(ack))
         .route("/v1/streams/{stream}/capacity", post(capacity))
-        .route("/v1/streams/{stream}/erase", post(erase))
         .route("/v1/nodes/{node}/evict", post(evict))
         .route("/v1/nodes/{node}/readmit", post(readmit))
+        .layer(from_fn_with_state(REQUEST_TIMEOUT, bounded));
+    let erase_limit = erase_wait(&shared.config) + Duration::from_secs(5);
+    let slow = Router::new()
+        .route("/v1/streams/{stream}/erase", post(erase))
+        .layer(from_fn_with_state(erase_limit, bounded));
+    quick
+        .merge(slow)
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(shared)
 }
@@ -385,7 +397,7 @@ async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
 }
 
 async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
-    if let Err(r) = authorise(&shared, &headers, "read") {
+    if let Err(r) = authorise(&shared, &headers, Scope::Read) {
         return r.into_response();
     }
     if let Err(r) = reachable(&shared) {
@@ -407,7 +419,7 @@ async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Res
 fn gate(
     shared: &Shared,
     headers: &HeaderMap,
-    scope: &str,
+    scope: Scope,
     stream: &str,
 ) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
     let who = authorise(shared, headers, scope)?;
@@ -422,7 +434,7 @@ fn gate_read(
     headers: &HeaderMap,
     stream: &str,
 ) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
-    let gated = gate(shared, headers, "read", stream)?;
+    let gated = gate(shared, headers, Scope::Read, stream)?;
     reachable(shared)?;
     Ok(gated)
 }
@@ -433,7 +445,7 @@ fn gate_read(
 fn gate_write(
     shared: &Shared,
     headers: &HeaderMap,
-    scope: &str,
+    scope: Scope,
     stream: &str,
 ) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
     let gated = gate(shared, headers, scope, stream)?;
@@ -598,7 +610,7 @@ async fn ack(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::ack::AckError;
-    let (who, domain) = match gate_write(&shared, &headers, "ack", &stream) {
+    let (who, domain) = match gate_write(&shared, &headers, Scope::Ack, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -703,7 +715,7 @@ async fn trim(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::requested::AskError;
-    let (who, domain) = match gate_write(&shared, &headers, "trim", &stream) {
+    let (who, domain) = match gate_write(&shared, &headers, Scope::Trim, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -760,7 +772,7 @@ async fn capacity(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::resize::{self, Outcome};
-    let (_, domain) = match gate_write(&shared, &headers, "capacity", &stream) {
+    let (_, domain) = match gate_write(&shared, &headers, Scope::Capacity, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -834,7 +846,7 @@ async fn erase(
     body: axum::body::Bytes,
 ) -> Response {
     use crate::erase::{self, Outcome};
-    let (who, domain) = match gate_write(&shared, &headers, "erase", &stream) {
+    let (who, domain) = match gate_write(&shared, &headers, Scope::Erase, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -966,7 +978,7 @@ async fn gesture_route(
     sign: crate::rows::GateSign,
 ) -> Response {
     use crate::gesture::{self, Performed};
-    let who = match authorise(&shared, &headers, "gate").and_then(|w| {
+    let who = match authorise(&shared, &headers, Scope::Gate).and_then(|w| {
         reachable(&shared)?;
         Ok(w)
     }) {
@@ -1038,7 +1050,7 @@ pub async fn serve(
     shared: Arc<Shared>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    let app = router(shared.clone()).layer(axum::middleware::from_fn_with_state(shared, bounded));
+    let app = router(shared);
     let limited = Limited {
         inner: listener,
         permits: Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS)),
@@ -1162,20 +1174,12 @@ impl tokio::io::AsyncWrite for Counted {
     }
 }
 
-/// A request that takes longer than [`REQUEST_TIMEOUT`] is answered 503.
+/// A request that takes longer than its route's bound is answered 503.
 async fn bounded(
-    State(shared): State<Arc<Shared>>,
+    State(limit): State<Duration>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    // An erasure on an archived domain waits for the duty holder's next
-    // publish (up to three ticks): its bound is its own wait and a margin.
-    let limit = if req.method() == axum::http::Method::POST && req.uri().path().ends_with("/erase")
-    {
-        erase_wait(&shared.config) + Duration::from_secs(5)
-    } else {
-        REQUEST_TIMEOUT
-    };
     match tokio::time::timeout(limit, next.run(req)).await {
         Ok(r) => r,
         Err(_) => error(

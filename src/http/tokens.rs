@@ -11,9 +11,56 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
-/// Every scope there is. `trim` is never implied by another: it is
-/// irreversible.
-pub const SCOPES: [&str; 6] = ["read", "trim", "gate", "ack", "capacity", "erase"];
+/// What a token may do: each route declares one (docs/http.md, Tokens and
+/// scopes). `trim` is never implied by another: it is irreversible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    Read,
+    Trim,
+    Gate,
+    Ack,
+    Capacity,
+    Erase,
+}
+
+impl Scope {
+    pub const ALL: [Scope; 6] = [
+        Scope::Read,
+        Scope::Trim,
+        Scope::Gate,
+        Scope::Ack,
+        Scope::Capacity,
+        Scope::Erase,
+    ];
+
+    /// Its name in the tokens file and on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Scope::Read => "read",
+            Scope::Trim => "trim",
+            Scope::Gate => "gate",
+            Scope::Ack => "ack",
+            Scope::Capacity => "capacity",
+            Scope::Erase => "erase",
+        }
+    }
+
+    /// The scope a name names, if any.
+    pub fn parse(name: &str) -> Option<Scope> {
+        Scope::ALL.into_iter().find(|s| s.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for Scope {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Every scope's name, for messages.
+fn scope_names() -> String {
+    Scope::ALL.map(Scope::as_str).join(", ")
+}
 
 /// One entry of the tokens file.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -23,6 +70,13 @@ pub struct Entry {
     /// SHA-256 of the token, lower-case hex.
     pub sha256: String,
     pub scopes: Vec<String>,
+}
+
+impl Entry {
+    /// Whether the token carries `scope`.
+    pub fn allows(&self, scope: Scope) -> bool {
+        self.scopes.iter().any(|s| Scope::parse(s) == Some(scope))
+    }
 }
 
 /// The whole file.
@@ -44,15 +98,14 @@ pub fn hash(token: &str) -> String {
 /// Checks a scope list as given on the command line (`read,trim`).
 pub fn parse_scopes(text: &str) -> Result<Vec<String>, String> {
     let mut out: Vec<String> = Vec::new();
+    let mut seen: Vec<Scope> = Vec::new();
     for s in text.split(',').map(str::trim) {
-        if !SCOPES.contains(&s) {
-            return Err(format!(
-                "{s:?} is not a scope; allowed: {}",
-                SCOPES.join(", ")
-            ));
-        }
-        if !out.iter().any(|o| o == s) {
-            out.push(s.to_string());
+        let Some(scope) = Scope::parse(s) else {
+            return Err(format!("{s:?} is not a scope; allowed: {}", scope_names()));
+        };
+        if !seen.contains(&scope) {
+            seen.push(scope);
+            out.push(scope.as_str().to_string());
         }
     }
     Ok(out)
@@ -79,10 +132,10 @@ impl TokenFile {
                 ));
             }
             for s in &t.scopes {
-                if !SCOPES.contains(&s.as_str()) {
+                if Scope::parse(s).is_none() {
                     return Err(format!(
                         "tokens[{i}].scopes: {s:?} is not a scope; allowed: {}",
-                        SCOPES.join(", ")
+                        scope_names()
                     ));
                 }
             }

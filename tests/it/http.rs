@@ -1244,3 +1244,60 @@ async fn with_the_broker_gone_every_writing_route_is_503() {
     assert_eq!(code, 401);
     s.stop();
 }
+
+/// Every route of docs/http.md's table checks exactly the scope the table
+/// gives it (issue 23: a route's scope is a typed `Scope`): no token is
+/// 401, a token with every scope but that one is 403, and a route the
+/// table calls public answers without one.
+#[tokio::test]
+async fn every_route_checks_the_scope_its_table_row_names() {
+    let f = Fleet::new(10).await;
+    let s = Served::start(&f);
+    let doc = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/http.md"),
+    )
+    .expect("docs/http.md");
+    let mut routes: Vec<(String, String, String)> = Vec::new();
+    for line in doc
+        .lines()
+        .filter(|l| l.starts_with("| `GET ") || l.starts_with("| `POST "))
+    {
+        let cells: Vec<&str> = line.split(" | ").collect();
+        let scope = cells[1].trim().trim_matches('`').to_string();
+        for route in cells[0].trim_start_matches("| ").split(", ") {
+            let route = route.trim_matches('`');
+            let (method, path) = route.split_once(' ').expect("METHOD path");
+            let path = path
+                .split('?')
+                .next()
+                .unwrap_or(path)
+                .replace("{stream}", "tracker")
+                .replace("{node}", "node-3");
+            routes.push((method.to_string(), path, scope.clone()));
+        }
+    }
+    assert!(routes.len() >= 13, "{routes:?}");
+    let all = ["read", "trim", "gate", "ack", "capacity", "erase"];
+    for (i, (method, path, scope)) in routes.iter().enumerate() {
+        if scope == "none" {
+            let (code, _) = request(s.port, method, path, None, None);
+            assert_ne!(code, 401, "{method} {path} is public");
+            continue;
+        }
+        let body = (method == "POST").then_some("{}");
+        let (code, _) = request(s.port, method, path, None, body);
+        assert_eq!(code, 401, "{method} {path} without a token");
+        let others: Vec<&str> = all.iter().copied().filter(|a| a != scope).collect();
+        let token = s.token(&format!("not-{scope}-{i}"), &others.join(","));
+        let (code, answer) = request(s.port, method, path, Some(&token), body);
+        assert_eq!(
+            code, 403,
+            "{method} {path} with every scope but {scope}: {answer}"
+        );
+        assert!(
+            answer.contains(&format!("lacks the {scope} scope")),
+            "{answer}"
+        );
+    }
+    s.stop();
+}

@@ -328,11 +328,17 @@ async fn stderr_is_quiet_and_machine_readable() {
             )
         })
         .collect();
-    f.broker()
-        .await
-        .fill("crewlet_holds", rows)
-        .await
-        .expect("holds");
+    let mut acks = Vec::new();
+    for (k, v) in rows {
+        acks.push(
+            f.js.publish(format!("$KV.crewlet_holds.{k}"), v.into())
+                .await
+                .expect("publish a hold"),
+        );
+    }
+    for a in acks {
+        a.await.expect("hold acked");
+    }
     let piped = std::process::Command::new("bash")
         .arg("-c")
         .arg(format!(

@@ -100,7 +100,7 @@ fn only_the_tick_sends_a_purge() {
     );
     assert_eq!(
         with(".purge_to("),
-        ["src/cli/bench.rs", "src/trim.rs"],
+        ["src/bench.rs", "src/trim.rs"],
         "the fenced purge is sent by the tick (and timed by the bench, with a real lease's permit)"
     );
     assert_eq!(
@@ -165,5 +165,121 @@ fn src_cites_only_documents_in_the_repository() {
     assert!(
         bad.is_empty(),
         "citations of documents the repository lacks: {bad:?}"
+    );
+}
+
+/// The layers of docs/architecture.md (Layers), bottom first: a module
+/// imports only from its own layer or below. A module listed nowhere fails
+/// here until it is placed. Longest prefix wins (`archive::state` is a
+/// type, `archive::fold` does IO).
+const LAYERS: &[(&str, &[&str])] = &[
+    (
+        "types and pure rules",
+        &[
+            "rows",
+            "human",
+            "exit",
+            "proven",
+            "failpoint",
+            "clock",
+            "config",
+            "buckets",
+            "stream_check",
+            "capacity",
+            "archive::state",
+            "archive::cut",
+            "archive::segment",
+        ],
+    ),
+    ("pure judgements", &["floor", "gate", "alarms", "report"]),
+    ("the broker and the stores", &["broker", "archive::dir"]),
+    (
+        "the tick and the gestures",
+        &[
+            "trim",
+            "duty",
+            "hold",
+            "gesture",
+            "erase",
+            "ack",
+            "requested",
+            "resize",
+            "node",
+            "embedded",
+            "archive",
+        ],
+    ),
+    (
+        "the surfaces",
+        &["cli", "http", "bench", "bin", "main", "lib", "fuzz_tests"],
+    ),
+];
+
+fn layer_of(module: &str) -> Option<(usize, &'static str)> {
+    let mut best: Option<(usize, usize, &'static str)> = None;
+    for (rank, (name, modules)) in LAYERS.iter().enumerate() {
+        for m in modules.iter() {
+            let hit = module == *m || module.starts_with(&format!("{m}::"));
+            if hit && best.is_none_or(|(len, _, _)| m.len() > len) {
+                best = Some((m.len(), rank, name));
+            }
+        }
+    }
+    best.map(|(_, rank, name)| (rank, name))
+}
+
+/// Modules import one way: nothing imports from a layer above its own
+/// (issue 23). Unit tests (after a file's `#[cfg(test)]`) are exempt.
+#[test]
+fn layers_import_one_way() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let reference = regex::Regex::new(r"crate::([a-z_]+(?:::[a-z_]+)*)").expect("regex");
+    let mut upward = Vec::new();
+    let mut unplaced = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(root().join("src"))
+            .expect("under src")
+            .with_extension("");
+        let mut module = rel.display().to_string().replace('/', "::");
+        if let Some(m) = module.strip_suffix("::mod") {
+            module = m.to_string();
+        }
+        let Some((from, from_name)) = layer_of(&module) else {
+            unplaced.push(module);
+            continue;
+        };
+        let text = std::fs::read_to_string(f).expect("read");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for line in code.lines().filter(|l| !l.trim_start().starts_with("//")) {
+            // One path per import, so that this check sees every one.
+            if line.contains("crate::{") {
+                upward.push(format!("{module}: a grouped import (crate::{{…}}): {line}"));
+            }
+            for c in reference.captures_iter(line) {
+                let target = &c[1];
+                match layer_of(target) {
+                    Some((to, to_name)) if to > from => upward.push(format!(
+                        "{module} ({from_name}) imports crate::{target} ({to_name})"
+                    )),
+                    Some(_) => {}
+                    None => unplaced.push(target.to_string()),
+                }
+            }
+        }
+    }
+    unplaced.sort();
+    unplaced.dedup();
+    upward.sort();
+    upward.dedup();
+    assert!(
+        unplaced.is_empty(),
+        "modules in no layer (place them in LAYERS and docs/architecture.md): {unplaced:?}"
+    );
+    assert!(
+        upward.is_empty(),
+        "imports from a layer above:\n{}",
+        upward.join("\n")
     );
 }

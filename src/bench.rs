@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use serde_json::json;
 
-use super::{BenchArgs, Cli};
 use crate::broker::Broker;
 use crate::config::{self, Config, Dur};
 use crate::embedded::EmbeddedServer;
@@ -376,12 +375,51 @@ fn peak_rss(bin: &Path, cfg: &Path, ticks: u32) -> Result<(u64, Duration), Strin
     Ok((peak, t.elapsed()))
 }
 
-pub async fn run(_cli: &Cli, args: &BenchArgs) -> Exit {
+/// `crewlet-bench` options.
+#[derive(Debug, clap::Parser)]
+#[command(
+    name = "crewlet-bench",
+    version,
+    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about seven minutes in all, --only for one scenario. Build and run it with scripts/bench."
+)]
+pub struct BenchArgs {
+    /// Samples per scenario.
+    #[arg(long, default_value_t = 15)]
+    pub samples: usize,
+    /// Run only these scenarios (comma-separated): tick, scaling, pure,
+    /// status, memory, publisher, http, archive, cluster.
+    #[arg(long, value_delimiter = ',', value_name = "NAMES")]
+    pub only: Vec<String>,
+    /// The status baseline process (connect and bare reads only, on the
+    /// configuration at PATH); the bench runs itself with it.
+    #[arg(long, value_name = "PATH")]
+    pub probe: Option<PathBuf>,
+}
+
+/// The `crewlet` binary the bench measures: beside this one (both are
+/// built into the same target directory).
+fn crewlet_bin() -> Result<PathBuf, String> {
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
+    let bin = me.with_file_name(format!("crewlet{}", std::env::consts::EXE_SUFFIX));
+    if bin.exists() {
+        Ok(bin)
+    } else {
+        Err(format!(
+            "{} is missing: build both binaries (scripts/bench does: cargo build --release --features bench --bins)",
+            bin.display()
+        ))
+    }
+}
+
+pub async fn run(args: &BenchArgs) -> Exit {
+    if let Some(path) = &args.probe {
+        return probe(path).await;
+    }
     match bench(args).await {
         Ok(true) => Exit::Ok,
         Ok(false) => Exit::Attention,
         Err(e) => {
-            crate::cli::say::error(format_args!("{e}"));
+            eprintln!("error: {e}");
             Exit::Unreachable
         }
     }
@@ -694,7 +732,8 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         });
     }
 
-    let bin = std::env::current_exe().map_err(|e| e.to_string())?;
+    let bin = crewlet_bin()?;
+    let me = std::env::current_exe().map_err(|e| e.to_string())?;
     // 4. status as a whole process, 4 domains × 100 nodes.
     if want("status") {
         eprintln!("building 4 domains × 100 nodes …");
@@ -713,7 +752,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             st.push(
                 time_process(&bin, &["retention", "status", "--json", "--config", cfg], 1)?.median,
             );
-            base.push(time_process(&bin, &["bench", "--probe", "--config", cfg], 1)?.median);
+            base.push(time_process(&me, &["--probe", cfg], 1)?.median);
         }
         lines.push(line(
             "status --json (4 × 100)",
@@ -1238,12 +1277,16 @@ async fn on_a_cluster(dir: &Path, samples: usize) -> Result<(Stats, Stats), Stri
     measured
 }
 
-/// `crewlet bench --probe`: the status baseline: connect, then the bare
-/// reads status needs (every bucket once, stream info and consumer info per
-/// domain), and nothing else.
-pub async fn probe(cli: &Cli) -> Exit {
-    let loaded = exit_on_err!(super::load_config(cli));
-    let c = loaded.config;
+/// `crewlet-bench --probe PATH`: the status baseline: connect, then the
+/// bare reads status needs (every bucket once, stream info and consumer
+/// info per domain), and nothing else.
+async fn probe(path: &Path) -> Exit {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Exit::Usage;
+    };
+    let Some(c) = config::check(&text).config else {
+        return Exit::Usage;
+    };
     let url = c.nats.url.clone().unwrap_or_default();
     let Ok(broker) = crate::broker::connect(&url, &c.nats, "bench-probe").await else {
         return Exit::Unreachable;
