@@ -135,6 +135,7 @@ pub async fn perform(
     // absorption keeps these entries current. Each log's view belongs to its
     // incarnation (the live stream at the domain's generation), read here.
     let (raw, parsed) = broker.read_all(&config.buckets).await;
+    let parsed = parsed.into_inner();
     let mut incarnations: BTreeMap<String, Result<GatedAt, String>> = BTreeMap::new();
     for d in &logs {
         incarnations.insert(d.stream.clone(), gated_at(broker, &parsed, d).await);

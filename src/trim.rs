@@ -228,11 +228,11 @@ pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateT
     let (raw, parsed) = broker.read_all(&config.buckets).await;
     let policy = Policy::from_config(config, session);
     let mut reads = read_domains(broker, config, &policy, now).await;
-    read_archives(broker, config, &parsed, &mut reads).await;
+    read_archives(broker, config, parsed.get(), &mut reads).await;
     let answers = compute_all(config, &policy, &parsed, &reads, now);
     Fresh {
         raw,
-        parsed,
+        parsed: parsed.into_inner(),
         answers,
         offset: clock_offset(&reads),
     }
@@ -302,11 +302,12 @@ pub async fn read_archives(
     }
 }
 
-/// Every domain's answer from what was read: pure.
+/// Every domain's answer from what was read: pure. The rows must be a
+/// read proven current: the tick publishes and purges by these answers.
 pub fn compute_all(
     config: &Config,
     policy: &Policy,
-    parsed: &ParsedRows,
+    parsed: &crate::proven::Proven<ParsedRows>,
     reads: &[DomainRead],
     now: DateTime<Utc>,
 ) -> Vec<Answer> {
@@ -317,7 +318,7 @@ pub fn compute_all(
         .map(|(d, read)| {
             // Each answer at the broker's instant in its own stream info.
             let at = read.clock.map_or(now, |c| c.broker);
-            floor::compute(d, policy, parsed, read, at)
+            floor::compute(d, policy, parsed.get(), read, at)
         })
         .collect()
 }
@@ -390,11 +391,12 @@ impl Sidecar {
         }
         // The gates view is brought up to date after stream info: it belongs
         // to the incarnation that info names.
-        if self.duty.holds() && self.absorb_gates(&mut raw, &parsed, &mut reads).await {
-            parsed.reparse_gates(&raw.gates);
+        if self.duty.holds() && self.absorb_gates(&mut raw, parsed.get(), &mut reads).await {
+            parsed = self.broker.with_gates_absorbed(parsed, &raw.gates);
         }
-        read_archives(&self.broker, &self.config, &parsed, &mut reads).await;
+        read_archives(&self.broker, &self.config, parsed.get(), &mut reads).await;
         let mut answers = compute_all(&self.config, &policy, &parsed, &reads, now);
+        let parsed = parsed.into_inner();
         if self.duty.holds() {
             // Fold before the publish: the answer published is the one the
             // archive's new frontier bounds.

@@ -253,7 +253,7 @@ async fn write_one(
             .map_err(|e| fail(e.to_string()))?;
     // Each store call is bounded like a read: a store that hangs stops the
     // fold, it does not stall the tick past its lease.
-    let limit = broker.read_timeout;
+    let limit = broker.read_timeout();
     let late = |what: &str| {
         format!(
             "{what} {name}: no answer within {}",

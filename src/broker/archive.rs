@@ -13,7 +13,7 @@ use crate::archive::state::Put;
 use crate::archive::state::{ListError, Listed};
 
 impl Broker {
-    pub(crate) async fn object_store(
+    pub(super) async fn object_store(
         &self,
         bucket: &str,
     ) -> Result<object_store::ObjectStore, String> {

@@ -13,19 +13,19 @@ use crate::config::{redact_url, NatsConfig};
 /// methods here (a test keeps it that way).
 #[derive(Clone)]
 pub struct Broker {
-    pub(crate) js: async_nats::jetstream::Context,
+    pub(super) js: async_nats::jetstream::Context,
     /// The URL dialled, redacted, for messages.
     pub url: String,
     /// KV handles by bucket. A handle holds no rows, only the bucket's
     /// stream settings; keeping it saves a stream-info request on every
     /// write. A handle that fails is dropped and fetched again.
-    pub(crate) stores: std::sync::Arc<
+    pub(super) stores: std::sync::Arc<
         std::sync::Mutex<std::collections::HashMap<String, async_nats::jetstream::kv::Store>>,
     >,
     /// How long one read may take before it is given up as unreadable.
-    pub(crate) read_timeout: std::time::Duration,
+    pub(super) read_timeout: std::time::Duration,
     /// What the client library has told us of the connection.
-    pub(crate) link: std::sync::Arc<Link>,
+    pub(super) link: std::sync::Arc<Link>,
 }
 
 /// The connection as the client library's events told it: whether it was
@@ -85,7 +85,7 @@ pub enum Reach {
 impl Broker {
     /// `f` within the read timeout, its error or the timeout as a
     /// sentence starting with `what` ("stream T: no answer within 5s").
-    pub(crate) async fn bounded<T, E: std::fmt::Display>(
+    pub(super) async fn bounded<T, E: std::fmt::Display>(
         &self,
         what: &str,
         f: impl std::future::Future<Output = Result<T, E>>,
@@ -103,6 +103,12 @@ impl Broker {
     /// Bounds every read by `timeout` (the sidecar takes its tick: a read
     /// that hangs must not outlive the duty lease of three ticks, even
     /// tried twice).
+    /// How long one read may take (a store call in the fold is bounded
+    /// alike).
+    pub fn read_timeout(&self) -> std::time::Duration {
+        self.read_timeout
+    }
+
     pub fn with_read_timeout(mut self, timeout: std::time::Duration) -> Broker {
         self.read_timeout = timeout;
         self

@@ -267,8 +267,12 @@ impl Broker {
 
     /// Every bucket the answer reads, concurrently, once, parsed as it
     /// arrives. Raw entries are kept only for the two buckets the tick
-    /// writes back to (gates, floors).
-    pub async fn read_all(&self, b: &Buckets) -> (Raw, ParsedRows) {
+    /// writes back to (gates, floors). Each bucket is proven current
+    /// against its leader or is its error ([`Broker::read_bucket_parsing`]),
+    /// so the rows come vouched for: an answer that licenses a purge is
+    /// computed only from a [`Proven`](crate::proven::Proven) read
+    /// ([`crate::trim::compute_all`] takes nothing else).
+    pub async fn read_all(&self, b: &Buckets) -> (Raw, crate::proven::Proven<ParsedRows>) {
         let (presence, positions, holds, backups, snapshots, gates, floors) = tokio::join!(
             self.read_bucket_parsing(&b.presence, parsed::add_presence, false),
             self.read_bucket_parsing(&b.positions, parsed::add_position, false),
@@ -291,7 +295,20 @@ impl Broker {
             gates: gates.1,
             floors: floors.1,
         };
-        (raw, parsed)
+        (raw, crate::proven::Proven::vouched(parsed))
+    }
+
+    /// The rows with the gates bucket parsed again from `gates`: this
+    /// tick's proven read of it, with the records the tick absorbed into it
+    /// by compare-and-set writes the broker took. Still current.
+    pub fn with_gates_absorbed(
+        &self,
+        parsed: crate::proven::Proven<ParsedRows>,
+        gates: &crate::floor::Bucket,
+    ) -> crate::proven::Proven<ParsedRows> {
+        let mut rows = parsed.into_inner();
+        rows.reparse_gates(gates);
+        crate::proven::Proven::vouched(rows)
     }
 
     /// The holds and presence buckets, read again just before a purge.
@@ -492,7 +509,7 @@ impl Broker {
     /// headers, or whole records), with the stream handle its delete needs.
     /// Pulls expire after 4 s, so a lost pull is noticed inside the read's
     /// bound.
-    pub(crate) async fn reader_from(
+    pub(super) async fn reader_from(
         &self,
         stream: &str,
         from: u64,

@@ -47,7 +47,7 @@ pub enum PurgeError {
 
 impl Broker {
     /// The KV handle of `bucket`.
-    pub(crate) async fn kv(&self, bucket: &str) -> Result<kv::Store, String> {
+    pub(super) async fn kv(&self, bucket: &str) -> Result<kv::Store, String> {
         if let Some(s) = self.stores.lock().ok().and_then(|m| m.get(bucket).cloned()) {
             return Ok(s);
         }

@@ -1,0 +1,172 @@
+//! The preamble every route shares: the error answer, the bearer token and
+//! its typed [`Scope`], the configured domain a `{stream}` names, and
+//! whether the broker can be reached.
+
+use super::*;
+
+/// An error answer: `{"error": code, "message": sentence}`.
+#[derive(Debug, Clone)]
+pub struct ApiError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    /// Fields beside `error` and `message` (`last_answer_at`).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let mut body = self.extra;
+        body.insert("error".into(), self.code.into());
+        body.insert("message".into(), self.message.into());
+        (
+            self.status,
+            [(header::CONTENT_TYPE, "application/json")],
+            serde_json::Value::Object(body).to_string(),
+        )
+            .into_response()
+    }
+}
+
+pub fn error(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
+    ApiError {
+        status,
+        code,
+        message: message.into(),
+        extra: serde_json::Map::new(),
+    }
+}
+
+pub(super) fn json_ok(v: serde_json::Value) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
+
+/// The token's entry if it carries `scope`, else the 401 or 403 answer.
+/// The token itself is never logged or echoed.
+pub fn authorise(
+    shared: &Shared,
+    headers: &HeaderMap,
+    scope: Scope,
+) -> Result<tokens::Entry, ApiError> {
+    let presented = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim)
+        .filter(|t| !t.is_empty());
+    let Some(presented) = presented else {
+        return Err(error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            format!("this route needs a token with the {scope} scope: Authorization: Bearer <token> (crewlet token add NAME --scopes {scope})"),
+        ));
+    };
+    let file = shared.tokens.current().map_err(|e| {
+        error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            format!("no token can be checked: {e}"),
+        )
+    })?;
+    let Some(entry) = file.find(presented) else {
+        return Err(error(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "the token is not known (revoked, or never added)",
+        ));
+    };
+    if !entry.allows(scope) {
+        return Err(error(
+            StatusCode::FORBIDDEN,
+            "forbidden",
+            format!("the token {} lacks the {scope} scope", entry.name),
+        ));
+    }
+    Ok(entry.clone())
+}
+
+/// The token (with `scope`) and the domain a `{stream}` route names, or
+/// the 401, 403 or 404 answer.
+pub(super) fn gate(
+    shared: &Shared,
+    headers: &HeaderMap,
+    scope: Scope,
+    stream: &str,
+) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
+    let who = authorise(shared, headers, scope)?;
+    Ok((who, domain_of(shared, stream)?))
+}
+
+/// As [`gate`] with the `read` scope, for a route that reads the log:
+/// the broker reachable, or 503 `unreachable` (rather than a read that
+/// waits out its timeout).
+pub(super) fn gate_read(
+    shared: &Shared,
+    headers: &HeaderMap,
+    stream: &str,
+) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
+    let gated = gate(shared, headers, Scope::Read, stream)?;
+    reachable(shared)?;
+    Ok(gated)
+}
+
+/// As [`gate`], for a route that writes: the broker connected, or 503
+/// before anything is judged (a judgement on reads that cannot be made
+/// would answer with a refusal that is not one).
+pub(super) fn gate_write(
+    shared: &Shared,
+    headers: &HeaderMap,
+    scope: Scope,
+    stream: &str,
+) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
+    let gated = gate(shared, headers, scope, stream)?;
+    reachable(shared)?;
+    Ok(gated)
+}
+
+/// The broker reachable, or the 503 `unreachable` answer: an answer
+/// computed earlier is not the state of the fleet, and a gesture judged on
+/// reads that cannot be made would be a refusal that is not one. The
+/// answer carries `last_answer_at` (null before any), which the dashboard
+/// shows as the age of what it keeps on the screen.
+pub(super) fn reachable(shared: &Shared) -> Result<(), ApiError> {
+    let Some(outage) = shared.outage() else {
+        return Ok(());
+    };
+    let last = shared.last().map(|l| crate::rows::Instant(l.at));
+    let shown = match last {
+        Some(at) => format!("the last answer, of {at}, is not the state of the fleet"),
+        None => "no answer was computed yet".to_string(),
+    };
+    let mut e = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        "unreachable",
+        format!(
+            "the broker cannot be reached (since {}; servers tried: {}); nothing is read or written, and {shown}",
+            outage.since, outage.servers
+        ),
+    );
+    e.extra
+        .insert("last_answer_at".into(), last.map(|l| l.to_string()).into());
+    Err(e)
+}
+
+/// The configured domain named by `{stream}` (its stream or its name), or
+/// the 404 answer listing the configured ones.
+pub fn domain_of(shared: &Shared, stream: &str) -> Result<crate::config::Domain, ApiError> {
+    shared.config.domain(stream).cloned().ok_or_else(|| {
+        error(
+            StatusCode::NOT_FOUND,
+            "unknown_stream",
+            format!(
+                "{stream:?} is not configured; configured: {}",
+                shared.config.configured()
+            ),
+        )
+    })
+}

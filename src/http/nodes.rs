@@ -1,0 +1,110 @@
+//! The routes on one node: evict and readmit.
+
+use super::*;
+
+/// The body of `POST /v1/nodes/{node}/evict` and `…/readmit`.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct GestureBody {
+    confirm: Option<String>,
+    #[serde(default)]
+    force: bool,
+    op_id: Option<String>,
+    reason: Option<String>,
+}
+
+/// How long a gesture may take before the route answers that it is still
+/// running (it goes on, under the operation id the answer names), well
+/// inside [`REQUEST_TIMEOUT`].
+pub(super) const GESTURE_WAIT: Duration = Duration::from_secs(8);
+
+pub(super) async fn evict(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(node): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    gesture_route(shared, headers, node, body, crate::rows::GateSign::Evict).await
+}
+
+pub(super) async fn readmit(
+    State(shared): State<Arc<Shared>>,
+    headers: HeaderMap,
+    Path(node): Path<String>,
+    body: axum::body::Bytes,
+) -> Response {
+    gesture_route(shared, headers, node, body, crate::rows::GateSign::Readmit).await
+}
+
+/// The gesture the CLI performs, judged and written by the same library
+/// code, answered with the object `--json` prints: 200 with each log's
+/// outcome, 400 for bad input, 409 for a refusal by judgement (its code in
+/// `error`), nothing written in either.
+pub(super) async fn gesture_route(
+    shared: Arc<Shared>,
+    headers: HeaderMap,
+    node: String,
+    body: axum::body::Bytes,
+    sign: crate::rows::GateSign,
+) -> Response {
+    use crate::gesture::{self, Performed};
+    let who = match authorise(&shared, &headers, Scope::Gate).and_then(|w| {
+        reachable(&shared)?;
+        Ok(w)
+    }) {
+        Ok(w) => w,
+        Err(r) => return r.into_response(),
+    };
+    let b: GestureBody = match serde_json::from_slice(&body) {
+        Ok(b) => b,
+        Err(e) => {
+            return error(
+                StatusCode::BAD_REQUEST,
+                "bad_request",
+                format!("the body is not {{\"confirm\": \"<node>\", \"force\": false, \"op_id\": \"…\", \"reason\": \"…\"}}: {e}"),
+            )
+            .into_response()
+        }
+    };
+    let ask = gesture::Ask {
+        node,
+        confirm: b.confirm,
+        force: b.force,
+        op_id: b.op_id,
+        reason: b.reason,
+        by: format!("token:{}", who.name),
+    };
+    let performed = match gesture::check(&shared.config, &ask) {
+        Err(p) => p,
+        Ok(op) => {
+            let (shared, ask, id) = (shared.clone(), ask.clone(), op.clone());
+            match detached("gesture", &id, GESTURE_WAIT, async move {
+                gesture::perform(&shared.config, &shared.broker, sign, &ask, op).await
+            })
+            .await
+            {
+                Ok(p) => p,
+                Err(r) => return r.into_response(),
+            }
+        }
+    };
+    let mut v = gesture::json(sign, &ask, &performed, crate::human::Surface::Http);
+    let status = match &performed {
+        Performed::Done { .. } => StatusCode::OK,
+        Performed::Refused { refusal, .. } if refusal.is_bad_input() => StatusCode::BAD_REQUEST,
+        Performed::Refused { .. } | Performed::NoGatedLog => StatusCode::CONFLICT,
+    };
+    if status != StatusCode::OK {
+        // The error body every route answers with, and the gesture's own.
+        if let Some(obj) = v.as_object_mut() {
+            let code = obj.get("refused").cloned().unwrap_or_default();
+            obj.insert("error".into(), code);
+        }
+    }
+    (
+        status,
+        [(header::CONTENT_TYPE, "application/json")],
+        v.to_string(),
+    )
+        .into_response()
+}
