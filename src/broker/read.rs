@@ -271,7 +271,7 @@ impl Broker {
     /// against its leader or is its error ([`Broker::read_bucket_parsing`]),
     /// so the rows come vouched for: an answer that licenses a purge is
     /// computed only from a [`Proven`](crate::proven::Proven) read
-    /// ([`crate::trim::compute_all`] takes nothing else).
+    /// (`trim::compute_all` takes nothing else).
     pub async fn read_all(&self, b: &Buckets) -> (Raw, crate::proven::Proven<ParsedRows>) {
         let (presence, positions, holds, backups, snapshots, gates, floors) = tokio::join!(
             self.read_bucket_parsing(&b.presence, parsed::add_presence, false),
