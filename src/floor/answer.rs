@@ -468,19 +468,38 @@ pub struct RequestedView {
 /// trim): `min(r - 1, safety, last_seq)`, safety the minimum of every term
 /// but `age_floor`, and what bounded it. The caller takes the maximum with
 /// `trim_to`.
-pub fn explicit_point(terms: &[Term], r: u64, last_seq: u64) -> (u64, String) {
-    let mut best = (r.saturating_sub(1), "requested".to_string());
+pub fn explicit_point(terms: &[Term], r: u64, last_seq: u64) -> (u64, Bound) {
+    let mut best = (r.saturating_sub(1), Bound::Requested);
     for t in terms.iter().filter(|t| t.term != TermName::AgeFloor) {
         if let Some(seq) = t.seq() {
             if seq < best.0 {
-                best = (seq, t.term.as_str().to_string());
+                best = (seq, Bound::Term(t.term));
             }
         }
     }
     if last_seq < best.0 {
-        best = (last_seq, "last_seq".to_string());
+        best = (last_seq, Bound::LastSeq);
     }
     best
+}
+
+/// What bounds an explicit trim: the request itself, a term, or the log's
+/// end. Its words are the `bounded_by` of the requested view.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    Requested,
+    Term(TermName),
+    LastSeq,
+}
+
+impl Bound {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Requested => "requested",
+            Bound::Term(t) => t.as_str(),
+            Bound::LastSeq => "last_seq",
+        }
+    }
 }
 
 /// The fields of a published floors row that the next tick needs.
@@ -552,6 +571,12 @@ impl PublishedFloor {
     }
 }
 
+/// PURE: one domain's answer, in the steps docs/architecture.md walks
+/// through: the generation and whether the live stream is its
+/// ([`lineage`]), the counted set, the seven terms ([`seven_terms`]),
+/// `trim_to` and the binding term ([`conclude`]), an explicit trim's
+/// watermark ([`requested_view`]), `blocked_by` ([`blocked_by_of`]), the
+/// floor, and the capacity figures ([`capacity_of`]).
 pub fn compute(
     domain: &Domain,
     policy: &Policy,
@@ -562,12 +587,171 @@ pub fn compute(
     let stream = domain.stream.as_str();
     let at = Instant(now);
     let previous = rows.published(stream);
+    let published = previous.as_ref().ok().and_then(|p| p.as_ref());
+    let line = lineage(rows, stream, read, &previous);
+    let mut not_ready = line.not_ready.clone();
+    // The incarnation the gates view belongs to: the live stream at the
+    // domain's generation (unknown when either is).
+    let incarnation = super::incarnation(rows, stream, read);
 
-    // The generation this answer belongs to, and whether the live stream is
-    // the one the floor was published for.
+    let state = read.stream.as_ref().ok();
+    let set = counted_set(
+        stream,
+        rows,
+        state,
+        Generation {
+            number: line.generation,
+            created: line.gen_created,
+        },
+        incarnation,
+        policy.fence_window,
+        now,
+    );
+    if !set.ahead.is_empty() && not_ready.is_none() {
+        not_ready = Some(NotReady::AheadOfLog);
+    }
+    let (mut terms, backup_age, archive) =
+        seven_terms(domain, policy, rows, read, &line, &set, published, at, now);
+
+    let any_unreadable = terms
+        .iter()
+        .any(|t| matches!(t.state, TermState::Unreadable { .. }));
+    let last_seq = state.map_or(0, |s| s.last_seq);
+    let first_seq = state.map_or(0, |s| s.first_seq);
+    let concludes = !any_unreadable && not_ready.is_none();
+    let mut trim_to = conclude(&mut terms, concludes, last_seq);
+    let requested = requested_view(
+        rows,
+        stream,
+        incarnation,
+        &mut terms,
+        &mut trim_to,
+        concludes,
+        last_seq,
+        at,
+    );
+    let blocked_by = blocked_by_of(&terms);
+    let held_since = if blocked_by.is_empty() {
+        None
+    } else {
+        Some(line.prev_held.unwrap_or(at))
+    };
+
+    let dry_run = !policy.trim_enabled;
+    let (floor, trim_floor_state) = if dry_run || !concludes {
+        (line.prev_floor, line.prev_state)
+    } else {
+        let next = trim_to.saturating_add(1);
+        (
+            Some(line.prev_floor.map_or(next, |f| f.max(next))),
+            FloorState::Published,
+        )
+    };
+    let would_purge = if dry_run && concludes {
+        super::check_purge(trim_to, first_seq, last_seq).map(|target| WouldPurge {
+            records: target - first_seq,
+            first_seq,
+            last_seq: trim_to,
+        })
+    } else {
+        None
+    };
+    let cap = capacity_of(domain, state);
+
+    let mut answer = Answer {
+        domain: domain.name.clone(),
+        stream: stream.to_string(),
+        generation: line.generation,
+        stream_created: line.gen_created,
+        generation_opened_at: line.generation_opened_at,
+        floor,
+        trim_to,
+        trim_floor_state,
+        dry_run,
+        would_purge,
+        terms,
+        blocked_by,
+        held_since,
+        soft_ceiling_bytes: cap.soft_ceiling_bytes,
+        max_bytes: cap.max_bytes,
+        reserve_bytes: cap.reserve_bytes,
+        bytes: cap.bytes,
+        headroom_fraction: cap.headroom_fraction,
+        first_seq,
+        last_seq,
+        not_ready,
+        evictions_unreadable: set.evictions_unreadable,
+        nodes: set.nodes,
+        stream_error: read.stream.as_ref().err().cloned(),
+        backup_age_secs: backup_age.map(|d| d.as_secs()),
+        backup_stale: backup_age.is_some_and(|d| d > policy.backup_max_age),
+        live_stream_created: if line.recreated {
+            line.live_created
+        } else {
+            None
+        },
+        broker_retention_bypass: state.map(|s| bypasses(&s.facts)).unwrap_or_default(),
+        stream_warnings: state
+            .and_then(|s| crate::stream_check::delete_warning(stream, &s.facts))
+            .into_iter()
+            .collect(),
+        published_at: published.map(|(p, _)| p.at),
+        gate_view: domain.gate_subject.as_ref().map(|_| {
+            gate_view(
+                rows,
+                stream,
+                incarnation,
+                last_seq,
+                read.absorbed.as_ref(),
+                published.and_then(|(p, _)| p.gate_view.as_ref()),
+                at,
+            )
+        }),
+        purge_clamped_by: None,
+        archive,
+        requested,
+        config_digest: config_digest(domain, policy),
+        published_config: published
+            .and_then(|(p, _)| p.config_digest.clone().map(|d| (p.by.clone(), d))),
+        by: policy.by.clone(),
+        session: policy.session.clone(),
+        at,
+    };
+    if super::licensed_purge(&answer).is_some()
+        && super::purge_target(&answer) < super::licensed_purge(&answer)
+    {
+        answer.purge_clamped_by = Some(PurgeClamp::Gates);
+    }
+    answer
+}
+
+/// What the floors row this tick read says of the domain's history: the
+/// generation, the `created` it belongs to, the floor and `held_since`
+/// carried over, and whether the domain is NOT READY on that count.
+#[derive(Debug, Clone)]
+struct Lineage {
+    generation: u64,
+    gen_created: Option<Instant>,
+    live_created: Option<Instant>,
+    generation_opened_at: Option<Instant>,
+    prev_floor: Option<u64>,
+    prev_state: FloorState,
+    prev_held: Option<Instant>,
+    recreated: bool,
+    not_ready: Option<NotReady>,
+}
+
+/// Step 1: the generation this answer belongs to, and whether the live
+/// stream is the one the floor was published for.
+fn lineage(
+    rows: &ParsedRows,
+    stream: &str,
+    read: &DomainRead,
+    previous: &Result<Option<(PublishedFloor, u64)>, String>,
+) -> Lineage {
     let live_created = read.stream.as_ref().ok().map(|s| s.created);
     let mut not_ready: Option<NotReady> = None;
-    let (generation, gen_created, prev_floor, prev_state, prev_held, opened_at) = match &previous {
+    let (generation, gen_created, prev_floor, prev_state, prev_held, opened_at) = match previous {
         Err(e) => {
             not_ready = Some(NotReady::FloorUnreadable {
                 error: e.clone(),
@@ -606,9 +790,6 @@ pub fn compute(
             )
         }
     };
-    // Generation 0 opened with the stream; a row written before rows
-    // carried the instant falls back to the same.
-    let generation_opened_at = opened_at.or(gen_created);
     let recreated = match (gen_created, live_created) {
         (Some(g), Some(l)) => g != l,
         _ => false,
@@ -616,32 +797,43 @@ pub fn compute(
     if recreated && not_ready.is_none() {
         not_ready = Some(NotReady::Recreated);
     }
-    // The incarnation the gates view belongs to: the live stream at the
-    // domain's generation (unknown when either is).
-    let incarnation = super::incarnation(rows, stream, read);
-
-    let state = read.stream.as_ref().ok();
-    let set = counted_set(
-        stream,
-        rows,
-        state,
-        Generation {
-            number: generation,
-            created: gen_created,
-        },
-        incarnation,
-        policy.fence_window,
-        now,
-    );
-
-    let applied = terms::applied(stream, &set);
-    if !set.ahead.is_empty() && not_ready.is_none() {
-        not_ready = Some(NotReady::AheadOfLog);
+    Lineage {
+        generation,
+        gen_created,
+        live_created,
+        // Generation 0 opened with the stream; a row written before rows
+        // carried the instant falls back to the same.
+        generation_opened_at: opened_at.or(gen_created),
+        prev_floor,
+        prev_state,
+        prev_held,
+        recreated,
+        not_ready,
     }
+}
+
+/// Step 2: the seven terms, in the order of the terms table
+/// (`archive_floor` is `n/a` without an archive), with the age of the
+/// backup point the trim reads and the archive's state.
+#[allow(clippy::too_many_arguments)]
+fn seven_terms(
+    domain: &Domain,
+    policy: &Policy,
+    rows: &ParsedRows,
+    read: &DomainRead,
+    line: &Lineage,
+    set: &super::counted::CountedSet,
+    published: Option<&(PublishedFloor, u64)>,
+    at: Instant,
+    now: DateTime<Utc>,
+) -> (Vec<Term>, Option<std::time::Duration>, Option<ArchiveState>) {
+    let stream = domain.stream.as_str();
+    let state = read.stream.as_ref().ok();
+    let applied = terms::applied(stream, set);
     let min_hold = terms::min_hold(stream, &rows.holds, now);
     // Backups of an earlier incarnation or generation do not count: the
     // later of the stream's created and the generation's opening.
-    let history_from = match (gen_created, generation_opened_at) {
+    let history_from = match (line.gen_created, line.generation_opened_at) {
         (Some(c), Some(o)) => Some(c.max(o)),
         (c, o) => c.or(o),
     };
@@ -650,8 +842,8 @@ pub fn compute(
     let snapshot = terms::snapshot_floor(
         stream,
         &rows.snapshots,
-        &set,
-        generation,
+        set,
+        line.generation,
         policy.snapshot_quorum,
     );
     let feed = terms::feed_ack_floor(
@@ -662,11 +854,7 @@ pub fn compute(
     let age = terms::age_floor(&read.stream, &read.young_seq, policy.min_age);
     let mut terms = vec![applied, min_hold, backup, snapshot, feed, age];
     let archive = domain.archive.as_ref().map(|_| {
-        let published = previous
-            .as_ref()
-            .ok()
-            .and_then(|p| p.as_ref())
-            .and_then(|(p, _)| p.archive.as_ref());
+        let published = published.and_then(|(p, _)| p.archive.as_ref());
         archive_of(read, published, state.map_or(0, |s| s.first_seq), at)
     });
     // The seventh term, `n/a` without an archive (docs/archive-format.md).
@@ -679,29 +867,41 @@ pub fn compute(
             binding: false,
         },
     });
+    (terms, backup_age, archive)
+}
 
-    let any_unreadable = terms
-        .iter()
-        .any(|t| matches!(t.state, TermState::Unreadable { .. }));
-    let last_seq = state.map_or(0, |s| s.last_seq);
-    let first_seq = state.map_or(0, |s| s.first_seq);
+/// Step 3: `trim_to`, the minimum of the terms and `last_seq`, with the
+/// binding term marked; 0 (nothing licensed) when the answer does not
+/// conclude (a term unreadable, or NOT READY).
+fn conclude(terms: &mut [Term], concludes: bool, last_seq: u64) -> u64 {
     let minimum = terms.iter().filter_map(Term::seq).min();
-    let mut trim_to = if any_unreadable || not_ready.is_some() {
-        0
-    } else {
-        minimum.unwrap_or(last_seq).min(last_seq)
-    };
-    if !any_unreadable && not_ready.is_none() {
-        if let Some(min) = minimum {
-            if let Some(t) = terms.iter_mut().find(|t| t.seq() == Some(min)) {
-                t.binding = true;
-            }
+    if !concludes {
+        return 0;
+    }
+    if let Some(min) = minimum {
+        if let Some(t) = terms.iter_mut().find(|t| t.seq() == Some(min)) {
+            t.binding = true;
         }
     }
-    // An explicit trim (docs/http.md): `max(trim_to, min(R - 1, safety,
-    // last_seq))`, safety every term but `age_floor`. Only on an answer
-    // that concludes; an unreadable request raises nothing.
-    let requested = match rows.requested(stream) {
+    minimum.unwrap_or(last_seq).min(last_seq)
+}
+
+/// Step 4: an explicit trim (docs/http.md): `max(trim_to, min(R - 1,
+/// safety, last_seq))`, safety every term but `age_floor`. Only on an
+/// answer that concludes; an unreadable request raises nothing, and one
+/// of another incarnation is shown, never applied.
+#[allow(clippy::too_many_arguments)]
+fn requested_view(
+    rows: &ParsedRows,
+    stream: &str,
+    incarnation: Option<Incarnation>,
+    terms: &mut [Term],
+    trim_to: &mut u64,
+    concludes: bool,
+    last_seq: u64,
+    at: Instant,
+) -> Option<RequestedView> {
+    match rows.requested(stream) {
         Ok(None) => None,
         // A watermark of another incarnation or generation was asked for in
         // a history this log no longer is: shown, never applied (a new
@@ -733,22 +933,21 @@ pub fn compute(
                 error: None,
                 stale: false,
             };
-            if !any_unreadable && not_ready.is_none() {
-                let (point, by) = explicit_point(&terms, r.seq, last_seq);
-                if point > trim_to {
-                    trim_to = point;
+            if concludes {
+                let (point, by) = explicit_point(terms, r.seq, last_seq);
+                if point > *trim_to {
+                    *trim_to = point;
                     for t in terms.iter_mut() {
-                        t.binding = t.term.as_str() == by;
+                        t.binding = by == Bound::Term(t.term);
                     }
-                    view.bounded_by = Some(by);
+                    view.bounded_by = Some(by.as_str().to_string());
                 } else {
                     // The request moves nothing: what binds is what
                     // bound the trim already.
-                    view.bounded_by =
-                        Some(terms.iter().find(|t| t.binding).map_or_else(
-                            || "last_seq".to_string(),
-                            |t| t.term.as_str().to_string(),
-                        ));
+                    view.bounded_by = Some(terms.iter().find(|t| t.binding).map_or_else(
+                        || Bound::LastSeq.as_str().to_string(),
+                        |t| t.term.as_str().to_string(),
+                    ));
                 }
             }
             Some(view)
@@ -762,10 +961,14 @@ pub fn compute(
             error: Some(format!("{e}; the request raises nothing until it is fixed")),
             stale: false,
         }),
-    };
+    }
+}
 
-    // Unreadable terms first (table order), then every value below the age
-    // policy's, lowest first.
+/// Step 5: `blocked_by`: unreadable terms first (table order), then every
+/// value below the age policy's, lowest first. The archive only follows
+/// the other terms (the fold goes as far as they allow): it holds the trim
+/// back only where it binds below all of them.
+fn blocked_by_of(terms: &[Term]) -> Vec<TermName> {
     let mut blocked_by: Vec<TermName> = terms
         .iter()
         .filter(|t| matches!(t.state, TermState::Unreadable { .. }))
@@ -776,9 +979,6 @@ pub fn compute(
         .find(|t| t.term == TermName::AgeFloor)
         .and_then(Term::seq);
     if let Some(age_seq) = age_seq {
-        // The archive only follows the other terms (the fold goes as far
-        // as they allow): it holds the trim back only where it binds below
-        // all of them.
         let others = terms
             .iter()
             .filter(|t| t.term != TermName::ArchiveFloor)
@@ -795,33 +995,22 @@ pub fn compute(
         below.sort();
         blocked_by.extend(below.into_iter().map(|(_, n)| n));
     }
-    let held_since = if blocked_by.is_empty() {
-        None
-    } else {
-        Some(prev_held.unwrap_or(at))
-    };
+    blocked_by
+}
 
-    let blocked = any_unreadable || not_ready.is_some();
-    let dry_run = !policy.trim_enabled;
-    let (floor, trim_floor_state) = if dry_run || blocked {
-        (prev_floor, prev_state)
-    } else {
-        let next = trim_to.saturating_add(1);
-        (
-            Some(prev_floor.map_or(next, |f| f.max(next))),
-            FloorState::Published,
-        )
-    };
-    let would_purge = if dry_run && !blocked {
-        super::check_purge(trim_to, first_seq, last_seq).map(|target| WouldPurge {
-            records: target - first_seq,
-            first_seq,
-            last_seq: trim_to,
-        })
-    } else {
-        None
-    };
+/// The four capacity figures of `status` (and `max_bytes`).
+struct Capacity {
+    bytes: u64,
+    max_bytes: i64,
+    reserve_bytes: u64,
+    soft_ceiling_bytes: u64,
+    headroom_fraction: f64,
+}
 
+/// Step 6: the capacity figures: the reserve is the top sixteenth of
+/// `max_bytes` on a log with a gate reserve, the soft ceiling what is
+/// below it, the headroom `1 - bytes / soft ceiling`, not below 0.
+fn capacity_of(domain: &Domain, state: Option<&super::StreamState>) -> Capacity {
     let (bytes, max_bytes) = state.map_or((0, -1), |s| (s.bytes, s.max_bytes));
     let cap = u64::try_from(max_bytes).unwrap_or(0);
     let reserve_bytes = if domain.gate_reserve { cap / 16 } else { 0 };
@@ -831,77 +1020,13 @@ pub fn compute(
     } else {
         (1.0 - bytes as f64 / soft_ceiling_bytes as f64).max(0.0)
     };
-
-    let mut answer = Answer {
-        domain: domain.name.clone(),
-        stream: stream.to_string(),
-        generation,
-        stream_created: gen_created,
-        generation_opened_at,
-        floor,
-        trim_to,
-        trim_floor_state,
-        dry_run,
-        would_purge,
-        terms,
-        blocked_by,
-        held_since,
-        soft_ceiling_bytes,
+    Capacity {
+        bytes,
         max_bytes,
         reserve_bytes,
-        bytes,
+        soft_ceiling_bytes,
         headroom_fraction,
-        first_seq,
-        last_seq,
-        not_ready,
-        evictions_unreadable: set.evictions_unreadable,
-        nodes: set.nodes,
-        stream_error: read.stream.as_ref().err().cloned(),
-        backup_age_secs: backup_age.map(|d| d.as_secs()),
-        backup_stale: backup_age.is_some_and(|d| d > policy.backup_max_age),
-        live_stream_created: if recreated { live_created } else { None },
-        broker_retention_bypass: state.map(|s| bypasses(&s.facts)).unwrap_or_default(),
-        stream_warnings: state
-            .and_then(|s| crate::stream_check::delete_warning(stream, &s.facts))
-            .into_iter()
-            .collect(),
-        published_at: previous
-            .as_ref()
-            .ok()
-            .and_then(|p| p.as_ref().map(|(p, _)| p.at)),
-        gate_view: domain.gate_subject.as_ref().map(|_| {
-            gate_view(
-                rows,
-                stream,
-                incarnation,
-                last_seq,
-                read.absorbed.as_ref(),
-                previous
-                    .as_ref()
-                    .ok()
-                    .and_then(|p| p.as_ref())
-                    .and_then(|(p, _)| p.gate_view.as_ref()),
-                at,
-            )
-        }),
-        purge_clamped_by: None,
-        archive,
-        requested,
-        config_digest: config_digest(domain, policy),
-        published_config: previous.as_ref().ok().and_then(|p| {
-            p.as_ref()
-                .and_then(|(p, _)| p.config_digest.clone().map(|d| (p.by.clone(), d)))
-        }),
-        by: policy.by.clone(),
-        session: policy.session.clone(),
-        at,
-    };
-    if super::licensed_purge(&answer).is_some()
-        && super::purge_target(&answer) < super::licensed_purge(&answer)
-    {
-        answer.purge_clamped_by = Some(PurgeClamp::Gates);
     }
-    answer
 }
 
 /// The archive of an archived domain as this read sees it: what was read
