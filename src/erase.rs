@@ -325,6 +325,79 @@ pub fn finish_command(ask: &Ask, stream: &str, op: &str) -> String {
     )
 }
 
+/// A refusal and its sentence.
+pub type Refused = (Refusal, String);
+
+/// PURE: whether `subject` may be erased from `stream`: the gate subject
+/// carries no one's data and the gates view depends on it (judged before
+/// anything is read, with `subjects` still `None`); a subject the stream
+/// does not take (its `subjects` as read) is a typo, not an erasure.
+pub fn judge_target(
+    stream: &str,
+    gate_subject: Option<&str>,
+    subjects: Option<&[String]>,
+    subject: &str,
+) -> Result<(), Refused> {
+    if gate_subject == Some(subject) {
+        return Err((
+            Refusal::GateSubject,
+            format!("gate_subject: {subject} is the gate subject of {stream}: the gates view depends on those records, and they carry no one's data; nothing written"),
+        ));
+    }
+    let Some(subjects) = subjects else {
+        return Ok(());
+    };
+    if !subjects.iter().any(|p| captures(p, subject)) {
+        return Err((
+            Refusal::SubjectNotInStream,
+            format!(
+                "subject_not_in_stream: {stream} takes {}, not {subject}; nothing written",
+                subjects.join(", ")
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// Where an erasure starts, from the row its op id already has.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Start {
+    /// No row: a new erasure.
+    Fresh,
+    /// A row of this erasure that did not finish: resume it.
+    Resume(Box<ErasureRow>),
+    /// It finished before: nothing to do.
+    Finished(Box<ErasureRow>),
+}
+
+/// PURE: what the row already under `op` (as read: absent, or its value
+/// parsed or not) means for an erasure of `subject` from `stream`: a
+/// row of another erasure refuses the op id (`op_reused`).
+pub fn judge_prior(
+    stream: &str,
+    subject: &str,
+    op: &str,
+    place: &str,
+    prior: Option<Result<ErasureRow, String>>,
+) -> Result<Start, Refused> {
+    match prior {
+        None => Ok(Start::Fresh),
+        Some(Err(e)) => Err((
+            Refusal::OpReused,
+            format!("{place} exists and is not an erasure row ({e}); start a new erasure without -op-id"),
+        )),
+        Some(Ok(r)) if r.subject != subject || r.stream != stream => Err((
+            Refusal::OpReused,
+            format!(
+                "op_reused: {op} erased {} from {}; start a new erasure without -op-id",
+                r.subject, r.stream
+            ),
+        )),
+        Some(Ok(r)) if r.finished => Ok(Start::Finished(Box::new(r))),
+        Some(Ok(r)) => Ok(Start::Resume(Box::new(r))),
+    }
+}
+
 /// The erasure: judged, then the live log, then the archive, the row
 /// written before each step. `started` is called once it is judged and
 /// its row written, before anything is removed (the CLI says its op id
@@ -339,11 +412,10 @@ pub async fn apply(
 ) -> Outcome {
     let stream = domain.stream.clone();
     let subject = ask.subject.clone();
-    if domain.gate_subject.as_deref() == Some(subject.as_str()) {
-        return Outcome::Refused {
-            refusal: Refusal::GateSubject,
-            message: format!("gate_subject: {subject} is the gate subject of {stream}: the gates view depends on those records, and they carry no one's data; nothing written"),
-        };
+    let refused = |(refusal, message): Refused| Outcome::Refused { refusal, message };
+    // The gate subject is refused before anything is read.
+    if let Err(r) = judge_target(&stream, domain.gate_subject.as_deref(), None, &subject) {
+        return refused(r);
     }
     let facts = match broker.stream_facts(&stream).await {
         Ok(StreamRead::Found(f)) => f,
@@ -360,14 +432,13 @@ pub async fn apply(
             }
         }
     };
-    if !facts.subjects.iter().any(|p| captures(p, &subject)) {
-        return Outcome::Refused {
-            refusal: Refusal::SubjectNotInStream,
-            message: format!(
-                "subject_not_in_stream: {stream} takes {}, not {subject}; nothing written",
-                facts.subjects.join(", ")
-            ),
-        };
+    if let Err(r) = judge_target(
+        &stream,
+        domain.gate_subject.as_deref(),
+        Some(&facts.subjects),
+        &subject,
+    ) {
+        return refused(r);
     }
     let bucket = config.buckets.erasures.clone();
     // `init` creates the bucket; so does the first erasure.
@@ -389,37 +460,39 @@ pub async fn apply(
         key: k.clone(),
         revision: std::sync::atomic::AtomicU64::new(0),
     };
-    let mut row = match broker.kv_entry(&bucket, &k).await {
+    let prior = match broker.kv_entry(&bucket, &k).await {
         Err(e) => {
             return Outcome::Refused {
                 refusal: Refusal::Unreachable,
                 message: format!("{e}; nothing written"),
             }
         }
-        Ok(Some(entry)) => match serde_json::from_slice::<ErasureRow>(&entry.value)
-            .inspect(|_| saver.set(entry.revision))
-        {
-            Err(e) => {
-                return Outcome::Refused {
-                    refusal: Refusal::OpReused,
-                    message: format!("{bucket}/{k} exists and is not an erasure row ({e}); start a new erasure without -op-id"),
-                }
+        Ok(None) => None,
+        Ok(Some(entry)) => Some(
+            serde_json::from_slice::<ErasureRow>(&entry.value)
+                .inspect(|_| saver.set(entry.revision))
+                .map_err(|e| e.to_string()),
+        ),
+    };
+    let start = match judge_prior(
+        &stream,
+        &subject,
+        op.as_str(),
+        &format!("{bucket}/{k}"),
+        prior,
+    ) {
+        Ok(s) => s,
+        Err(r) => return refused(r),
+    };
+    let mut row = match start {
+        Start::Finished(r) => {
+            return Outcome::Done {
+                row: r,
+                again: true,
             }
-            Ok(r) if r.subject != subject || r.stream != stream => {
-                return Outcome::Refused {
-                    refusal: Refusal::OpReused,
-                    message: format!("op_reused: {op} erased {} from {}; start a new erasure without -op-id", r.subject, r.stream),
-                }
-            }
-            Ok(r) if r.finished => {
-                return Outcome::Done {
-                    row: Box::new(r),
-                    again: true,
-                }
-            }
-            Ok(r) => r,
-        },
-        Ok(None) => ErasureRow {
+        }
+        Start::Resume(r) => *r,
+        Start::Fresh => ErasureRow {
             op_id: op.to_string(),
             stream: stream.clone(),
             subject: subject.clone(),
@@ -720,6 +793,63 @@ pub fn text(ask: &Ask, o: &Outcome, bucket: &str) -> (String, String) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn row(stream: &str, subject: &str, finished: bool) -> ErasureRow {
+        ErasureRow {
+            op_id: "op".into(),
+            stream: stream.into(),
+            subject: subject.into(),
+            reason: "r".into(),
+            by: "me".into(),
+            at: Instant(chrono::DateTime::<Utc>::UNIX_EPOCH),
+            live_records: 0,
+            archived_records: 0,
+            segments_rewritten: 0,
+            live_through: 0,
+            pending: None,
+            finished,
+        }
+    }
+
+    #[test]
+    fn judge_target_table() {
+        let subjects = vec!["L.>".to_string(), "crewlet.l.gate".to_string()];
+        let gate = Some("crewlet.l.gate");
+        for (subject, want) in [
+            ("L.user.1", None),
+            ("crewlet.l.gate", Some(Refusal::GateSubject)),
+            ("M.user.1", Some(Refusal::SubjectNotInStream)),
+        ] {
+            let got = judge_target("L", gate, Some(&subjects), subject)
+                .err()
+                .map(|r| r.0);
+            assert_eq!(got, want, "{subject}");
+        }
+        // Before the stream is read, only the gate subject is judged.
+        assert!(judge_target("L", gate, None, "M.user.1").is_ok());
+        assert!(judge_target("L", gate, None, "crewlet.l.gate").is_err());
+    }
+
+    #[test]
+    fn judge_prior_table() {
+        let j = |prior| judge_prior("L", "L.u", "op", "crewlet_erasures/L.op", prior);
+        assert_eq!(j(None), Ok(Start::Fresh));
+        assert_eq!(
+            j(Some(Ok(row("L", "L.u", false)))),
+            Ok(Start::Resume(Box::new(row("L", "L.u", false))))
+        );
+        assert_eq!(
+            j(Some(Ok(row("L", "L.u", true)))),
+            Ok(Start::Finished(Box::new(row("L", "L.u", true))))
+        );
+        for prior in [
+            Some(Ok(row("L", "L.other", false))),
+            Some(Ok(row("M", "L.u", false))),
+            Some(Err("not json".to_string())),
+        ] {
+            assert_eq!(j(prior).err().map(|r| r.0), Some(Refusal::OpReused));
+        }
+    }
 
     #[test]
     fn only_a_literal_subject_is_taken() {
