@@ -36,6 +36,15 @@ pub enum AckError {
 
 impl AckError {
     /// The refusal's code (`--json`'s `error`, the HTTP answer's).
+    pub fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
+        match self {
+            AckError::PolicyEngine { .. } | AckError::WouldLower { .. } => Class::Refused,
+            AckError::PastTail { .. } => Class::BadInput,
+            AckError::Unreachable(_) => Class::Unreachable,
+        }
+    }
+
     pub fn code(&self) -> &'static str {
         match self {
             AckError::PolicyEngine { .. } => "policy_engine",

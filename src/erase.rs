@@ -19,7 +19,7 @@ use crate::archive::segment;
 use crate::broker::streams::StreamRead;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
-use crate::exit::Exit;
+use crate::exit::{Class, Exit};
 use crate::rows::{Instant, OpId};
 
 /// What an operator asked for, as typed.
@@ -131,16 +131,24 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn exit(&self) -> Exit {
+    pub fn class(&self) -> Class {
         match self {
-            Outcome::BadInput(_) => Exit::Usage,
-            Outcome::Done { .. } => Exit::Ok,
+            Outcome::BadInput(_) => Class::BadInput,
+            Outcome::Done { .. } => Class::Done,
             Outcome::Refused {
                 refusal: Refusal::Unreachable,
                 ..
-            } => Exit::Unreachable,
-            _ => Exit::Attention,
+            } => Class::Unreachable,
+            Outcome::Refused {
+                refusal: Refusal::StreamMissing,
+                ..
+            } => Class::Missing,
+            Outcome::Refused { .. } | Outcome::Stopped { .. } => Class::Refused,
         }
+    }
+
+    pub fn exit(&self) -> Exit {
+        self.class().exit()
     }
 }
 

@@ -38,3 +38,72 @@ impl From<Exit> for ExitCode {
         ExitCode::from(e.code())
     }
 }
+
+/// How a gesture or route ended, as a kind: the one place both its exit
+/// code (the CLI) and its HTTP status (the routes) come from, so that the
+/// two surfaces never disagree about the same outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Class {
+    /// Done (exit 0, 200).
+    Done,
+    /// Done as far as it got, and it says how to finish (exit 1, 200).
+    Pending,
+    /// Bad input: the message names what is allowed (exit 2, 400).
+    BadInput,
+    /// Refused by judgement (exit 1, 409).
+    Refused,
+    /// The configuration leaves nothing for it to do (exit 2, 409).
+    Unconfigured,
+    /// A configured stream the broker does not have (exit 1, 404).
+    Missing,
+    /// The broker did not answer (exit 3, 503).
+    Unreachable,
+}
+
+impl Class {
+    pub fn exit(self) -> Exit {
+        match self {
+            Class::Done => Exit::Ok,
+            Class::Pending | Class::Refused | Class::Missing => Exit::Attention,
+            Class::BadInput | Class::Unconfigured => Exit::Usage,
+            Class::Unreachable => Exit::Unreachable,
+        }
+    }
+
+    /// The HTTP status of a route's answer.
+    pub fn http_status(self) -> u16 {
+        match self {
+            Class::Done | Class::Pending => 200,
+            Class::BadInput => 400,
+            Class::Refused | Class::Unconfigured => 409,
+            Class::Missing => 404,
+            Class::Unreachable => 503,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One outcome kind, one exit code and one HTTP status (docs/http.md's
+    /// status table and the README's exit codes).
+    #[test]
+    fn each_class_has_one_exit_code_and_one_status() {
+        for (class, code, status) in [
+            (Class::Done, 0, 200),
+            (Class::Pending, 1, 200),
+            (Class::BadInput, 2, 400),
+            (Class::Refused, 1, 409),
+            (Class::Unconfigured, 2, 409),
+            (Class::Missing, 1, 404),
+            (Class::Unreachable, 3, 503),
+        ] {
+            assert_eq!(
+                (class.exit().code(), class.http_status()),
+                (code, status),
+                "{class:?}"
+            );
+        }
+    }
+}

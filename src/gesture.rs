@@ -14,7 +14,7 @@ use serde_json::json;
 use crate::broker::gates::{GatedLog, PublishFailure};
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
-use crate::exit::Exit;
+use crate::exit::{Class, Exit};
 use crate::floor::{self, Entry};
 use crate::gate::{self, LogOutcome, NotWritten, Presence, Prior, ReadmitFacts, Refusal};
 use crate::hold;
@@ -63,14 +63,18 @@ impl Performed {
         }
     }
 
-    pub fn exit(&self) -> Exit {
+    pub fn class(&self) -> Class {
         match self {
-            Performed::NoGatedLog => Exit::Usage,
-            Performed::Refused { refusal, .. } if refusal.is_bad_input() => Exit::Usage,
-            Performed::Refused { .. } => Exit::Attention,
-            Performed::Done { .. } if self.finished() => Exit::Ok,
-            Performed::Done { .. } => Exit::Attention,
+            Performed::NoGatedLog => Class::Unconfigured,
+            Performed::Refused { refusal, .. } if refusal.is_bad_input() => Class::BadInput,
+            Performed::Refused { .. } => Class::Refused,
+            Performed::Done { .. } if self.finished() => Class::Done,
+            Performed::Done { .. } => Class::Pending,
         }
+    }
+
+    pub fn exit(&self) -> Exit {
+        self.class().exit()
     }
 }
 

@@ -5,21 +5,32 @@
 //!
 //! # Layout
 //!
-//! - [`config`]: the YAML file: types, named defaults, pure parsing, `validate()` with lines.
-//! - [`rows`]: the contract's rows, keys, the node id rule and operation ids (pure).
-//! - [`buckets`]: which KV buckets the contract has and how `init` sets them (pure).
-//! - [`clock`]: PURE: the broker's clock as the sidecar reads it; the skew.
-//! - [`floor`]: PURE: counted set, the seven terms, trim_to, blocked_by, the floor, NOT READY.
-//! - [`human`]: ages, sizes and counts for people (pure).
-//! - [`stream_check`]: judging a stream's own limits and subjects (pure).
-//! - [`broker`]: the only module that knows async-nats: connect, read, create.
-//! - [`proven`]: `Proven<T>`, a read checked against the leader; only [`broker`] makes one.
-//! - [`failpoint`]: fault injection for the crash and race tests (inert unless set).
-//! - [`duty`]: the trim duty lease: claim, renew, fence each purge, release.
-//! - [`hold`]: placing a hold with its handshake (create, too_late, confirmed by a later tick).
-//! - [`trim`]: one tick (read, absorb, compute, publish, re-read pins, fence, purge) and the loop.
-//! - [`cli`]: the clap command tree and one small function per command.
-//! - [`exit`]: the exit codes of docs/runbook.md, mapped in one place.
+//! Bottom layer first (docs/architecture.md, Layers; a test keeps imports
+//! going one way):
+//!
+//! - Types and pure rules: [`rows`] (the contract's rows and keys, the node
+//!   id rule, operation ids), [`config`] (the YAML file: types, parsing,
+//!   `validate()` with lines), [`human`] (ages, sizes, serde's words, the
+//!   surface a refusal is worded for), [`exit`] (exit codes and the outcome
+//!   classes), [`proven`] (`Proven<T>`: only [`broker`] makes one),
+//!   [`failpoint`] (fault injection, debug builds only), [`clock`] (the
+//!   broker's clock and the skew), [`buckets`] (the contract's buckets),
+//!   [`stream_check`] (a stream's own limits judged), [`capacity`] (a new
+//!   ceiling judged), and the archive's pure parts ([`archive::state`],
+//!   [`archive::cut`], [`archive::segment`]).
+//! - Pure judgements: [`floor`] (counted set, the seven terms, trim_to,
+//!   blocked_by, the floor, NOT READY), [`gate`] (evictions and
+//!   readmissions), [`alarms`], [`report`] (the answer in words).
+//! - IO: [`broker`] (the only module that knows async-nats) and the
+//!   archive's directory store ([`archive::dir`]).
+//! - The tick and the gestures: [`trim`] (one tick and the loop), [`duty`]
+//!   (the lease and the fence), [`hold`], [`gesture`] (evict, readmit),
+//!   [`erase`], [`ack`], [`requested`] (explicit trim), [`resize`]
+//!   (set-capacity), [`node`] (the rows a node writes), [`embedded`] (the
+//!   embedded nats-server), and the archive's fold, merge read and
+//!   verification ([`archive`]).
+//! - The surfaces: [`cli`] and [`http`]; the bench is its own binary
+//!   (`bench` feature).
 //!
 //! See `docs/architecture.md` for the data flow and the invariants.
 

@@ -69,6 +69,29 @@ pub enum AskError {
     Unresolved(String),
 }
 
+impl AskError {
+    pub fn class(&self) -> crate::exit::Class {
+        use crate::exit::Class;
+        match self {
+            AskError::Input(_) => Class::BadInput,
+            AskError::NoStream(_) => Class::Missing,
+            AskError::Unreachable(_) => Class::Unreachable,
+            AskError::NotTaken(_) | AskError::Unresolved(_) => Class::Refused,
+        }
+    }
+
+    /// The code of the error answer.
+    pub fn code(&self) -> &'static str {
+        match self {
+            AskError::Input(_) => "bad_request",
+            AskError::NoStream(_) => "unknown_stream",
+            AskError::Unreachable(_) => "unreachable",
+            AskError::NotTaken(_) => "not_taken",
+            AskError::Unresolved(_) => "unresolved",
+        }
+    }
+}
+
 /// The incarnation a new watermark belongs to: the live stream's `created`
 /// and the generation of the domain's floors row (0 before the first one).
 fn incarnation_of(

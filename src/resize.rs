@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::broker::Broker;
 use crate::capacity::{self, Facts};
 use crate::config::{size, Config, Domain};
-use crate::exit::Exit;
+use crate::exit::{Class, Exit};
 use crate::human;
 
 /// What an operator asked for, as typed.
@@ -78,13 +78,21 @@ pub struct Done {
 }
 
 impl Outcome {
-    pub fn exit(&self) -> Exit {
+    pub fn class(&self) -> Class {
         match self {
-            Outcome::BadInput(_) => Exit::Usage,
-            Outcome::Unreadable { .. } => Exit::Unreachable,
-            Outcome::Done(_) => Exit::Ok,
-            _ => Exit::Attention,
+            Outcome::BadInput(_) => Class::BadInput,
+            Outcome::Unreadable { .. } => Class::Unreachable,
+            Outcome::Done(_) => Class::Done,
+            Outcome::Missing { .. } => Class::Missing,
+            Outcome::Refused { .. }
+            | Outcome::BrokerRefused { .. }
+            | Outcome::ChangedMeanwhile { .. }
+            | Outcome::NotVerified { .. } => Class::Refused,
         }
+    }
+
+    pub fn exit(&self) -> Exit {
+        self.class().exit()
     }
 
     /// The code an error answer carries, none for success.

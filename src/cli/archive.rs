@@ -284,7 +284,7 @@ pub async fn tail(cli: &Cli, args: &super::TailArgs) -> Exit {
 }
 
 pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
-    use crate::requested::{Ask, AskError};
+    use crate::requested::Ask;
     let ask = match (&args.entry, &args.at) {
         (Some(n), None) => Ask::Entry(exit_on_err!(whole(
             "--entry",
@@ -346,21 +346,9 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
             }
             Exit::Ok
         }
-        Err(AskError::Input(e)) => {
-            crate::cli::say::error(format_args!("{e}"));
-            Exit::Usage
-        }
-        Err(AskError::NoStream(e)) => {
-            crate::cli::say::error(format_args!("{e}"));
-            Exit::Attention
-        }
-        Err(AskError::Unreachable(e)) => {
-            crate::cli::say::error(format_args!("{e}"));
-            Exit::Unreachable
-        }
-        Err(AskError::NotTaken(e)) | Err(AskError::Unresolved(e)) => {
-            crate::cli::say::error(format_args!("{e}"));
-            Exit::Attention
+        Err(e) => {
+            crate::cli::say::error_coded(e.code(), &e);
+            e.class().exit()
         }
     }
 }

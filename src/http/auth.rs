@@ -28,6 +28,12 @@ impl IntoResponse for ApiError {
     }
 }
 
+/// The HTTP status of an outcome's class (the CLI's exit code comes from
+/// the same class).
+pub(super) fn status_of(class: crate::exit::Class) -> StatusCode {
+    StatusCode::from_u16(class.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+}
+
 pub fn error(status: StatusCode, code: &'static str, message: impl Into<String>) -> ApiError {
     ApiError {
         status,

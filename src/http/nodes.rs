@@ -47,7 +47,7 @@ pub(super) async fn gesture_route(
     body: axum::body::Bytes,
     sign: crate::rows::GateSign,
 ) -> Response {
-    use crate::gesture::{self, Performed};
+    use crate::gesture;
     let who = match authorise(&shared, &headers, Scope::Gate).and_then(|w| {
         reachable(&shared)?;
         Ok(w)
@@ -89,11 +89,7 @@ pub(super) async fn gesture_route(
         }
     };
     let mut v = gesture::json(sign, &ask, &performed, crate::human::Surface::Http);
-    let status = match &performed {
-        Performed::Done { .. } => StatusCode::OK,
-        Performed::Refused { refusal, .. } if refusal.is_bad_input() => StatusCode::BAD_REQUEST,
-        Performed::Refused { .. } | Performed::NoGatedLog => StatusCode::CONFLICT,
-    };
+    let status = status_of(performed.class());
     if status != StatusCode::OK {
         // The error body every route answers with, and the gesture's own.
         if let Some(obj) = v.as_object_mut() {

@@ -149,21 +149,11 @@ pub(super) async fn ack(
         Ok(done) => json_ok(
             json!({"acknowledged": true, "stream": done.row.stream, "position": done.row.position, "by": done.row.by, "at": done.row.at, "previous": done.previous}),
         ),
-        Err(e @ AckError::PolicyEngine { .. }) => {
-            error(StatusCode::CONFLICT, "policy_engine", e.to_string()).into_response()
-        }
-        Err(e @ AckError::WouldLower { .. }) => {
-            error(StatusCode::CONFLICT, "would_lower", e.to_string()).into_response()
-        }
+        // A position past the log answers the route's usual `bad_request`.
         Err(e @ AckError::PastTail { .. }) => {
-            error(StatusCode::BAD_REQUEST, "bad_request", e.to_string()).into_response()
+            error(status_of(e.class()), "bad_request", e.to_string()).into_response()
         }
-        Err(e @ AckError::Unreachable(_)) => error(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "unreachable",
-            e.to_string(),
-        )
-        .into_response(),
+        Err(e) => error(status_of(e.class()), e.code(), e.to_string()).into_response(),
     }
 }
 
@@ -221,7 +211,6 @@ pub(super) async fn trim(
     Path(stream): Path<String>,
     body: axum::body::Bytes,
 ) -> Response {
-    use crate::requested::AskError;
     let (who, domain) = match gate_write(&shared, &headers, Scope::Trim, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
@@ -236,17 +225,7 @@ pub(super) async fn trim(
         Ok(r) => json_ok(
             json!({"requested": r.requested, "applied_at_next_tick": r.applied_at_next_tick, "bounded_by": r.bounded_by, "unchanged": r.unchanged}),
         ),
-        Err(AskError::Input(m)) => error(StatusCode::BAD_REQUEST, "bad_request", m).into_response(),
-        Err(AskError::NoStream(m)) => {
-            error(StatusCode::NOT_FOUND, "unknown_stream", m).into_response()
-        }
-        Err(AskError::Unreachable(m)) => {
-            error(StatusCode::SERVICE_UNAVAILABLE, "unreachable", m).into_response()
-        }
-        Err(AskError::NotTaken(m)) => error(StatusCode::CONFLICT, "not_taken", m).into_response(),
-        Err(AskError::Unresolved(m)) => {
-            error(StatusCode::CONFLICT, "unresolved", m).into_response()
-        }
+        Err(e) => error(status_of(e.class()), e.code(), e.to_string()).into_response(),
     }
 }
 
@@ -318,16 +297,7 @@ pub(super) async fn capacity(
             resize::apply(&shared.config, &shared.broker, &domain, target).await
         }
     };
-    let status = match &outcome {
-        Outcome::Done(_) => StatusCode::OK,
-        Outcome::BadInput(_) => StatusCode::BAD_REQUEST,
-        Outcome::Unreadable { .. } => StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::Missing { .. } => StatusCode::NOT_FOUND,
-        Outcome::Refused { .. }
-        | Outcome::BrokerRefused { .. }
-        | Outcome::ChangedMeanwhile { .. }
-        | Outcome::NotVerified { .. } => StatusCode::CONFLICT,
-    };
+    let status = status_of(outcome.class());
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
@@ -393,19 +363,7 @@ pub(super) async fn erase(
             }
         }
     };
-    let status = match &outcome {
-        Outcome::Done { .. } => StatusCode::OK,
-        Outcome::BadInput(_) => StatusCode::BAD_REQUEST,
-        Outcome::Refused {
-            refusal: erase::Refusal::Unreachable,
-            ..
-        } => StatusCode::SERVICE_UNAVAILABLE,
-        Outcome::Refused {
-            refusal: erase::Refusal::StreamMissing,
-            ..
-        } => StatusCode::NOT_FOUND,
-        Outcome::Refused { .. } | Outcome::Stopped { .. } => StatusCode::CONFLICT,
-    };
+    let status = status_of(outcome.class());
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
