@@ -19,7 +19,7 @@ use crate::archive::segment;
 use crate::broker::streams::StreamRead;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
-use crate::exit::{Class, Exit};
+use crate::exit::{Class, Exit, InputFault};
 use crate::rows::{Instant, OpId};
 
 /// What an operator asked for, as typed.
@@ -41,9 +41,7 @@ pub struct Ask {
 /// Input refused before anything is read.
 #[derive(Debug, Clone)]
 pub struct BadInput {
-    /// `subject_invalid`, `confirm_mismatch`, `reason_missing`,
-    /// `op_id_invalid`, `unknown_stream`.
-    pub code: &'static str,
+    pub code: InputFault,
     pub message: String,
 }
 
@@ -208,7 +206,7 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
     let bad = |code, message: String| BadInput { code, message };
     let domain = config.domain(&ask.stream).cloned().ok_or_else(|| {
         bad(
-            "unknown_stream",
+            InputFault::UnknownStream,
             format!(
                 "{:?} is not configured; configured: {}",
                 ask.stream,
@@ -218,13 +216,13 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
     })?;
     check_subject(&ask.subject).map_err(|e| {
         bad(
-            "subject_invalid",
+            InputFault::SubjectInvalid,
             format!("subject_invalid: {e}; nothing written"),
         )
     })?;
     if ask.confirm.as_deref() != Some(ask.subject.as_str()) {
         return Err(bad(
-            "confirm_mismatch",
+            InputFault::ConfirmMismatch,
             format!(
                 "confirm_mismatch: {} {} does not repeat the subject {:?}; nothing written",
                 ask.surface.option("confirm"),
@@ -238,19 +236,23 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
     let reason = ask.reason.as_deref().unwrap_or("").trim();
     if reason.is_empty() {
         return Err(bad(
-            "reason_missing",
+            InputFault::ReasonMissing,
             format!("reason_missing: {} is required: it is the one thing about the erased records that survives; nothing written", ask.surface.option("reason")),
         ));
     }
     if reason.chars().count() > 1024 || reason.chars().any(char::is_control) {
         return Err(bad(
-            "bad_request",
+            InputFault::BadRequest,
             "-reason: at most 1024 characters, without control characters".into(),
         ));
     }
     let op = match &ask.op_id {
-        Some(text) => OpId::parse(text, Utc::now())
-            .map_err(|e| bad("op_id_invalid", format!("op_id_invalid: -op-id {e}")))?,
+        Some(text) => OpId::parse(text, Utc::now()).map_err(|e| {
+            bad(
+                InputFault::OpIdInvalid,
+                format!("op_id_invalid: -op-id {e}"),
+            )
+        })?,
         None => OpId::mint(Utc::now()),
     };
     Ok((domain, op))
@@ -736,7 +738,7 @@ async fn rewrite(
 /// The outcome as `--json` prints it (and the route answers).
 pub fn json(ask: &Ask, o: &Outcome) -> serde_json::Value {
     match o {
-        Outcome::BadInput(b) => json!({"error": b.code, "message": b.message}),
+        Outcome::BadInput(b) => json!({"error": b.code.code(), "message": b.message}),
         Outcome::Refused { refusal, message } => {
             json!({"error": refusal.code(), "message": message})
         }

@@ -82,6 +82,37 @@ impl Class {
     }
 }
 
+/// Why input was refused before anything was read (exit 2, HTTP 400):
+/// each its code, once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum InputFault {
+    /// A value that is not what the field allows.
+    BadRequest,
+    /// `-confirm` does not repeat what it confirms.
+    ConfirmMismatch,
+    /// The stream or domain is not configured.
+    UnknownStream,
+    /// Not one literal subject.
+    SubjectInvalid,
+    /// An erasure without its reason.
+    ReasonMissing,
+    /// An operation id that is not one.
+    OpIdInvalid,
+}
+
+impl InputFault {
+    pub fn code(self) -> &'static str {
+        match self {
+            InputFault::BadRequest => "bad_request",
+            InputFault::ConfirmMismatch => "confirm_mismatch",
+            InputFault::UnknownStream => "unknown_stream",
+            InputFault::SubjectInvalid => "subject_invalid",
+            InputFault::ReasonMissing => "reason_missing",
+            InputFault::OpIdInvalid => "op_id_invalid",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

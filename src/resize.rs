@@ -9,7 +9,7 @@ use serde_json::json;
 use crate::broker::Broker;
 use crate::capacity::{self, Facts};
 use crate::config::{size, Config, Domain};
-use crate::exit::{Class, Exit};
+use crate::exit::{Class, Exit, InputFault};
 use crate::human;
 
 /// What an operator asked for, as typed.
@@ -27,8 +27,7 @@ pub struct Ask {
 /// Input refused before anything is read.
 #[derive(Debug, Clone)]
 pub struct BadInput {
-    /// `bad_request`, `confirm_mismatch`, `unknown_stream`.
-    pub code: &'static str,
+    pub code: InputFault,
     pub message: String,
 }
 
@@ -98,7 +97,7 @@ impl Outcome {
     /// The code an error answer carries, none for success.
     pub fn code(&self) -> Option<&'static str> {
         match self {
-            Outcome::BadInput(b) => Some(b.code),
+            Outcome::BadInput(b) => Some(b.code.code()),
             Outcome::Missing { .. } => Some("stream_missing"),
             Outcome::Unreadable { .. } => Some("unreachable"),
             Outcome::Refused { refusal, .. } => Some(refusal.code()),
@@ -152,7 +151,7 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, u64), BadInput> {
         .domain(&ask.stream)
         .cloned()
         .ok_or_else(|| BadInput {
-            code: "unknown_stream",
+            code: InputFault::UnknownStream,
             message: format!(
                 "{:?} is not configured; configured: {}",
                 ask.stream,
@@ -160,12 +159,12 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, u64), BadInput> {
             ),
         })?;
     let target = size::parse(&ask.bytes).map_err(|e| BadInput {
-        code: "bad_request",
+        code: InputFault::BadRequest,
         message: format!("BYTES: {e}"),
     })?;
     if ask.confirm != ask.bytes {
         return Err(BadInput {
-            code: "confirm_mismatch",
+            code: InputFault::ConfirmMismatch,
             message: format!(
                 "confirm_mismatch: {} {:?} does not repeat the target {:?} exactly as given; nothing written",
                 ask.surface.option("confirm"),
@@ -176,7 +175,7 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, u64), BadInput> {
     }
     if i64::try_from(target).is_err() {
         return Err(BadInput {
-            code: "bad_request",
+            code: InputFault::BadRequest,
             message: format!("BYTES: {target} is more than a stream's max_bytes can hold"),
         });
     }

@@ -20,7 +20,7 @@ pub(super) async fn set_capacity(cli: &Cli, args: &SetCapacityArgs) -> Exit {
     };
     let outcome = if args.confirm.is_none() {
         Outcome::BadInput(BadInput {
-            code: "confirm_mismatch",
+            code: crate::exit::InputFault::ConfirmMismatch,
             message: format!(
                 "confirm_mismatch: -confirm is required: repeat the target ({}) exactly as given; nothing written",
                 args.bytes

@@ -50,11 +50,15 @@ pub struct Problem {
     /// A stable name for problems that are also alarms
     /// (`broker_retention_bypass`).
     pub code: Option<&'static str>,
+    /// While `check` runs: what the parser took out for this problem
+    /// (none once `check` returns).
+    pub(crate) mark: Option<parse::Mark>,
 }
 
 impl Problem {
     pub fn error(field: impl Into<String>, message: impl Into<String>) -> Self {
         Problem {
+            mark: None,
             severity: Severity::Error,
             field: field.into(),
             line: None,
@@ -65,6 +69,7 @@ impl Problem {
 
     pub fn warning(field: impl Into<String>, message: impl Into<String>) -> Self {
         Problem {
+            mark: None,
             severity: Severity::Warning,
             ..Problem::error(field, message)
         }

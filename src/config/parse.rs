@@ -51,10 +51,10 @@ pub fn check(text: &str) -> Checked {
     }
     // A section that failed to parse is replaced by its defaults so that the
     // rest can be validated; drop what validation said about the stand-ins.
-    let parse = |p: &Problem| p.code == Some(PARSE) || p.code == Some(PARSE_FIELD);
+    let parse = |p: &Problem| matches!(p.mark, Some(Mark::Parse | Mark::ParseField));
     let failed: Vec<String> = problems
         .iter()
-        .filter(|p| p.code == Some(PARSE))
+        .filter(|p| p.mark == Some(Mark::Parse))
         .map(|p| p.field.clone())
         .collect();
     // A field taken out stands in with its default: what validation says
@@ -62,10 +62,10 @@ pub fn check(text: &str) -> Checked {
     // stand-in.
     let taken_out: Vec<String> = problems
         .iter()
-        .filter(|p| p.code == Some(REMOVED))
+        .filter(|p| p.mark == Some(Mark::Removed))
         .map(|p| p.field.clone())
         .collect();
-    problems.retain(|p| p.code != Some(REMOVED));
+    problems.retain(|p| p.mark != Some(Mark::Removed));
     problems.retain(|p| {
         parse(p)
             || !(failed.iter().any(|f| within(&p.field, f))
@@ -75,7 +75,7 @@ pub fn check(text: &str) -> Checked {
     });
     for p in &mut problems {
         if parse(p) {
-            p.code = None;
+            p.mark = None;
         }
         p.line = source.line_of(&p.field);
     }
@@ -141,15 +141,26 @@ pub(super) fn section_of(field: &str) -> &str {
     field.split(['.', '[']).next().unwrap_or(field)
 }
 
-/// Marks a problem as a parse failure while `check` is running: the whole
-/// section (or domain) stands in with its defaults.
-pub(super) const PARSE: &str = "__parse";
-/// As [`PARSE`], for one field taken out of a section that then parsed.
-pub(super) const PARSE_FIELD: &str = "__parse_field";
-/// Not a problem: the path of what was taken out for a [`PARSE_FIELD`]
-/// (the field itself, or the block that held a required one), so that
-/// what validation says of its stand-in is dropped. `check` removes it.
-pub(super) const REMOVED: &str = "__removed";
+/// What a problem marks while `check` is running.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mark {
+    /// A parse failure: the whole section (or domain) stands in with its
+    /// defaults.
+    Parse,
+    /// As `Parse`, for one field taken out of a section that then parsed.
+    ParseField,
+    /// Not a problem: the path of what was taken out for a `ParseField`
+    /// (the field itself, or the block that held a required one), so that
+    /// what validation says of its stand-in is dropped. `check` removes it.
+    Removed,
+}
+
+impl Problem {
+    fn marked(mut self, mark: Mark) -> Problem {
+        self.mark = Some(mark);
+        self
+    }
+}
 
 pub(super) fn parse_sections(
     root: serde_yaml::Value,
@@ -224,7 +235,7 @@ pub(super) fn parse_sections(
                 "domains",
                 "must be a list of domains (- name: …, stream: …)",
             )
-            .with_code(PARSE),
+            .marked(Mark::Parse),
         ),
     }
 
@@ -313,13 +324,18 @@ pub(super) fn section<T: DeserializeOwned>(
             keys.pop();
         }
         let removable = !keys.is_empty();
-        let code = if removable { PARSE_FIELD } else { PARSE };
-        problems.push(Problem::error(field, crate::human::serde_message(&raw)).with_code(code));
+        let mark = if removable {
+            Mark::ParseField
+        } else {
+            Mark::Parse
+        };
+        problems.push(Problem::error(field, crate::human::serde_message(&raw)).marked(mark));
         if !removable || taken_out.len() > 64 {
             return None;
         }
         remove_at(&mut value, &keys);
-        problems.push(Problem::error(format!("{path}.{}", keys.join(".")), "").with_code(REMOVED));
+        problems
+            .push(Problem::error(format!("{path}.{}", keys.join(".")), "").marked(Mark::Removed));
         taken_out.push(keys);
     }
 }
