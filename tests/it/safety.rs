@@ -338,6 +338,55 @@ async fn leak_1_the_gate_reader_is_proven_against_the_leader() {
     );
 }
 
+/// Leak 1 on the three-server fixture, with a follower of the log made to
+/// lag: stopped (SIGSTOP) while the eviction and the records after it are
+/// committed by the other two, then resumed. No test can place the gate
+/// reader on that follower while it is still behind, so the failpoint
+/// plays it (a reader shown nothing past what it saw): the check against
+/// the leader refuses to move the cursor, and nothing is purged past the
+/// unabsorbed eviction.
+#[tokio::test]
+async fn leak_1_on_a_cluster_a_lagging_follower_cannot_move_the_cursor() {
+    let f = Fleet::cluster(10).await;
+    let leader =
+        f.js.get_stream(STREAM)
+            .await
+            .expect("log")
+            .info()
+            .await
+            .expect("info")
+            .cluster
+            .clone()
+            .and_then(|c| c.leader)
+            .unwrap_or_default();
+    // A peer (s1 or s2) that is not the log's leader.
+    let lagging = (0..f.peers.len())
+        .find(|i| leader != format!("s{}", i + 1))
+        .expect("a follower among the peers");
+    f.peers[lagging].signal(libc::SIGSTOP);
+    let gate_seq = raw_eviction(&f, "node-9").await;
+    f.publish(5).await;
+    f.peers[lagging].signal(libc::SIGCONT);
+    f.healthy(&[("node-1", 16)], 16).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\nbuckets: {{replicas: 3}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+        f.url()
+    ));
+    let log = wait_child(once_with(&op, "gate_reader_behind")).await;
+    assert!(
+        f.first_seq().await <= gate_seq,
+        "the unabsorbed eviction at {gate_seq} is still on the log: {log}"
+    );
+    assert!(
+        f.get("crewlet_gates", &format!("_absorbed.{STREAM}"))
+            .await
+            .is_none_or(|c| c["seq"].as_u64() < Some(gate_seq)),
+        "the cursor did not pass what the reader was shown: {log}"
+    );
+    assert!(log.contains("a replica behind"), "{log}");
+}
+
 fn hold_args<'a>(seq: &'a str, id: &'a str) -> Vec<&'a str> {
     vec![
         "retention",
