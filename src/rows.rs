@@ -210,29 +210,38 @@ pub(crate) fn parse_json<T: for<'de> Deserialize<'de>>(
             "is not a JSON object (the row must be one JSON object; see docs/contract.md)",
         )
     };
-    let mut de = serde_json::Deserializer::from_slice(body);
-    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
-    if parsed.is_ok() && de.end().is_err() {
+    // The common case first, at full speed (a tick parses every row of the
+    // fleet); only a row that fails is parsed again, tracking the path,
+    // to say which field.
+    let first = match serde_json::from_slice::<T>(body) {
+        Ok(v) => return Ok(v),
+        Err(e) => e,
+    };
+    if first.is_syntax() || first.is_eof() {
         return Err(not_json());
     }
-    parsed.map_err(|e| {
-        let inner = e.inner();
-        if inner.is_syntax() || inner.is_eof() {
-            return not_json();
-        }
-        let raw = inner.to_string();
-        // serde_json appends " at line L column C": not an operator's concern.
-        let raw = match raw.rsplit_once(" at line ") {
-            Some((head, tail)) if tail.contains(" column ") => head.to_string(),
-            _ => raw,
-        };
-        let message = crate::human::serde_message(&raw);
-        let path = e.path().to_string();
-        if path.is_empty() || path == "." || path == "?" {
-            RowError::malformed(key, message)
-        } else {
-            RowError::malformed(key, format!("field {path}: {message}"))
-        }
+    let mut de = serde_json::Deserializer::from_slice(body);
+    let parsed: Result<T, _> = serde_path_to_error::deserialize(&mut de);
+    let Err(e) = parsed else {
+        // It parses whole but for what follows it: not one JSON object.
+        return Err(not_json());
+    };
+    let inner = e.inner();
+    if inner.is_syntax() || inner.is_eof() {
+        return Err(not_json());
+    }
+    let raw = inner.to_string();
+    // serde_json appends " at line L column C": not an operator's concern.
+    let raw = match raw.rsplit_once(" at line ") {
+        Some((head, tail)) if tail.contains(" column ") => head.to_string(),
+        _ => raw,
+    };
+    let message = crate::human::serde_message(&raw);
+    let path = e.path().to_string();
+    Err(if path.is_empty() || path == "." || path == "?" {
+        RowError::malformed(key, message)
+    } else {
+        RowError::malformed(key, format!("field {path}: {message}"))
     })
 }
 
