@@ -18,7 +18,7 @@ use tokio::sync::Notify;
 use crate::alarms::{self, Alarm, AlarmPolicy, DutyView};
 use crate::broker::gates::GatedLog;
 use crate::broker::read::Raw;
-use crate::broker::{Broker, Reach};
+use crate::broker::Broker;
 use crate::config::Config;
 use crate::duty::{Duty, DutyStatus};
 use crate::failpoint::failpoint;
@@ -68,31 +68,13 @@ impl TickReport {
     }
 }
 
-/// PURE: whether this tick met an outage: the client's connection is
-/// down, or it is up and yet neither the duty lease nor anything about any
-/// log could be read (a broker that takes connections and answers
-/// nothing). `failing_since` is when such ticks began.
-pub fn outage_of(
-    reach: Reach,
-    duty: &DutyStatus,
-    domains: &[DomainTick],
-    failing_since: DateTime<Utc>,
-) -> Option<Outage> {
-    match reach {
-        Reach::Unreachable { since, servers } => Some(Outage {
-            since: crate::rows::Instant(since),
-            servers,
-        }),
-        Reach::Connected => {
-            let nothing = matches!(duty, DutyStatus::Unknown(_))
-                && !domains.is_empty()
-                && domains.iter().all(|d| d.answer.stream_error.is_some());
-            nothing.then(|| Outage {
-                since: crate::rows::Instant(failing_since),
-                servers: String::new(),
-            })
-        }
-    }
+/// PURE: the connection is up, and yet neither the duty lease nor
+/// anything about any log could be read: a broker that takes connections
+/// and answers nothing is an outage too.
+pub fn read_nothing(duty: &DutyStatus, domains: &[DomainTick]) -> bool {
+    matches!(duty, DutyStatus::Unknown(_))
+        && !domains.is_empty()
+        && domains.iter().all(|d| d.answer.stream_error.is_some())
 }
 
 impl TickReport {
@@ -428,11 +410,11 @@ impl Sidecar {
         }
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let failing_since = *self.failing_since.get_or_insert(now);
-        let outage = outage_of(self.broker.reach(), &duty, &domains, failing_since).map(|mut o| {
-            if o.servers.is_empty() {
-                o.servers = self.broker.url.clone();
-            }
-            o
+        let outage = self.broker.outage().or_else(|| {
+            read_nothing(&duty, &domains).then(|| Outage {
+                since: crate::rows::Instant(failing_since),
+                servers: self.broker.url.clone(),
+            })
         });
         match &outage {
             // Told once, as the outage alarm; what each read said is no

@@ -69,19 +69,6 @@ impl Link {
     }
 }
 
-/// Whether the broker can be reached, as the sidecar says it
-/// (`broker_unreachable`, docs/runbook.md).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Reach {
-    Connected,
-    /// No server of the list answers: since when, and the servers tried
-    /// (redacted).
-    Unreachable {
-        since: chrono::DateTime<chrono::Utc>,
-        servers: String,
-    },
-}
-
 impl Broker {
     /// `f` within the read timeout, its error or the timeout as a
     /// sentence starting with `what` ("stream T: no answer within 5s").
@@ -289,18 +276,18 @@ pub async fn connect(
 }
 
 impl Broker {
-    /// Whether any server of the list can be reached now; unreachable
-    /// since the client library said the connection was lost (or since
-    /// now, when it is down and has not said so yet).
-    pub fn reach(&self) -> Reach {
+    /// The outage the connection is in, if it is down: since the client
+    /// library said it was lost (or since now, when it has not said so
+    /// yet), and the servers tried (redacted).
+    pub fn outage(&self) -> Option<crate::floor::Outage> {
         use async_nats::connection::State;
         if self.js.client().connection_state() == State::Connected {
-            return Reach::Connected;
+            return None;
         }
-        Reach::Unreachable {
-            since: self.link.down_since().unwrap_or_else(chrono::Utc::now),
+        Some(crate::floor::Outage {
+            since: crate::rows::Instant(self.link.down_since().unwrap_or_else(chrono::Utc::now)),
             servers: self.url.clone(),
-        }
+        })
     }
 }
 

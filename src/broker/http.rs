@@ -2,8 +2,6 @@
 //! connection is up (`/readyz`) and a log's tail (`/v1/streams/{s}/tail`,
 //! `crewlet retention tail`).
 
-use async_nats::connection::State;
-
 use super::Broker;
 
 /// A log's tail: the next sequence and the newest record's broker time.
@@ -18,7 +16,7 @@ pub struct Tail {
 impl Broker {
     /// The client's connection to the broker is up.
     pub fn connected(&self) -> bool {
-        self.js.client().connection_state() == State::Connected
+        self.outage().is_none()
     }
 
     /// The tail of `stream`, from one stream-info request.

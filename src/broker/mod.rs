@@ -17,7 +17,7 @@ pub mod read;
 pub mod streams;
 pub mod write;
 
-pub use connect::{connect, Broker, ConnectError, Reach};
+pub use connect::{connect, Broker, ConnectError};
 
 /// The log filter for the client library's own lines: from `warn` up. At
 /// `info` it logs every reconnection attempt during an outage, which the

@@ -40,16 +40,12 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let nothing = !answers.is_empty()
         && answers.iter().all(|a| a.stream_error.is_some())
         && parsed.all_failed();
-    let outage = match broker.reach() {
-        crate::broker::Reach::Unreachable { since, servers } => Some(crate::floor::Outage {
-            since: Instant(since),
-            servers,
-        }),
-        crate::broker::Reach::Connected => nothing.then(|| crate::floor::Outage {
+    let outage = broker.outage().or_else(|| {
+        nothing.then(|| crate::floor::Outage {
             since: Instant(now),
             servers: broker.url.clone(),
-        }),
-    };
+        })
+    });
     let answers: Vec<crate::floor::Answer> = match &outage {
         Some(o) => answers.into_iter().map(|a| a.unreachable(o)).collect(),
         None => answers,

@@ -111,11 +111,8 @@ impl Shared {
     /// The broker cannot be reached now: the connection is down, or the
     /// last tick read nothing on it.
     pub fn outage(&self) -> Option<crate::floor::Outage> {
-        if let crate::broker::Reach::Unreachable { since, servers } = self.broker.reach() {
-            return Some(crate::floor::Outage {
-                since: crate::rows::Instant(since),
-                servers,
-            });
+        if let Some(down) = self.broker.outage() {
+            return Some(down);
         }
         match self.outage.read() {
             Ok(g) => g.clone(),

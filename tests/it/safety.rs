@@ -296,18 +296,7 @@ async fn leak_1_the_gate_reader_is_proven_against_the_leader() {
     f.healthy(&[("node-1", 16)], 16).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let op = operator(&f);
-    let log = wait_child(once_with(&op, "gate_reader_behind")).await;
-    assert!(
-        f.first_seq().await <= gate_seq,
-        "the unabsorbed eviction at {gate_seq} is still on the log: {log}"
-    );
-    assert!(
-        f.get("crewlet_gates", &format!("_absorbed.{STREAM}"))
-            .await
-            .is_none_or(|c| c["seq"].as_u64() < Some(gate_seq)),
-        "the cursor did not pass what the reader was shown"
-    );
-    assert!(log.contains("a replica behind"), "{log}");
+    let log = held_at_the_unabsorbed_eviction(&f, &op, gate_seq).await;
     assert!(
         log.contains("first_unabsorbed=1"),
         "the log line names where absorbing stopped: {log}"
@@ -373,7 +362,15 @@ async fn leak_1_on_a_cluster_a_lagging_follower_cannot_move_the_cursor() {
         "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\nbuckets: {{replicas: 3}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
         f.url()
     ));
-    let log = wait_child(once_with(&op, "gate_reader_behind")).await;
+    held_at_the_unabsorbed_eviction(&f, &op, gate_seq).await;
+}
+
+/// One `run --once` whose gate reader is shown nothing past what it saw
+/// (`gate_reader_behind`): the eviction at `gate_seq` stays on the log,
+/// the cursor stays below it, and the log says a replica is behind.
+/// Returns the run's log.
+async fn held_at_the_unabsorbed_eviction(f: &Fleet, op: &Operator, gate_seq: u64) -> String {
+    let log = wait_child(once_with(op, "gate_reader_behind")).await;
     assert!(
         f.first_seq().await <= gate_seq,
         "the unabsorbed eviction at {gate_seq} is still on the log: {log}"
@@ -385,6 +382,7 @@ async fn leak_1_on_a_cluster_a_lagging_follower_cannot_move_the_cursor() {
         "the cursor did not pass what the reader was shown: {log}"
     );
     assert!(log.contains("a replica behind"), "{log}");
+    log
 }
 
 fn hold_args<'a>(seq: &'a str, id: &'a str) -> Vec<&'a str> {
