@@ -185,6 +185,8 @@ pub struct RunArgs {
 /// (`--samples N`, `--only tick,http`; `crewlet-bench --help` lists them).
 #[derive(Debug, clap::Args)]
 pub struct BenchArgs {
+    /// Passed to crewlet-bench as they are: `--samples N`, `--only
+    /// tick,scaling,pure,status,memory,publisher,http,archive,cluster`.
     #[arg(
         trailing_var_arg = true,
         allow_hyphen_values = true,
