@@ -31,7 +31,7 @@ pub enum AckError {
     },
     /// The broker did not answer (exit 3, HTTP 503); nothing written.
     #[error("{0}; nothing written")]
-    Unreachable(String),
+    Unreachable(crate::broker::Fault),
 }
 
 impl AckError {
@@ -116,7 +116,8 @@ pub async fn acknowledge(
         // On the broker's clock: it is compared with the stream's created.
         at: Instant(clock.broker),
     };
-    let body = serde_json::to_vec(&row).map_err(|e| AckError::Unreachable(e.to_string()))?;
+    let body = serde_json::to_vec(&row)
+        .map_err(|e| AckError::Unreachable(crate::broker::Fault::failed(e.to_string())))?;
     broker
         .kv_put(&config.buckets.backups, &key, body)
         .await

@@ -153,7 +153,8 @@ pub async fn perform(
                     Ok(at) => broker
                         .absorb_into(gates_bucket(config), &at.log(d, subject), &mut entries)
                         .await
-                        .map(|_| ()),
+                        .map(|_| ())
+                        .map_err(String::from),
                     Err(e) => Err(e.clone()),
                 };
                 if let Err(e) = result {
@@ -366,7 +367,7 @@ async fn place_join_holds(
             .stream_state_at(&f.stream)
             .await
             .map(|(_, c)| c.broker)
-            .map_err(Refusal::ReadmissionUnjudged)?,
+            .map_err(|e| Refusal::ReadmissionUnjudged(e.to_string()))?,
         None => Utc::now(),
     };
     let expires = now + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());

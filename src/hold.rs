@@ -23,7 +23,7 @@ use std::time::{Duration, Instant as Clock};
 use crate::broker::kv::{CasError, LeaderReadError};
 use crate::broker::Broker;
 use crate::config::Config;
-use crate::exit::Exit;
+use crate::exit::{Class, Exit};
 use crate::floor::PublishedFloor;
 use crate::rows::{HoldRow, Instant, DUTY_KEY};
 
@@ -78,16 +78,20 @@ pub enum Placed {
 }
 
 impl Placed {
-    /// The exit code (docs/runbook.md): a refusal or an unfinished confirmation is 1,
-    /// a broker failure 3.
-    pub fn exit(&self) -> Exit {
+    /// The outcome's kind (docs/runbook.md): an unfinished confirmation
+    /// is pending and a refusal refused (both exit 1), a broker failure
+    /// exit 3.
+    pub fn class(&self) -> Class {
         match self {
-            Placed::Held { .. } | Placed::Unconfirmed(Unconfirmed::NotWaited) => Exit::Ok,
-            Placed::Unconfirmed(_) | Placed::Exists { .. } | Placed::TooLate { .. } => {
-                Exit::Attention
-            }
-            Placed::Failed(_) => Exit::Unreachable,
+            Placed::Held { .. } | Placed::Unconfirmed(Unconfirmed::NotWaited) => Class::Done,
+            Placed::Unconfirmed(_) => Class::Pending,
+            Placed::Exists { .. } | Placed::TooLate { .. } => Class::Refused,
+            Placed::Failed(_) => Class::Unreachable,
         }
+    }
+
+    pub fn exit(&self) -> Exit {
+        self.class().exit()
     }
 
     /// The stable outcome code.
@@ -314,4 +318,67 @@ async fn too_late(
     Some(Placed::TooLate {
         first_seq: state.first_seq,
     })
+}
+
+/// What releasing a hold came to.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Released {
+    Released,
+    /// No live hold of that id on the log; nothing written.
+    NoSuchHold,
+    /// The hold was replaced between its read and its delete (someone
+    /// else's, under the same id): it is not lifted by mistake.
+    ChangedMeanwhile,
+    /// The broker failed; the sentence says at which step.
+    Failed(crate::broker::Fault),
+}
+
+impl Released {
+    pub fn class(&self) -> Class {
+        match self {
+            Released::Released => Class::Done,
+            Released::NoSuchHold | Released::ChangedMeanwhile => Class::Refused,
+            Released::Failed(_) => Class::Unreachable,
+        }
+    }
+
+    /// The refusal's code (`--json`'s `error`); `None` when released.
+    pub fn code(&self) -> Option<&'static str> {
+        match self {
+            Released::Released => None,
+            Released::NoSuchHold => Some("no_such_hold"),
+            Released::ChangedMeanwhile => Some("changed_meanwhile"),
+            Released::Failed(_) => Some("unreachable"),
+        }
+    }
+
+    pub fn words(&self, stream: &str, id: &str) -> String {
+        match self {
+            Released::Released => format!("released {id} on {stream}"),
+            Released::NoSuchHold => format!("there is no hold {id} on {stream}; nothing written"),
+            Released::ChangedMeanwhile => format!(
+                "the hold {id} on {stream} changed while it was being released; read it again (crewlet retention status) and retry"
+            ),
+            Released::Failed(f) => f.to_string(),
+        }
+    }
+}
+
+/// Releases (lifts) hold `id` on `stream`: read, then deleted on the
+/// revision read.
+pub async fn lift(broker: &Broker, config: &Config, stream: &str, id: &str) -> Released {
+    let key = format!("{stream}.{id}");
+    let bucket = &config.buckets.holds;
+    let entry = match broker.kv_entry(bucket, &key).await {
+        Ok(Some(e)) => e,
+        Ok(None) => return Released::NoSuchHold,
+        Err(e) => return Released::Failed(e.within(format_args!("reading hold {key}"))),
+    };
+    match broker.kv_delete_at(bucket, &key, entry.revision).await {
+        Ok(()) => Released::Released,
+        Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => Released::ChangedMeanwhile,
+        Err(e) => Released::Failed(crate::broker::Fault::failed(format!(
+            "releasing {key}: {e}"
+        ))),
+    }
 }

@@ -46,7 +46,7 @@ pub enum NodeError {
         reason: String,
     },
     #[error("{0}")]
-    Broker(String),
+    Broker(crate::broker::Fault),
 }
 
 /// One node's writer of its rows.

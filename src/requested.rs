@@ -57,7 +57,7 @@ pub enum AskError {
     NoStream(String),
     /// The broker did not answer (exit 3; HTTP 503).
     #[error("{0}")]
-    Unreachable(String),
+    Unreachable(crate::broker::Fault),
     /// The watermark kept changing under this request, or the floors row
     /// it belongs to cannot be read: nothing was written (exit 1; HTTP 409).
     #[error("{0}")]
@@ -211,7 +211,7 @@ pub async fn raise(
     broker
         .ensure_sidecar_buckets(config)
         .await
-        .map_err(|e| AskError::Unreachable(e.to_string()))?;
+        .map_err(|e| AskError::Unreachable(crate::broker::Fault::failed(e.to_string())))?;
     let floors_row = broker
         .kv_entry(bucket, &domain.stream)
         .await
@@ -264,7 +264,11 @@ pub async fn raise(
                 break;
             }
             Err(CasError::Exists { .. } | CasError::Conflict { .. }) => continue,
-            Err(e) => return Err(AskError::Unreachable(e.to_string())),
+            Err(e) => {
+                return Err(AskError::Unreachable(crate::broker::Fault::failed(
+                    e.to_string(),
+                )))
+            }
         }
     }
     // Five races lost in a row: nothing is written, and saying otherwise

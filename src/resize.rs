@@ -188,7 +188,11 @@ pub async fn apply(config: &Config, broker: &Broker, domain: &Domain, target: u6
     let read = match broker.capacity_read(&stream).await {
         Ok(Some(r)) => r,
         Ok(None) => return Outcome::Missing { stream },
-        Err(message) => return Outcome::Unreadable { message },
+        Err(fault) => {
+            return Outcome::Unreadable {
+                message: fault.to_string(),
+            }
+        }
     };
     let account = broker.account_limits(&read).await;
     // The rule the answer's reserve_bytes follows.
@@ -234,11 +238,12 @@ pub async fn apply(config: &Config, broker: &Broker, domain: &Domain, target: u6
             stream,
             target,
             reported: None,
-            why: Some(why),
+            why: Some(why.to_string()),
         },
-        Err(crate::broker::capacity::UpdateError::Refused(message)) => {
-            Outcome::BrokerRefused { stream, message }
-        }
+        Err(crate::broker::capacity::UpdateError::Refused(fault)) => Outcome::BrokerRefused {
+            stream,
+            message: fault.to_string(),
+        },
         Err(crate::broker::capacity::UpdateError::ChangedMeanwhile) => {
             Outcome::ChangedMeanwhile { stream }
         }

@@ -182,10 +182,12 @@ pub async fn read_domain(
         }
     };
     let (feed, young_seq) = tokio::join!(feed, young);
+    // The floor is pure: what it keeps of a fault is its sentence, the
+    // term's `unreadable` reason.
     DomainRead {
-        stream,
-        feed,
-        young_seq,
+        stream: stream.map_err(String::from),
+        feed: feed.map(|f| f.map_err(String::from)),
+        young_seq: young_seq.map_err(String::from),
         absorbed: None,
         clock,
         archive: None,
@@ -505,7 +507,7 @@ impl Sidecar {
                             |c| c.seq + 1,
                         );
                     tracing::warn!(event = "gates_unabsorbed", domain = %d.name, first_unabsorbed, error = %e, "the gates view could not be brought up to date; the purge stops at what it has absorbed");
-                    read.absorbed = Some(Err(e));
+                    read.absorbed = Some(Err(e.to_string()));
                 }
             }
         }

@@ -41,7 +41,10 @@ pub struct FoldError {
 impl Store {
     async fn put(&self, broker: &Broker, name: &str, bytes: &[u8]) -> Result<Put, String> {
         match self {
-            Store::ObjectStore(bucket) => broker.put_segment(bucket, name, bytes).await,
+            Store::ObjectStore(bucket) => broker
+                .put_segment(bucket, name, bytes)
+                .await
+                .map_err(String::from),
             Store::Dir(root) => dir::put(root, name, bytes).map_err(|e| e.to_string()),
         }
     }
@@ -56,7 +59,10 @@ impl Store {
         op: &str,
     ) -> Result<(), String> {
         match self {
-            Store::ObjectStore(bucket) => broker.replace_segment(bucket, name, bytes, op).await,
+            Store::ObjectStore(bucket) => broker
+                .replace_segment(bucket, name, bytes, op)
+                .await
+                .map_err(String::from),
             Store::Dir(root) => dir::replace(root, name, bytes).map_err(|e| e.to_string()),
         }
     }
@@ -221,7 +227,7 @@ pub async fn fold(
     };
     match (failed, read) {
         (Some((segment, reason)), _) => Err(stop(Some(segment), reason)),
-        (None, Err(reason)) => Err(stop(None, reason)),
+        (None, Err(reason)) => Err(stop(None, reason.to_string())),
         (None, Ok(_)) => Ok(done),
     }
 }

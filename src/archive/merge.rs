@@ -70,7 +70,7 @@ pub async fn target_of(
     let row = broker
         .kv_entry(&config.buckets.floors, &domain.stream)
         .await
-        .map_err(MergeError::Unreachable)?;
+        .map_err(|e| MergeError::Unreachable(e.to_string()))?;
     let generation = match row {
         None => 0,
         Some(e) => {
@@ -101,7 +101,7 @@ pub async fn read(
     let live = broker
         .stream_state(&domain.stream)
         .await
-        .map_err(MergeError::Unreachable)?;
+        .map_err(|e| MergeError::Unreachable(e.to_string()))?;
     let archive = match &domain.archive {
         None => None,
         Some(a) => {
@@ -152,7 +152,7 @@ pub async fn read(
                 deadline,
             )
             .await
-            .map_err(MergeError::Unreachable)?;
+            .map_err(|e| MergeError::Unreachable(e.to_string()))?;
         // A purge between the stream info and this read moved the seam
         // up: the records it took are in the archive (the purge never
         // passes the frontier), so the seam is filled from there.

@@ -6,7 +6,7 @@ use async_nats::jetstream::object_store;
 use futures::StreamExt;
 use tokio::io::AsyncReadExt;
 
-use super::Broker;
+use super::{Broker, Fault};
 use crate::archive::segment;
 use crate::archive::segment::Record;
 use crate::archive::state::Put;
@@ -16,16 +16,20 @@ impl Broker {
     pub(super) async fn object_store(
         &self,
         bucket: &str,
-    ) -> Result<object_store::ObjectStore, String> {
+    ) -> Result<object_store::ObjectStore, super::Fault> {
         self.js
             .get_object_store(bucket)
             .await
-            .map_err(|e| format!("object store {bucket}: {e}"))
+            .map_err(|e| Fault::failed(format!("object store {bucket}: {e}")))
     }
 
     /// Creates Object Store bucket `bucket` with `replicas` if it is
     /// missing; returns whether it created it.
-    pub async fn ensure_object_store(&self, bucket: &str, replicas: usize) -> Result<bool, String> {
+    pub async fn ensure_object_store(
+        &self,
+        bucket: &str,
+        replicas: usize,
+    ) -> Result<bool, super::Fault> {
         if self.js.get_object_store(bucket).await.is_ok() {
             return Ok(false);
         }
@@ -38,16 +42,20 @@ impl Broker {
             })
             .await
             .map(|_| true)
-            .map_err(|e| format!("creating object store {bucket}: {e}"))
+            .map_err(|e| Fault::failed(format!("creating object store {bucket}: {e}")))
     }
 
     /// The bytes of object `name`, or `None` when there is none.
-    pub async fn get_segment(&self, bucket: &str, name: &str) -> Result<Option<Vec<u8>>, String> {
+    pub async fn get_segment(
+        &self,
+        bucket: &str,
+        name: &str,
+    ) -> Result<Option<Vec<u8>>, super::Fault> {
         let store = self.object_store(bucket).await?;
         let mut object = match store.get(name).await {
             Ok(o) => o,
             Err(e) if e.kind() == object_store::GetErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(format!("reading {name} from {bucket}: {e}")),
+            Err(e) => return Err(Fault::failed(format!("reading {name} from {bucket}: {e}"))),
         };
         // An object whose body is gone (its chunks purged while its entry
         // stays) is never answered: the reader waits for chunks that will
@@ -56,26 +64,31 @@ impl Broker {
         let mut bytes = Vec::new();
         match tokio::time::timeout(self.read_timeout, object.read_to_end(&mut bytes)).await {
             Ok(Ok(_)) => Ok(Some(bytes)),
-            Ok(Err(e)) => Err(format!("reading {name} from {bucket}: {e}")),
-            Err(_) => Err(format!(
+            Ok(Err(e)) => Err(Fault::failed(format!("reading {name} from {bucket}: {e}"))),
+            Err(_) => Err(Fault::failed(format!(
                 "{bucket}/{name} is listed ({size} bytes in {chunks} chunk(s)) but its body could not be read within {} ({} bytes came): its chunks are missing or the broker is slow",
                 crate::config::Dur(self.read_timeout),
                 bytes.len()
-            )),
+            ))),
         }
     }
 
     /// Puts segment `name` whole, unless it is there already: the same
     /// bytes are a re-fold, other bytes an error (never overwritten). The
     /// put is complete (every chunk and the info stored) when it returns.
-    pub async fn put_segment(&self, bucket: &str, name: &str, bytes: &[u8]) -> Result<Put, String> {
+    pub async fn put_segment(
+        &self,
+        bucket: &str,
+        name: &str,
+        bytes: &[u8],
+    ) -> Result<Put, super::Fault> {
         if let Some(existing) = self.get_segment(bucket, name).await? {
             return if existing == bytes {
                 Ok(Put::AlreadyThere)
             } else {
-                Err(format!(
+                Err(Fault::failed(format!(
                     "{bucket}/{name} exists with other content than this fold wrote; it is never overwritten (check what wrote it, and verify-archive)"
-                ))
+                )))
             };
         }
         let store = self.object_store(bucket).await?;
@@ -84,7 +97,7 @@ impl Broker {
             .put(name, &mut reader)
             .await
             .map(|_| Put::Written)
-            .map_err(|e| format!("writing {name} to {bucket}: {e}"))
+            .map_err(|e| Fault::failed(format!("writing {name} to {bucket}: {e}")))
     }
 
     /// Every segment of `stream` at `generation` in the bucket, in
@@ -193,7 +206,7 @@ impl Broker {
         to: u64,
         budget: (usize, usize),
         deadline: tokio::time::Instant,
-    ) -> Result<Vec<Record>, String> {
+    ) -> Result<Vec<Record>, super::Fault> {
         let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let covered = std::sync::atomic::AtomicBool::new(false);
         let read = self.read_slice_to(stream, from, to, budget, deadline, tx, &covered);
@@ -248,12 +261,12 @@ impl Broker {
         deadline: tokio::time::Instant,
         tx: tokio::sync::mpsc::Sender<Record>,
         covered: &std::sync::atomic::AtomicBool,
-    ) -> Result<usize, String> {
+    ) -> Result<usize, super::Fault> {
         let (max_records, max_bytes) = budget;
         if to < from || max_records == 0 {
             return Ok(0);
         }
-        let err = |e: String| format!("reading {stream} {from}..={to}: {e}");
+        let err = |e: String| Fault::failed(format!("reading {stream} {from}..={to}: {e}"));
         let (s, consumer) =
             tokio::time::timeout_at(deadline, self.reader_from(stream, from, false))
                 .await

@@ -4,7 +4,7 @@
 
 use async_nats::jetstream::stream::{Config, StorageType};
 
-use super::Broker;
+use super::{Broker, Fault};
 use crate::capacity::Account;
 
 /// A stream as `set-capacity` reads it.
@@ -28,7 +28,7 @@ pub struct Read {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum UpdateError {
     /// The broker's own refusal (or no answer).
-    Refused(String),
+    Refused(super::Fault),
     /// The configuration changed since it was judged.
     ChangedMeanwhile,
 }
@@ -36,7 +36,7 @@ pub enum UpdateError {
 impl Broker {
     /// The stream's configuration and usage; `None` when it does not
     /// exist.
-    pub async fn capacity_read(&self, stream: &str) -> Result<Option<Read>, String> {
+    pub async fn capacity_read(&self, stream: &str) -> Result<Option<Read>, Fault> {
         let Some(raw) = self.raw_config(stream).await? else {
             return Ok(None);
         };
@@ -55,7 +55,7 @@ impl Broker {
 
     /// The stream's configuration as the broker returns it (the `config`
     /// of a raw `STREAM.INFO`); `None` when the stream does not exist.
-    async fn raw_config(&self, stream: &str) -> Result<Option<serde_json::Value>, String> {
+    async fn raw_config(&self, stream: &str) -> Result<Option<serde_json::Value>, Fault> {
         let body = serde_json::json!({});
         let request = self
             .js
@@ -64,19 +64,21 @@ impl Broker {
         if let Some(err) = reply.get("error") {
             let error: async_nats::jetstream::Error =
                 serde_json::from_value(err.clone()).map_err(|e| {
-                    format!("stream {stream}: an error answer that does not parse ({e})")
+                    Fault::failed(format!(
+                        "stream {stream}: an error answer that does not parse ({e})"
+                    ))
                 })?;
             return if error.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND {
                 Ok(None)
             } else {
-                Err(format!("stream {stream}: {error}"))
+                Err(Fault::refused(&error, format!("stream {stream}: {error}")))
             };
         }
         reply
             .get("config")
             .cloned()
             .map(Some)
-            .ok_or_else(|| format!("stream {stream}: stream info carries no config"))
+            .ok_or_else(|| Fault::failed(format!("stream {stream}: stream info carries no config")))
     }
 
     /// The account's limits for the storage `read`'s stream uses, as
@@ -89,7 +91,11 @@ impl Broker {
             .await
         {
             Ok(a) => a,
-            Err(error) => return Account::Unreadable { error },
+            Err(error) => {
+                return Account::Unreadable {
+                    error: error.to_string(),
+                }
+            }
         };
         // An account with tiered limits (per replica count: `R1`, `R3`)
         // has none at the top: the stream's tier is the one that applies.
@@ -145,7 +151,7 @@ impl Broker {
         &self,
         read: &Read,
         target: i64,
-    ) -> Result<Result<i64, String>, UpdateError> {
+    ) -> Result<Result<i64, Fault>, UpdateError> {
         let name = read.config.name.clone();
         crate::failpoint::failpoint("before_capacity_update").await;
         match self.raw_config(&name).await {
@@ -165,8 +171,10 @@ impl Broker {
             .await
             .map_err(UpdateError::Refused)?;
         if let Some(err) = reply.get("error") {
-            let why = serde_json::from_value::<async_nats::jetstream::Error>(err.clone())
-                .map_or_else(|_| err.to_string(), |e| e.to_string());
+            let why = match serde_json::from_value::<async_nats::jetstream::Error>(err.clone()) {
+                Ok(e) => Fault::refused(&e, e.to_string()),
+                Err(_) => Fault::failed(err.to_string()),
+            };
             return Err(UpdateError::Refused(why));
         }
         // A fresh stream info, not the update's answer: what the broker

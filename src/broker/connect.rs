@@ -76,14 +76,14 @@ impl Broker {
         &self,
         what: &str,
         f: impl std::future::Future<Output = Result<T, E>>,
-    ) -> Result<T, String> {
+    ) -> Result<T, super::Fault> {
         match tokio::time::timeout(self.read_timeout, f).await {
             Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(format!("{what}: {e}")),
-            Err(_) => Err(format!(
+            Ok(Err(e)) => Err(super::Fault::Failed(format!("{what}: {e}"))),
+            Err(_) => Err(super::Fault::Unanswered(format!(
                 "{what}: no answer within {}",
                 crate::config::Dur(self.read_timeout)
-            )),
+            ))),
         }
     }
 

@@ -3,7 +3,7 @@
 //! without the filter, never a sequence of 0: either would delete what
 //! must stay), and replacing an archive segment in an Object Store.
 
-use super::Broker;
+use super::{Broker, Fault};
 
 impl Broker {
     /// A JetStream API request (`$JS.API.` + `subject`) answered within
@@ -12,15 +12,19 @@ impl Broker {
         &self,
         subject: String,
         body: serde_json::Value,
-    ) -> Result<serde_json::Value, String> {
+    ) -> Result<serde_json::Value, super::Fault> {
         let request = self
             .js
             .request::<_, _, serde_json::Value>(subject.clone(), &body);
         let reply = self.bounded(&subject, request).await?;
         if let Some(err) = reply.get("error") {
-            let error: async_nats::jetstream::Error = serde_json::from_value(err.clone())
-                .map_err(|e| format!("{subject}: an error answer that does not parse ({e})"))?;
-            return Err(format!("{subject}: {error}"));
+            let error: async_nats::jetstream::Error =
+                serde_json::from_value(err.clone()).map_err(|e| {
+                    Fault::failed(format!(
+                        "{subject}: an error answer that does not parse ({e})"
+                    ))
+                })?;
+            return Err(Fault::failed(format!("{subject}: {error}")));
         }
         Ok(reply)
     }
@@ -28,7 +32,11 @@ impl Broker {
     /// How many records `subject` has on `stream`, and the stream's last
     /// sequence, from one stream-info answer (so the count is of records
     /// at or below that sequence).
-    pub async fn subject_count(&self, stream: &str, subject: &str) -> Result<(u64, u64), String> {
+    pub async fn subject_count(
+        &self,
+        stream: &str,
+        subject: &str,
+    ) -> Result<(u64, u64), super::Fault> {
         let reply = self
             .js_request(
                 format!("STREAM.INFO.{stream}"),
@@ -36,9 +44,9 @@ impl Broker {
             )
             .await?;
         let state = &reply["state"];
-        let last = state["last_seq"]
-            .as_u64()
-            .ok_or_else(|| format!("stream {stream}: the answer carries no last_seq"))?;
+        let last = state["last_seq"].as_u64().ok_or_else(|| {
+            Fault::failed(format!("stream {stream}: the answer carries no last_seq"))
+        })?;
         let count = state["subjects"][subject].as_u64().unwrap_or(0);
         Ok((count, last))
     }
@@ -51,13 +59,13 @@ impl Broker {
         stream: &str,
         subject: &str,
         below: u64,
-    ) -> Result<u64, String> {
+    ) -> Result<u64, super::Fault> {
         // Dangers 0.1 and 0.5 of the broker's behaviour: a seq of 0 or no
         // filter would purge the whole subject or stream.
         if subject.is_empty() || below == 0 {
-            return Err(format!(
+            return Err(Fault::failed(format!(
                 "refusing a purge of {stream} without a subject and a sequence"
-            ));
+            )));
         }
         let reply = self
             .js_request(
@@ -66,7 +74,9 @@ impl Broker {
             )
             .await?;
         if reply["success"].as_bool() != Some(true) {
-            return Err(format!("stream {stream}: the purge answered {reply}"));
+            return Err(Fault::failed(format!(
+                "stream {stream}: the purge answered {reply}"
+            )));
         }
         Ok(reply["purged"].as_u64().unwrap_or(0))
     }
@@ -81,7 +91,7 @@ impl Broker {
         name: &str,
         bytes: &[u8],
         op: &str,
-    ) -> Result<(), String> {
+    ) -> Result<(), super::Fault> {
         let store = self.object_store(bucket).await?;
         let temporary = format!("{name}.erasing.{op}");
         let put = |n: String| {
@@ -92,20 +102,24 @@ impl Broker {
                     .put(n.as_str(), &mut reader)
                     .await
                     .map(|_| ())
-                    .map_err(|e| format!("writing {n} to {bucket}: {e}"))
+                    .map_err(|e| Fault::failed(format!("writing {n} to {bucket}: {e}")))
             }
         };
         put(temporary.clone()).await?;
         if self.get_segment(bucket, &temporary).await?.as_deref() != Some(bytes) {
-            return Err(format!("{bucket}/{temporary} did not read back as written"));
+            return Err(Fault::failed(format!(
+                "{bucket}/{temporary} did not read back as written"
+            )));
         }
         put(name.to_string()).await?;
         if self.get_segment(bucket, name).await?.as_deref() != Some(bytes) {
-            return Err(format!("{bucket}/{name} did not read back as written"));
+            return Err(Fault::failed(format!(
+                "{bucket}/{name} did not read back as written"
+            )));
         }
         store
             .delete(temporary.as_str())
             .await
-            .map_err(|e| format!("removing {bucket}/{temporary}: {e}"))
+            .map_err(|e| Fault::failed(format!("removing {bucket}/{temporary}: {e}")))
     }
 }

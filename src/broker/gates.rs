@@ -13,7 +13,7 @@ use async_nats::jetstream::ErrorCode;
 use futures::StreamExt;
 
 use super::read::instant_of;
-use super::Broker;
+use super::{Broker, Fault};
 use crate::floor::Entry;
 use crate::gate::{self, Cursor, LogRecord, Skipped, View};
 use crate::rows::{GateRow, Incarnation, OpRow, OP_PREFIX};
@@ -33,12 +33,18 @@ pub enum PublishFailure {
 enum Absorb {
     /// Another absorber wrote first: read again.
     Conflict(String),
-    Failed(String),
+    Failed(Fault),
+}
+
+impl From<Fault> for Absorb {
+    fn from(e: Fault) -> Self {
+        Absorb::Failed(e)
+    }
 }
 
 impl From<String> for Absorb {
     fn from(e: String) -> Self {
-        Absorb::Failed(e)
+        Absorb::Failed(Fault::Failed(e))
     }
 }
 
@@ -46,7 +52,7 @@ impl From<super::write::PublishError> for Absorb {
     fn from(e: super::write::PublishError) -> Self {
         match e {
             super::write::PublishError::Conflict { .. } => Absorb::Conflict(e.to_string()),
-            other => Absorb::Failed(other.to_string()),
+            other => Absorb::Failed(Fault::failed(other.to_string())),
         }
     }
 }
@@ -128,21 +134,21 @@ impl Broker {
         stream: &str,
         subject: &str,
         after: u64,
-    ) -> Result<(Vec<LogRecord>, u64), String> {
+    ) -> Result<(Vec<LogRecord>, u64), super::Fault> {
         let read = async {
             let s = self
                 .js
                 .get_stream(stream)
                 .await
-                .map_err(|e| format!("stream {stream}: {e}"))?;
+                .map_err(|e| Fault::failed(format!("stream {stream}: {e}")))?;
             // Read after the cursor: a cursor past it is an error (the log
             // was restored), never "nothing new to read".
             let last = s.cached_info().state.last_sequence;
             if last < after {
-                return Err(format!(
+                return Err(Fault::failed(format!(
                     "the cursor {} is at {after}, past the log's last sequence {last}",
                     Cursor::key(stream)
-                ));
+                )));
             }
             if last == after {
                 return Ok((Vec::new(), after));
@@ -156,7 +162,7 @@ impl Broker {
                     ..Default::default()
                 })
                 .await
-                .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                .map_err(|e| Fault::failed(format!("reading gate records on {stream}: {e}")))?;
             let consumer_name = consumer.cached_info().name.clone();
             // A replica that has none of the records offers nothing (the
             // failpoint plays one, for the test that shows the proof).
@@ -172,13 +178,15 @@ impl Broker {
                 let mut messages = consumer
                     .messages()
                     .await
-                    .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                    .map_err(|e| Fault::failed(format!("reading gate records on {stream}: {e}")))?;
                 let mut out = Vec::new();
                 while let Some(m) = messages.next().await {
-                    let m = m.map_err(|e| format!("reading gate records on {stream}: {e}"))?;
-                    let info = m
-                        .info()
-                        .map_err(|e| format!("reading gate records on {stream}: {e}"))?;
+                    let m = m.map_err(|e| {
+                        Fault::failed(format!("reading gate records on {stream}: {e}"))
+                    })?;
+                    let info = m.info().map_err(|e| {
+                        Fault::failed(format!("reading gate records on {stream}: {e}"))
+                    })?;
                     let (seq, pending, landed_at) = (
                         info.stream_sequence,
                         info.pending,
@@ -207,10 +215,10 @@ impl Broker {
                 }
                 // Ended before the end it announced: the cursor must not
                 // move past records it has not read.
-                Err(format!(
+                Err(Fault::failed(format!(
                     "reading gate records on {stream}: the reader stopped after {} of {announced}",
                     out.len()
-                ))
+                )))
             }
             .await;
             let _ = s.delete_consumer(&consumer_name).await;
@@ -229,15 +237,15 @@ impl Broker {
                 Err(e) if e.kind() == RawMessageErrorKind::NoMessageFound => {}
                 Ok(m) if m.sequence > last => {}
                 Ok(m) => {
-                    return Err(format!(
+                    return Err(Fault::failed(format!(
                         "reading gate records on {stream}: the reader's server showed them up to {seen}, but the leader holds gate record {} (a replica behind); nothing absorbed past {after}",
                         m.sequence
-                    ))
+                    )))
                 }
                 Err(e) => {
-                    return Err(format!(
+                    return Err(Fault::failed(format!(
                         "reading gate records on {stream}: asking the leader for the next gate record after {seen}: {e}"
-                    ))
+                    )))
                 }
             }
             Ok((records, last))
@@ -245,10 +253,10 @@ impl Broker {
         tokio::time::timeout(self.read_timeout, read)
             .await
             .map_err(|_| {
-                format!(
+                Fault::Unanswered(format!(
                     "reading gate records on {stream}: no answer within {}",
                     crate::config::Dur(self.read_timeout)
-                )
+                ))
             })?
     }
 
@@ -263,16 +271,20 @@ impl Broker {
         bucket: &str,
         log: &GatedLog<'_>,
         entries: &mut Vec<Entry>,
-    ) -> Result<AbsorbReport, String> {
+    ) -> Result<AbsorbReport, super::Fault> {
         let mut attempt = 0;
         loop {
             match self.absorb_once(bucket, log, entries).await {
                 Err(Absorb::Conflict(_)) if attempt < 5 => {
                     attempt += 1;
                     tokio::time::sleep(std::time::Duration::from_millis(20 * attempt)).await;
-                    *entries = self.read_bucket(bucket).await.map_err(|e| e.to_string())?;
+                    *entries = self
+                        .read_bucket(bucket)
+                        .await
+                        .map_err(|e| Fault::failed(e.to_string()))?;
                 }
-                Err(Absorb::Conflict(e)) | Err(Absorb::Failed(e)) => return Err(e),
+                Err(Absorb::Conflict(e)) => return Err(Fault::Failed(e)),
+                Err(Absorb::Failed(e)) => return Err(e),
                 Ok(r) => return Ok(r),
             }
         }
@@ -289,7 +301,7 @@ impl Broker {
         // A malformed cursor stops absorption (and with it the purge): a view
         // that started over would be rewritten from records it never read.
         let previous: Option<Cursor> = match entries.iter().find(|e| e.key == cursor_key) {
-            Some(e) => Some(Cursor::parse(&e.key, &e.value).map_err(Absorb::Failed)?),
+            Some(e) => Some(Cursor::parse(&e.key, &e.value).map_err(Absorb::from)?),
             None => None,
         };
         // A cursor of another incarnation proves nothing: the view of this
@@ -322,20 +334,20 @@ impl Broker {
         for g in &out.gates {
             writes.push((
                 format!("{stream}.{}", g.node),
-                serde_json::to_vec(g).map_err(|e| Absorb::Failed(e.to_string()))?,
+                serde_json::to_vec(g).map_err(|e| Absorb::from(e.to_string()))?,
             ));
         }
         for o in &out.ops {
             writes.push((
                 format!("{OP_PREFIX}{}", o.op_id),
-                serde_json::to_vec(o).map_err(|e| Absorb::Failed(e.to_string()))?,
+                serde_json::to_vec(o).map_err(|e| Absorb::from(e.to_string()))?,
             ));
         }
         // The cursor last: it only moves once everything below it is written.
         if let Some(c) = &out.cursor {
             writes.push((
                 cursor_key.clone(),
-                serde_json::to_vec(c).map_err(|e| Absorb::Failed(e.to_string()))?,
+                serde_json::to_vec(c).map_err(|e| Absorb::from(e.to_string()))?,
             ));
         }
         for (key, body) in writes {
@@ -376,21 +388,23 @@ impl Broker {
         stream: &str,
         kind: gate::RecordKind,
         record_bytes: u64,
-    ) -> Result<gate::Admission, String> {
+    ) -> Result<gate::Admission, super::Fault> {
         let store = self.kv(floors_bucket).await?;
         let row = store
             .get(stream)
             .await
-            .map_err(|e| format!("floors row {stream}: {e}"))?
-            .ok_or_else(|| format!("no floors row for {stream} has been published yet"))?;
-        let v: serde_json::Value =
-            serde_json::from_slice(&row).map_err(|e| format!("floors row {stream}: {e}"))?;
-        let soft = v["soft_ceiling_bytes"]
-            .as_u64()
-            .ok_or_else(|| format!("floors row {stream} has no soft_ceiling_bytes"))?;
+            .map_err(|e| Fault::failed(format!("floors row {stream}: {e}")))?
+            .ok_or_else(|| {
+                Fault::failed(format!("no floors row for {stream} has been published yet"))
+            })?;
+        let v: serde_json::Value = serde_json::from_slice(&row)
+            .map_err(|e| Fault::failed(format!("floors row {stream}: {e}")))?;
+        let soft = v["soft_ceiling_bytes"].as_u64().ok_or_else(|| {
+            Fault::failed(format!("floors row {stream} has no soft_ceiling_bytes"))
+        })?;
         let max = v["max_bytes"]
             .as_u64()
-            .ok_or_else(|| format!("floors row {stream} has no max_bytes"))?;
+            .ok_or_else(|| Fault::failed(format!("floors row {stream} has no max_bytes")))?;
         let state = self.stream_state(stream).await?;
         Ok(gate::admission(kind, state.bytes, record_bytes, soft, max))
     }

@@ -2,7 +2,7 @@
 //! connection is up (`/readyz`) and a log's tail (`/v1/streams/{s}/tail`,
 //! `crewlet retention tail`).
 
-use super::Broker;
+use super::{Broker, Fault};
 
 /// A log's tail: the next sequence and the newest record's broker time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -20,7 +20,7 @@ impl Broker {
     }
 
     /// The tail of `stream`, from one stream-info request.
-    pub async fn tail(&self, stream: &str) -> Result<Option<Tail>, String> {
+    pub async fn tail(&self, stream: &str) -> Result<Option<Tail>, super::Fault> {
         let Some(info) = self.stream_info_of(stream).await? else {
             return Ok(None);
         };
@@ -39,16 +39,16 @@ impl Broker {
     pub(super) async fn stream_info_of(
         &self,
         stream: &str,
-    ) -> Result<Option<async_nats::jetstream::stream::Info>, String> {
+    ) -> Result<Option<async_nats::jetstream::stream::Info>, super::Fault> {
         use async_nats::jetstream::context::GetStreamErrorKind;
         use async_nats::jetstream::ErrorCode;
         let got = tokio::time::timeout(self.read_timeout, self.js.get_stream(stream))
             .await
             .map_err(|_| {
-                format!(
+                Fault::Unanswered(format!(
                     "stream {stream}: no answer within {}",
                     crate::config::Dur(self.read_timeout)
-                )
+                ))
             })?;
         match got {
             Ok(s) => Ok(Some(s.cached_info().clone())),
@@ -58,7 +58,7 @@ impl Broker {
                 {
                     Ok(None)
                 }
-                _ => Err(format!("stream {stream}: {e}")),
+                _ => Err(Fault::failed(format!("stream {stream}: {e}"))),
             },
         }
     }

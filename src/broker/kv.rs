@@ -3,7 +3,7 @@
 use async_nats::jetstream::{self, kv};
 
 use super::streams::ReadError;
-use super::Broker;
+use super::{Broker, Fault};
 use crate::buckets::{BucketSettings, BucketSpec};
 
 /// What `ensure_bucket` did.
@@ -133,7 +133,7 @@ pub enum CasError {
 
 impl Broker {
     /// The live entry at `key` (`None` when absent, deleted or expired).
-    pub async fn kv_entry(&self, bucket: &str, key: &str) -> Result<Option<KvEntry>, String> {
+    pub async fn kv_entry(&self, bucket: &str, key: &str) -> Result<Option<KvEntry>, super::Fault> {
         let store = self.kv(bucket).await?;
         match store.entry(key).await {
             Ok(Some(e)) if e.operation == kv::Operation::Put => Ok(Some(KvEntry {
@@ -143,7 +143,7 @@ impl Broker {
             Ok(_) => Ok(None),
             Err(e) => {
                 self.forget_kv(bucket);
-                Err(format!("reading {key} from {bucket}: {e}"))
+                Err(Fault::failed(format!("reading {key} from {bucket}: {e}")))
             }
         }
     }
@@ -159,7 +159,7 @@ impl Broker {
             key: key.to_string(),
             reason,
         };
-        let store = self.kv(bucket).await.map_err(failed)?;
+        let store = self.kv(bucket).await.map_err(|e| failed(e.to_string()))?;
         store.create(key, value.into()).await.map_err(|e| {
             if e.kind() == kv::CreateErrorKind::AlreadyExists {
                 CasError::Exists {
@@ -184,7 +184,7 @@ impl Broker {
             key: key.to_string(),
             reason,
         };
-        let store = self.kv(bucket).await.map_err(failed)?;
+        let store = self.kv(bucket).await.map_err(|e| failed(e.to_string()))?;
         store
             .update(key, value.into(), revision)
             .await
@@ -211,7 +211,7 @@ impl Broker {
             key: key.to_string(),
             reason,
         };
-        let store = self.kv(bucket).await.map_err(failed)?;
+        let store = self.kv(bucket).await.map_err(|e| failed(e.to_string()))?;
         store
             .delete_expect_revision(key, Some(revision))
             .await
@@ -228,20 +228,25 @@ impl Broker {
     }
 
     /// Writes `key` whatever it holds (for rows only their writer owns).
-    pub async fn kv_put(&self, bucket: &str, key: &str, value: Vec<u8>) -> Result<u64, String> {
+    pub async fn kv_put(
+        &self,
+        bucket: &str,
+        key: &str,
+        value: Vec<u8>,
+    ) -> Result<u64, super::Fault> {
         let store = self.kv(bucket).await?;
         store.put(key, value.into()).await.map_err(|e| {
             self.forget_kv(bucket);
-            format!("writing {key} to {bucket}: {e}")
+            Fault::failed(format!("writing {key} to {bucket}: {e}"))
         })
     }
 
     /// Deletes `key` whatever it holds.
-    pub async fn kv_delete(&self, bucket: &str, key: &str) -> Result<(), String> {
+    pub async fn kv_delete(&self, bucket: &str, key: &str) -> Result<(), super::Fault> {
         let store = self.kv(bucket).await?;
         store.delete(key).await.map_err(|e| {
             self.forget_kv(bucket);
-            format!("deleting {key} from {bucket}: {e}")
+            Fault::failed(format!("deleting {key} from {bucket}: {e}"))
         })
     }
 }

@@ -17,7 +17,7 @@ use chrono::{DateTime, Utc};
 use tokio::time::Instant as Monotonic;
 
 use super::kv::CasError;
-use super::Broker;
+use super::{Broker, Fault};
 use crate::rows::{DutyRow, Instant, OpId, DUTY_KEY};
 
 /// Licence for one purge: granted by a renewal of the duty lease the
@@ -110,7 +110,12 @@ impl Broker {
                 }
                 Ok(Settled::NotLanded) => {}
                 Ok(Settled::Lost) => return Renewal::Lost,
-                Err(error) => return Renewal::Unknown { error, tried },
+                Err(error) => {
+                    return Renewal::Unknown {
+                        error: error.to_string(),
+                        tried,
+                    }
+                }
             }
         }
         let mut last_error = String::new();
@@ -194,16 +199,16 @@ impl Broker {
         lease: &Lease<'_>,
         revision: u64,
         ids: &[String],
-    ) -> Result<Settled, String> {
+    ) -> Result<Settled, super::Fault> {
         let read = self.kv_entry(lease.bucket, DUTY_KEY);
         let entry = match tokio::time::timeout(self.read_timeout, read).await {
             Ok(Ok(e)) => e,
             Ok(Err(e)) => return Err(e),
             Err(_) => {
-                return Err(format!(
+                return Err(Fault::failed(format!(
                     "no answer within {}",
                     crate::config::Dur(self.read_timeout)
-                ))
+                )))
             }
         };
         let Some(entry) = entry else {

@@ -6,6 +6,7 @@ pub mod archive;
 pub mod capacity;
 mod connect;
 pub mod erase;
+mod fault;
 /// What only the bench builds (the `bench` feature).
 #[cfg(feature = "bench")]
 pub mod fixture;
@@ -18,6 +19,7 @@ pub mod streams;
 pub mod write;
 
 pub use connect::{connect, Broker, ConnectError};
+pub use fault::Fault;
 
 /// The log filter for the client library's own lines: from `warn` up. At
 /// `info` it logs every reconnection attempt during an outage, which the

@@ -11,7 +11,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::Deserialize;
 
-use super::Broker;
+use super::{Broker, Fault};
 use crate::clock::Reading;
 use crate::config::Buckets;
 use crate::floor::parsed::{self, Sink};
@@ -327,16 +327,20 @@ impl Broker {
     }
 
     /// Fresh stream info.
-    pub async fn stream_state(&self, stream: &str) -> Result<StreamState, String> {
+    pub async fn stream_state(&self, stream: &str) -> Result<StreamState, super::Fault> {
         self.stream_state_at(stream).await.map(|(s, _)| s)
     }
 
     /// Fresh stream info, and the broker's clock in the answer (`ts`, which
     /// the typed client does not keep: the request is made raw).
-    pub async fn stream_state_at(&self, stream: &str) -> Result<(StreamState, Reading), String> {
-        self.stream_state_read(stream)
-            .await
-            .map_err(|e| e.to_string())
+    pub async fn stream_state_at(
+        &self,
+        stream: &str,
+    ) -> Result<(StreamState, Reading), super::Fault> {
+        self.stream_state_read(stream).await.map_err(|e| match e {
+            StreamReadError::Missing { .. } => Fault::Missing(e.to_string()),
+            StreamReadError::Failed(f) => f,
+        })
     }
 
     /// As [`Broker::stream_state_at`], its error typed: a stream that does
@@ -345,7 +349,7 @@ impl Broker {
         &self,
         stream: &str,
     ) -> Result<(StreamState, Reading), StreamReadError> {
-        let failed = StreamReadError::Failed;
+        let failed = |s: String| StreamReadError::Failed(Fault::Failed(s));
         let body = serde_json::json!({});
         let request = self
             .js
@@ -353,7 +357,7 @@ impl Broker {
         let reply = self
             .bounded(&format!("stream {stream}"), request)
             .await
-            .map_err(failed)?;
+            .map_err(StreamReadError::Failed)?;
         let local = Utc::now();
         if let Some(err) = reply.get("error") {
             let error: async_nats::jetstream::Error =
@@ -367,7 +371,7 @@ impl Broker {
                     stream: stream.to_string(),
                 }
             } else {
-                failed(format!("stream {stream}: {error}"))
+                StreamReadError::Failed(Fault::refused(&error, format!("stream {stream}: {error}")))
             });
         }
         let broker = reply
@@ -396,7 +400,11 @@ impl Broker {
     }
 
     /// The feed consumer's floors.
-    pub async fn feed_state(&self, stream: &str, consumer: &str) -> Result<FeedState, String> {
+    pub async fn feed_state(
+        &self,
+        stream: &str,
+        consumer: &str,
+    ) -> Result<FeedState, super::Fault> {
         // One request, straight to the consumer (no stream lookup first).
         #[derive(Deserialize)]
         #[serde(untagged)]
@@ -412,25 +420,28 @@ impl Broker {
                     &serde_json::json!({}),
                 )
                 .await
-                .map_err(|e| format!("consumer {consumer} on {stream}: {e}"))?;
+                .map_err(|e| Fault::failed(format!("consumer {consumer} on {stream}: {e}")))?;
             match reply {
                 Reply::Ok(info) => Ok(*info),
-                Reply::Err { error } if error.error_code() == ErrorCode::CONSUMER_NOT_FOUND => {
-                    Err(format!("consumer {consumer} not found on {stream}"))
-                }
+                Reply::Err { error } if error.error_code() == ErrorCode::CONSUMER_NOT_FOUND => Err(
+                    Fault::Missing(format!("consumer {consumer} not found on {stream}")),
+                ),
                 Reply::Err { error } if error.error_code() == ErrorCode::STREAM_NOT_FOUND => {
-                    Err(format!("stream {stream} does not exist"))
+                    Err(Fault::Missing(format!("stream {stream} does not exist")))
                 }
-                Reply::Err { error } => Err(format!("consumer {consumer} on {stream}: {error}")),
+                Reply::Err { error } => Err(Fault::refused(
+                    &error,
+                    format!("consumer {consumer} on {stream}: {error}"),
+                )),
             }
         };
         let info = tokio::time::timeout(self.read_timeout, read)
             .await
             .map_err(|_| {
-                format!(
+                Fault::Unanswered(format!(
                     "consumer {consumer}: no answer within {}",
                     crate::config::Dur(self.read_timeout)
-                )
+                ))
             })??;
         Ok(FeedState {
             ack_floor_seq: info.ack_floor.stream_sequence,
@@ -452,11 +463,11 @@ impl Broker {
         to: u64,
         cutoff: DateTime<Utc>,
         max_records: u64,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, super::Fault> {
         if to < from {
             return Ok(None);
         }
-        let err = |e: String| format!("age proof on {stream}: {e}");
+        let err = |e: String| Fault::failed(format!("age proof on {stream}: {e}"));
         let scan = async {
             let (s, consumer) = self.reader_from(stream, from, true).await.map_err(err)?;
             let name = consumer.cached_info().name.clone();
@@ -547,7 +558,7 @@ impl Broker {
         &self,
         stream: &str,
         at: DateTime<Utc>,
-    ) -> Result<Option<u64>, String> {
+    ) -> Result<Option<u64>, super::Fault> {
         #[derive(Deserialize)]
         struct Msg {
             seq: u64,
@@ -575,10 +586,10 @@ impl Broker {
             Reply::Ok { message } => Ok(Some(message.seq)),
             // 10037: no message at or after that time.
             Reply::Err { error } if error.err_code == 10037 => Ok(None),
-            Reply::Err { error } => Err(format!(
+            Reply::Err { error } => Err(Fault::failed(format!(
                 "age lookup on {stream}: {} ({}/{})",
                 error.description, error.code, error.err_code
-            )),
+            ))),
         }
     }
 }
@@ -588,7 +599,7 @@ impl Broker {
 pub enum StreamReadError {
     #[error("stream {stream} does not exist")]
     Missing { stream: String },
-    /// No answer, or an error answer: the sentence says which.
+    /// No answer, or an error answer: the fault says which.
     #[error("{0}")]
-    Failed(String),
+    Failed(Fault),
 }

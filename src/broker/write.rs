@@ -5,7 +5,7 @@ use async_nats::jetstream::kv;
 
 use super::lease::FencePermit;
 use super::read::instant_of;
-use super::Broker;
+use super::{Broker, Fault};
 use crate::floor::check_purge;
 use crate::rows::Instant;
 
@@ -47,7 +47,7 @@ pub enum PurgeError {
 
 impl Broker {
     /// The KV handle of `bucket`.
-    pub(super) async fn kv(&self, bucket: &str) -> Result<kv::Store, String> {
+    pub(super) async fn kv(&self, bucket: &str) -> Result<kv::Store, super::Fault> {
         if let Some(s) = self.stores.lock().ok().and_then(|m| m.get(bucket).cloned()) {
             return Ok(s);
         }
@@ -55,7 +55,7 @@ impl Broker {
             .js
             .get_key_value(bucket)
             .await
-            .map_err(|e| format!("bucket {bucket}: {e}"))?;
+            .map_err(|e| Fault::failed(format!("bucket {bucket}: {e}")))?;
         if let Ok(mut m) = self.stores.lock() {
             m.insert(bucket.to_string(), store.clone());
         }
@@ -83,7 +83,7 @@ impl Broker {
             key: key.to_string(),
             reason,
         };
-        let store = self.kv(bucket).await.map_err(failed)?;
+        let store = self.kv(bucket).await.map_err(|e| failed(e.to_string()))?;
         let result = match revision {
             Some(rev) => store
                 .update(key, value.into(), rev)
@@ -181,7 +181,7 @@ impl Broker {
 impl Broker {
     /// The demo's simulated application: `n` records on `subject`
     /// (pipelined); returns the last sequence.
-    pub async fn publish_many(&self, subject: &str, n: usize) -> Result<u64, String> {
+    pub async fn publish_many(&self, subject: &str, n: usize) -> Result<u64, super::Fault> {
         let mut last = 0;
         for chunk in 0..n.div_ceil(1000) {
             let mut acks = Vec::with_capacity(1000);
@@ -190,11 +190,11 @@ impl Broker {
                     self.js
                         .publish(subject.to_string(), format!("record {i}").into())
                         .await
-                        .map_err(|e| e.to_string())?,
+                        .map_err(|e| Fault::failed(e.to_string()))?,
                 );
             }
             for a in acks {
-                last = a.await.map_err(|e| e.to_string())?.sequence;
+                last = a.await.map_err(|e| Fault::failed(e.to_string()))?.sequence;
             }
         }
         Ok(last)

@@ -57,7 +57,7 @@ pub async fn run(cli: &Cli) -> Exit {
             Err(e) => {
                 failed = true;
                 crate::cli::say::error(format_args!("{e}"));
-                rows.push(serde_json::json!({"role": "archive", "bucket": bucket, "outcome": "failed", "error": e}));
+                rows.push(serde_json::json!({"role": "archive", "bucket": bucket, "outcome": "failed", "error": e.to_string()}));
             }
         }
     }

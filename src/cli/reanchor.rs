@@ -5,7 +5,7 @@ use chrono::Utc;
 use serde_json::json;
 
 use super::{Cli, ReanchorArgs};
-use crate::exit::Exit;
+use crate::exit::{Class, Exit};
 use crate::floor::{reanchor, FloorState, GateFault, NotReady};
 use crate::rows::Instant;
 
@@ -23,13 +23,13 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             args.stream,
             known.join(", ")
         ));
-        return Exit::Usage;
+        return Class::BadInput.exit();
     };
     let confirm = match args.confirm.as_deref().map(Instant::parse).transpose() {
         Ok(c) => c,
         Err(e) => {
             crate::cli::say::error(format_args!("-confirm: {e}; pass the live stream's created exactly as `crewlet retention reanchor -stream {}` prints it", domain.stream));
-            return Exit::Usage;
+            return Class::BadInput.exit();
         }
     };
     let broker = exit_on_err!(super::connect(&config).await);
@@ -46,19 +46,19 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     // The generation opens at the broker's instant.
     let now = crate::clock::broker_now(offset, now);
     let Some(answer) = answers.into_iter().find(|a| a.stream == domain.stream) else {
-        return Exit::Unreachable;
+        return Class::Unreachable.exit();
     };
     // The read above already holds the live stream's state: no second read.
     if let Some(e) = &answer.stream_error {
         crate::cli::say::error(format_args!("{e}"));
-        return Exit::Unreachable;
+        return Class::Unreachable.exit();
     }
     let Some(live_created) = answer.live_stream_created.or(answer.stream_created) else {
         crate::cli::say::error(format_args!(
             "stream {} reported no created instant",
             domain.stream
         ));
-        return Exit::Unreachable;
+        return Class::Unreachable.exit();
     };
     let live = Live {
         created: live_created,
@@ -69,7 +69,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         Ok(entries) => entries.iter().find(|e| e.key == domain.stream),
         Err(e) => {
             crate::cli::say::error(format_args!("{e}"));
-            return Exit::Unreachable;
+            return Class::Unreachable.exit();
         }
     };
     let revision = raw_row.map(|e| e.revision);
@@ -105,8 +105,10 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
     let decided = reanchor::case(&facts);
     let case = decided.words(live.last_seq);
 
-    let Some(confirm) = confirm else {
-        if cli.json {
+    let plan = reanchor::judge(&decided, live.created, confirm);
+    let next = match plan {
+        reanchor::Plan::Open { next } => next,
+        reanchor::Plan::Show if cli.json => {
             let command = decided.opens().map(|_| {
                 format!(
                     "crewlet retention reanchor -stream {} -confirm {}",
@@ -118,31 +120,34 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
                 json!({"stream": domain.stream, "live_created": live.created, "case": case,
                        "opens_generation": decided.opens(), "confirm_command": command, "reanchored": false})
             );
-            return Exit::Attention;
+            return plan.class().exit();
         }
-        println!("stream {}: live created {}", domain.stream, live.created);
-        println!("case: {case}");
-        if let Some(next) = decided.opens() {
-            println!(
-                "to open generation {next} on it: crewlet retention reanchor -stream {} -confirm {}",
-                domain.stream, live.created
+        reanchor::Plan::Show => {
+            println!("stream {}: live created {}", domain.stream, live.created);
+            println!("case: {case}");
+            if let Some(next) = decided.opens() {
+                println!(
+                    "to open generation {next} on it: crewlet retention reanchor -stream {} -confirm {}",
+                    domain.stream, live.created
+                );
+            }
+            return plan.class().exit();
+        }
+        reanchor::Plan::ConfirmMismatch => {
+            crate::cli::say::refused(
+                "confirm_mismatch",
+                format_args!(
+                    "-confirm {} is not the live stream's created {}; nothing written",
+                    confirm.map(|c| c.to_string()).unwrap_or_default(),
+                    live.created
+                ),
             );
+            return plan.class().exit();
         }
-        return Exit::Attention;
-    };
-    if confirm != live.created {
-        crate::cli::say::refused(
-            "confirm_mismatch",
-            format_args!(
-                "-confirm {confirm} is not the live stream's created {}; nothing written",
-                live.created
-            ),
-        );
-        return Exit::Attention;
-    }
-    let Some(next) = decided.opens() else {
-        println!("refused: {case}; nothing written");
-        return Exit::Attention;
+        reanchor::Plan::NothingToOpen => {
+            println!("refused: {case}; nothing written");
+            return plan.class().exit();
+        }
     };
     let cap = u64::try_from(live.max_bytes).unwrap_or(0);
     let reserve = if domain.gate_reserve { cap / 16 } else { 0 };
@@ -168,11 +173,12 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
             } else {
                 println!("reanchored {}: generation {next} keyed to created {}; no floor until the first tick on it", domain.stream, live.created);
             }
-            Exit::Ok
+            plan.class().exit()
         }
+        // A compare-and-set that lost, or no answer: refused as it stands.
         Err(e) => {
             crate::cli::say::error(format_args!("{e}; nothing written, run it again"));
-            Exit::Attention
+            Class::Refused.exit()
         }
     }
 }

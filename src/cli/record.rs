@@ -11,7 +11,6 @@ use std::time::Duration;
 use chrono::Utc;
 
 use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, HoldsArgs, KindArg, ReleaseArgs};
-use crate::broker::kv::CasError;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
@@ -301,45 +300,20 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
     let (config, d) = config_and_domain(cli, &args.stream)?;
     check_node_id(&args.hold_id).map_err(|e| bad(format!("HOLD_ID {e}")))?;
     let broker = super::connect(&config).await?;
-    let key = format!("{}.{}", d.stream, args.hold_id);
-    let bucket = &config.buckets.holds;
-    let entry = match broker.kv_entry(bucket, &key).await {
-        Ok(Some(e)) => e,
-        Ok(None) => {
-            crate::cli::say::refused(
-                "no_such_hold",
-                format_args!(
-                    "there is no hold {} on {}; nothing written",
-                    args.hold_id, d.stream
-                ),
-            );
-            return Ok(Exit::Attention);
+    let released = crate::hold::lift(&broker, &config, &d.stream, &args.hold_id).await;
+    let words = released.words(&d.stream, &args.hold_id);
+    match &released {
+        crate::hold::Released::Released if cli.json => println!(
+            "{}",
+            serde_json::json!({"released": true, "stream": d.stream, "hold_id": args.hold_id})
+        ),
+        crate::hold::Released::Released => println!("{words}"),
+        crate::hold::Released::Failed(_) => return Err(unreachable(words)),
+        refused => {
+            crate::cli::say::refused(refused.code().unwrap_or_default(), format_args!("{words}"))
         }
-        Err(e) => return Err(unreachable(format!("reading hold {key}: {e}"))),
-    };
-    // Deleted on the revision read: a hold replaced meanwhile (someone
-    // else's, under the same id) is not lifted by mistake.
-    match broker.kv_delete_at(bucket, &key, entry.revision).await {
-        Ok(()) => {
-            if cli.json {
-                println!(
-                    "{}",
-                    serde_json::json!({"released": true, "stream": d.stream, "hold_id": args.hold_id})
-                );
-            } else {
-                println!("released {} on {}", args.hold_id, d.stream);
-            }
-            Ok(Exit::Ok)
-        }
-        Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => {
-            crate::cli::say::refused("changed_meanwhile", format_args!(
-                "the hold {} on {} changed while it was being released; read it again (crewlet retention status) and retry",
-                args.hold_id, d.stream
-            ));
-            Ok(Exit::Attention)
-        }
-        Err(e) => Err(unreachable(format!("releasing {key}: {e}"))),
     }
+    Ok(released.class().exit())
 }
 
 pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {

@@ -1,7 +1,45 @@
 //! PURE: which case a `reanchor` is in (docs/architecture.md, Generations), and what a
-//! confirmed one opens. The command reads, calls [`case`], and prints.
+//! confirmed one opens. The command reads the [`Facts`], calls [`case`]
+//! and [`judge`], writes what the plan says, and prints.
 
+use crate::exit::Class;
 use crate::rows::Instant;
+
+/// What `reanchor` does with a case and its `-confirm`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Plan {
+    /// No `-confirm`: show the case and, if it opens one, the command that
+    /// opens the next generation. Nothing written.
+    Show,
+    /// `-confirm` names another instant than the live stream's created.
+    ConfirmMismatch,
+    /// Confirmed, but the case opens no generation.
+    NothingToOpen,
+    /// Open generation `next`, keyed to the live stream.
+    Open { next: u64 },
+}
+
+impl Plan {
+    /// Showing is done as far as it goes and says how to finish (exit 1);
+    /// a refusal is exit 1; opening is done (exit 0).
+    pub fn class(&self) -> Class {
+        match self {
+            Plan::Show => Class::Pending,
+            Plan::ConfirmMismatch | Plan::NothingToOpen => Class::Refused,
+            Plan::Open { .. } => Class::Done,
+        }
+    }
+}
+
+/// The plan for `case` given `-confirm` (`None` when not passed).
+pub fn judge(case: &Case, live_created: Instant, confirm: Option<Instant>) -> Plan {
+    match (confirm, case.opens()) {
+        (None, _) => Plan::Show,
+        (Some(c), _) if c != live_created => Plan::ConfirmMismatch,
+        (Some(_), None) => Plan::NothingToOpen,
+        (Some(_), Some(next)) => Plan::Open { next },
+    }
+}
 
 /// What the command found about the stream and its floors row.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -224,9 +262,34 @@ mod tests {
             ..base.clone()
         };
         assert_eq!(case(&unreadable(None)).opens(), Some(3));
+        assert_eq!(
+            judge(&case(&unreadable(None)), base.live_created, None),
+            Plan::Show
+        );
         assert_eq!(case(&unreadable(Some(5))).opens(), Some(6));
         assert!(case(&unreadable(None))
             .words(50)
             .contains("a confirmed reanchor replaces it"));
+    }
+
+    #[test]
+    fn judge_table() {
+        let live = Instant::parse("2026-12-02T05:00:00Z").expect("an instant");
+        let other = Instant::parse("2026-12-01T05:00:00Z").expect("an instant");
+        let opens = Case::Lost { highest: 4 };
+        let none = Case::Current { generation: 2 };
+        let rows = [
+            (&opens, None, Plan::Show, Class::Pending),
+            (&none, None, Plan::Show, Class::Pending),
+            (&opens, Some(other), Plan::ConfirmMismatch, Class::Refused),
+            (&none, Some(other), Plan::ConfirmMismatch, Class::Refused),
+            (&none, Some(live), Plan::NothingToOpen, Class::Refused),
+            (&opens, Some(live), Plan::Open { next: 5 }, Class::Done),
+        ];
+        for (case, confirm, plan, class) in rows {
+            let got = judge(case, live, confirm);
+            assert_eq!(got, plan, "{case:?} confirm {confirm:?}");
+            assert_eq!(got.class(), class, "{case:?} confirm {confirm:?}");
+        }
     }
 }

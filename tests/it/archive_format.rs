@@ -199,7 +199,7 @@ async fn the_object_store_keeps_segments_whole_and_never_replaces_one() {
         Put::AlreadyThere
     );
     let refused = broker.put_segment("crewlet_archive", &na, &b).await;
-    assert!(refused.is_err_and(|e| e.contains("never overwritten")));
+    assert!(refused.is_err_and(|e| e.to_string().contains("never overwritten")));
     let back = broker
         .get_segment("crewlet_archive", &na)
         .await

@@ -1,0 +1,96 @@
+//! Why the broker did not give what was asked, as a type.
+//!
+//! Each variant carries the whole sentence the operator reads (its
+//! `Display` is that sentence, unchanged from what the sidecar has always
+//! printed); code decides by the variant, never by the words.
+
+use crate::exit::Class;
+
+/// A broker call that gave nothing usable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Fault {
+    /// What was asked about (a stream, a bucket, a consumer, an object
+    /// store) does not exist: the broker answered, and said so.
+    #[error("{0}")]
+    Missing(String),
+    /// No answer within the read timeout: the write or read may or may not
+    /// have happened.
+    #[error("{0}")]
+    Unanswered(String),
+    /// The broker answered with an error of its own (`err_code` as the
+    /// JetStream API gives it).
+    #[error("{sentence}")]
+    Refused { err_code: u64, sentence: String },
+    /// Anything else: the connection failed, the answer did not parse, a
+    /// read back did not match what was written.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl Fault {
+    /// A failure said in `sentence`.
+    pub fn failed(sentence: impl Into<String>) -> Fault {
+        Fault::Failed(sentence.into())
+    }
+
+    /// The broker's error answer `error`, said as `sentence`.
+    pub fn refused(error: &async_nats::jetstream::Error, sentence: String) -> Fault {
+        Fault::Refused {
+            err_code: error.error_code().0,
+            sentence,
+        }
+    }
+
+    /// The same fault, its sentence led by `what` ("reading the floors
+    /// row: …").
+    pub fn within(self, what: impl std::fmt::Display) -> Fault {
+        let lead = |s: String| format!("{what}: {s}");
+        match self {
+            Fault::Missing(s) => Fault::Missing(lead(s)),
+            Fault::Unanswered(s) => Fault::Unanswered(lead(s)),
+            Fault::Refused { err_code, sentence } => Fault::Refused {
+                err_code,
+                sentence: lead(sentence),
+            },
+            Fault::Failed(s) => Fault::Failed(lead(s)),
+        }
+    }
+
+    /// The outcome class a gesture that met this fault ends in: a missing
+    /// stream or bucket is the operator's to create (exit 1, HTTP 404);
+    /// every other fault is the broker's (exit 3, HTTP 503).
+    pub fn class(&self) -> Class {
+        match self {
+            Fault::Missing(_) => Class::Missing,
+            Fault::Unanswered(_) | Fault::Refused { .. } | Fault::Failed(_) => Class::Unreachable,
+        }
+    }
+}
+
+/// A fault is said as its sentence where a caller only reports it (a
+/// term's `unreadable` reason, a log line): the variant has been looked at
+/// by then, or no decision hangs on it.
+impl From<Fault> for String {
+    fn from(f: Fault) -> String {
+        f.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_fault_keeps_its_kind_when_led_and_says_its_sentence() {
+        let f = Fault::Missing("stream T does not exist".into()).within("reading T");
+        assert_eq!(
+            f,
+            Fault::Missing("reading T: stream T does not exist".into())
+        );
+        assert_eq!(f.to_string(), "reading T: stream T does not exist");
+        assert_eq!(f.class(), Class::Missing);
+        let f = Fault::Unanswered("stream T: no answer within 5s".into());
+        assert_eq!(f.class(), Class::Unreachable);
+        assert_eq!(String::from(f), "stream T: no answer within 5s");
+    }
+}
