@@ -49,6 +49,8 @@ pub struct TickReport {
     /// The broker could not be reached: every answer says so, and the one
     /// alarm is `broker_unreachable`.
     pub outage: Option<Outage>,
+    /// How the buckets were read: from views kept across ticks, or whole.
+    pub views: crate::broker::view::Took,
 }
 
 impl TickReport {
@@ -145,6 +147,9 @@ pub struct Sidecar {
     pub observer: Option<Observer>,
     /// Since when ticks have read nothing on a connection that is up.
     failing_since: Option<DateTime<Utc>>,
+    /// Ticks run so far: every `retention.full_read_every`-th (the first
+    /// included) reads every bucket whole.
+    ticks: u64,
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
@@ -352,6 +357,7 @@ impl Sidecar {
             log_alarms: true,
             observer: None,
             failing_since: None,
+            ticks: 0,
         }
     }
 
@@ -363,10 +369,21 @@ impl Sidecar {
         // moved by the offset last read) serves only where none was read.
         // The lease and the rows are independent, so they are read together.
         let now = crate::clock::broker_now(self.offset, Utc::now());
-        let (duty, (mut raw, mut parsed)) = tokio::join!(
+        let mode = self.read_mode();
+        let held_before = self.duty.holds();
+        let (duty, (mut raw, mut parsed, mut views)) = tokio::join!(
             self.duty.claim_or_renew(&self.broker, now),
-            self.broker.read_all(&self.config.buckets)
+            self.broker.read_all_viewed(&self.config.buckets, mode)
         );
+        // A sidecar that newly claims the duty reads every bucket whole
+        // before it acts on them (docs/architecture.md, Incremental views).
+        if !held_before && self.duty.holds() && views.kept > 0 {
+            (raw, parsed, views) = self
+                .broker
+                .read_all_viewed(&self.config.buckets, crate::broker::view::Mode::Fresh)
+                .await;
+        }
+        self.ticks += 1;
         let policy = Policy::from_config(&self.config, self.duty.session());
         let mut reads = read_domains(&self.broker, &self.config, &policy, now).await;
         let offset = clock_offset(&reads);
@@ -443,6 +460,18 @@ impl Sidecar {
             duty,
             alarms,
             outage,
+            views,
+        }
+    }
+
+    /// Whole on the first tick and every `retention.full_read_every`-th,
+    /// else from the views kept across ticks.
+    fn read_mode(&self) -> crate::broker::view::Mode {
+        let every = u64::from(self.config.retention.full_read_every.max(1));
+        if self.ticks % every == 0 {
+            crate::broker::view::Mode::Fresh
+        } else {
+            crate::broker::view::Mode::Kept
         }
     }
 
@@ -649,7 +678,7 @@ impl Sidecar {
         }
         // Right after publishing and right before purging: a hold or a live
         // data node that landed after this tick's read still bounds it.
-        let pins = self.broker.read_pins(&self.config.buckets).await;
+        let pins = self.broker.read_pins_viewed(&self.config.buckets).await;
         let now = crate::clock::broker_now(self.offset, Utc::now());
         for (i, target, by) in targets {
             if let Some(d) = domains.get_mut(i) {

@@ -26,6 +26,8 @@ pub struct Broker {
     pub(super) read_timeout: std::time::Duration,
     /// What the client library has told us of the connection.
     pub(super) link: std::sync::Arc<Link>,
+    /// The buckets' incremental views, kept across ticks (`view.rs`).
+    pub(super) views: std::sync::Arc<super::view::Views>,
 }
 
 /// The connection as the client library's events told it: whether it was
@@ -272,6 +274,7 @@ pub async fn connect(
         stores: Default::default(),
         read_timeout: super::read::READ_TIMEOUT,
         link,
+        views: Default::default(),
     })
 }
 

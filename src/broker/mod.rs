@@ -16,6 +16,7 @@ pub mod kv;
 pub mod lease;
 pub mod read;
 pub mod streams;
+pub mod view;
 pub mod write;
 
 pub use connect::{connect, Broker, ConnectError};

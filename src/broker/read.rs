@@ -273,15 +273,45 @@ impl Broker {
     /// computed only from a [`Proven`](crate::proven::Proven) read
     /// (`trim::compute_all` takes nothing else).
     pub async fn read_all(&self, b: &Buckets) -> (Raw, crate::proven::Proven<ParsedRows>) {
+        let (raw, parsed, _) = self.read_all_by(b, None).await;
+        (raw, parsed)
+    }
+
+    /// As [`Broker::read_all`], each bucket from its incremental view
+    /// (`view.rs`) when `mode` allows and the view is proven current at
+    /// this cut, else read whole; says how many came from kept views.
+    pub async fn read_all_viewed(
+        &self,
+        b: &Buckets,
+        mode: super::view::Mode,
+    ) -> (Raw, crate::proven::Proven<ParsedRows>, super::view::Took) {
+        self.read_all_by(b, Some(mode)).await
+    }
+
+    async fn read_all_by(
+        &self,
+        b: &Buckets,
+        mode: Option<super::view::Mode>,
+    ) -> (Raw, crate::proven::Proven<ParsedRows>, super::view::Took) {
         let (presence, positions, holds, backups, snapshots, gates, floors) = tokio::join!(
-            self.read_bucket_parsing(&b.presence, parsed::add_presence, false),
-            self.read_bucket_parsing(&b.positions, parsed::add_position, false),
-            self.read_bucket_parsing(&b.holds, parsed::add_hold, false),
-            self.read_bucket_parsing(&b.backups, parsed::add_backup, false),
-            self.read_bucket_parsing(&b.snapshots, parsed::add_snapshot, false),
-            self.read_bucket_parsing(&b.gates, parsed::add_gate, true),
-            self.read_bucket_parsing(&b.floors, parsed::add_floor, true),
+            self.read_one(&b.presence, parsed::add_presence, false, mode),
+            self.read_one(&b.positions, parsed::add_position, false, mode),
+            self.read_one(&b.holds, parsed::add_hold, false, mode),
+            self.read_one(&b.backups, parsed::add_backup, false, mode),
+            self.read_one(&b.snapshots, parsed::add_snapshot, false, mode),
+            self.read_one(&b.gates, parsed::add_gate, true, mode),
+            self.read_one(&b.floors, parsed::add_floor, true, mode),
         );
+        let kept = [
+            presence.2, positions.2, holds.2, backups.2, snapshots.2, gates.2, floors.2,
+        ]
+        .iter()
+        .filter(|k| **k)
+        .count();
+        let took = super::view::Took {
+            kept,
+            rebuilt: if mode.is_some() { 7 - kept } else { 0 },
+        };
         let raw = Raw {
             gates: gates.0,
             floors: floors.0,
@@ -295,7 +325,28 @@ impl Broker {
             gates: gates.1,
             floors: floors.1,
         };
-        (raw, crate::proven::Proven::vouched(parsed))
+        (raw, crate::proven::Proven::vouched(parsed), took)
+    }
+
+    /// One bucket, whole (`mode` `None`) or by its view.
+    async fn read_one<T: Default>(
+        &self,
+        name: &str,
+        add: Sink<T>,
+        keep_raw: bool,
+        mode: Option<super::view::Mode>,
+    ) -> (Bucket, Result<T, BucketError>, bool) {
+        // Boxed: seven of these run in one join, and each read is a large
+        // future; on the heap they keep a tick's future small enough for a
+        // thread's stack.
+        match mode {
+            None => {
+                let (raw, parsed) =
+                    Box::pin(self.read_bucket_parsing(name, add, keep_raw)).await;
+                (raw, parsed, false)
+            }
+            Some(mode) => Box::pin(self.read_bucket_viewed(name, add, keep_raw, mode)).await,
+        }
     }
 
     /// The rows with the gates bucket parsed again from `gates`: this
@@ -316,9 +367,23 @@ impl Broker {
     /// checks what its reader delivered against the leader's last
     /// revision), so the pins come vouched for.
     pub async fn read_pins(&self, b: &Buckets) -> crate::proven::Proven<crate::floor::Pins> {
+        self.read_pins_by(b, None).await
+    }
+
+    /// As [`Broker::read_pins`], from the views the tick keeps, each proven
+    /// current again at this later cut (or read whole).
+    pub async fn read_pins_viewed(&self, b: &Buckets) -> crate::proven::Proven<crate::floor::Pins> {
+        self.read_pins_by(b, Some(super::view::Mode::Kept)).await
+    }
+
+    async fn read_pins_by(
+        &self,
+        b: &Buckets,
+        mode: Option<super::view::Mode>,
+    ) -> crate::proven::Proven<crate::floor::Pins> {
         let (holds, presence) = tokio::join!(
-            self.read_bucket_parsing(&b.holds, parsed::add_hold, false),
-            self.read_bucket_parsing(&b.presence, parsed::add_presence, false),
+            self.read_one(&b.holds, parsed::add_hold, false, mode),
+            self.read_one(&b.presence, parsed::add_presence, false, mode),
         );
         crate::proven::Proven::vouched(crate::floor::Pins {
             holds: holds.1,

@@ -254,6 +254,15 @@ impl Config {
                 format!("{} is out of range; allowed: 1 ..= 100", r.snapshots_kept),
             ));
         }
+        if r.full_read_every == 0 || r.full_read_every > 10_000 {
+            out.push(Problem::error(
+                "retention.full_read_every",
+                format!(
+                    "{} is out of range; allowed: 1 ..= 10000 (1 reads every bucket whole every tick)",
+                    r.full_read_every
+                ),
+            ));
+        }
         if r.snapshot_quorum == 0 || r.snapshot_quorum > 64 {
             out.push(Problem::error(
                 "retention.snapshot_quorum",

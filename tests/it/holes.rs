@@ -465,20 +465,35 @@ async fn hole_9_a_read_short_of_the_buckets_state_is_unreadable() {
     let hold = term(&r, crewlet::floor::TermName::MinHold);
     assert!(hold.state_is_unreadable(), "{hold:?}");
     assert_eq!(f.first_seq().await, 1, "nothing purged");
-    // Every reader the tick created is deleted (just after its read).
+    // A second tick answers from the views the first built; each bucket
+    // keeps one reader (its watcher), never one per tick, and the log's
+    // own readers are deleted just after their read.
+    let r = s.tick().await;
+    assert!(term(&r, crewlet::floor::TermName::MinHold).state_is_unreadable());
+    assert!(r.views.kept > 0, "{:?}", r.views);
+    let readers = |stream: &'static str, most: usize| {
+        let js = f.js.clone();
+        async move {
+            eventually(5, || async {
+                js.get_stream(stream)
+                    .await
+                    .is_ok_and(|s| s.cached_info().state.consumer_count <= most)
+            })
+            .await
+        }
+    };
     for stream in [
         "KV_crewlet_positions",
         "KV_crewlet_presence",
         "KV_crewlet_gates",
-        STREAM,
     ] {
-        let gone = eventually(5, || async {
-            f.js.get_stream(stream)
-                .await
-                .is_ok_and(|s| s.cached_info().state.consumer_count == 0)
-        })
-        .await;
-        assert!(gone, "{stream} keeps its readers");
+        assert!(readers(stream, 1).await, "{stream} keeps more than its watcher");
+    }
+    assert!(readers(STREAM, 0).await, "the log keeps its readers");
+    // A view that goes deletes its watcher.
+    drop(s);
+    for stream in ["KV_crewlet_positions", "KV_crewlet_presence"] {
+        assert!(readers(stream, 0).await, "{stream} keeps a dropped view's watcher");
     }
 }
 

@@ -1,0 +1,477 @@
+//! Incremental views of the buckets (docs/architecture.md, "Incremental
+//! views"): per bucket, a watcher kept across ticks delivers every change
+//! from the bucket's last message per key on, and a tick answers from what
+//! it delivered instead of reading the bucket whole, once the view is
+//! proven current at the tick's cut.
+//!
+//! The proof, each tick, per bucket:
+//!
+//! 1. Stream info of the bucket's stream, from its leader, first: its last
+//!    sequence, how many keys (subjects) it holds, when it was created, and
+//!    the broker's clock.
+//! 2. The watcher has delivered up to that last sequence (or the stream
+//!    holds no message). On a cluster the watcher may live on a replica
+//!    behind: then it never gets there in time, and the view is not proven.
+//! 3. Nothing went missing unseen: the watcher was never restarted (its
+//!    consumer sequence ran 1, 2, 3, … with no gap; a restarted ordered
+//!    consumer starts again at 1), the stream is the one the view was built
+//!    on (same created), and the keys the view holds at or below the cut
+//!    that have not aged out are no more than the stream's own count (a
+//!    purge or a raw delete removes messages without an event).
+//!
+//! A view that fails any of these is dropped and built again from the
+//! bucket's last message per key: a full read, in the same tick.
+//!
+//! Expiry (the presence bucket's max age) is judged from each entry's own
+//! time on the broker's clock (the message's timestamp and the stream
+//! info's clock), never from the absence of an event: the view holds an
+//! entry until its age passes the bucket's max age, and from then on it is
+//! not answered, whether the broker has removed the message yet or not. A
+//! view built afresh at the same cut answers the same.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use chrono::{DateTime, Utc};
+use futures::StreamExt;
+
+use super::Broker;
+use crate::floor::parsed::Sink;
+use crate::floor::{Bucket, BucketError, Entry};
+
+/// The views this connection keeps, by bucket.
+#[derive(Default)]
+pub struct Views {
+    by_bucket: Mutex<HashMap<String, Arc<Watched>>>,
+    /// Test and bench switch: answer from a view without proving it
+    /// current (the proof's step 2). Only failpoint builds read it.
+    #[cfg(any(debug_assertions, feature = "failpoints"))]
+    pub unproven: std::sync::atomic::AtomicBool,
+}
+
+impl std::fmt::Debug for Views {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let n = self.by_bucket.lock().map(|m| m.len()).unwrap_or(0);
+        write!(f, "Views({n} buckets)")
+    }
+}
+
+/// One bucket's watcher and what it delivered.
+struct Watched {
+    seen: Arc<Mutex<Seen>>,
+    moved: Arc<tokio::sync::Notify>,
+    /// The bucket's stream as it was when the view was built.
+    created: DateTime<Utc>,
+    task: tokio::task::JoinHandle<()>,
+    /// To delete the watcher's consumer when the view goes: a reader the
+    /// sidecar created is its to delete (the broker would drop an idle
+    /// one by itself, later).
+    js: async_nats::jetstream::Context,
+    stream: String,
+    consumer: String,
+}
+
+impl Drop for Watched {
+    fn drop(&mut self) {
+        self.task.abort();
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let (js, stream, consumer) = (
+                self.js.clone(),
+                std::mem::take(&mut self.stream),
+                std::mem::take(&mut self.consumer),
+            );
+            rt.spawn(async move {
+                let _ = js.delete_consumer_from_stream(consumer, stream).await;
+            });
+        }
+    }
+}
+
+/// What the watcher delivered so far.
+#[derive(Default)]
+struct Seen {
+    /// The last message of each key: its value (`None`: deleted or
+    /// purged), revision and broker timestamp.
+    keys: HashMap<String, Kept>,
+    /// The newest stream sequence delivered.
+    delivered: u64,
+    /// The watcher's consumer sequence (1, 2, 3, … when nothing was lost).
+    consumer_seq: u64,
+    /// The first pass, over the last message per key, is complete.
+    whole: bool,
+    /// Why the view can no longer be proven (the watcher stopped or was
+    /// restarted).
+    broken: Option<String>,
+}
+
+struct Kept {
+    value: Option<bytes::Bytes>,
+    revision: u64,
+    published: DateTime<Utc>,
+}
+
+/// How the tick reads a bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// From the view kept across ticks when it is proven current (else
+    /// rebuilt).
+    Kept,
+    /// Every view built again from the bucket's last message per key (a
+    /// full read): on the first tick, every `retention.full_read_every`
+    /// ticks, and on a sidecar that newly claims the duty.
+    Fresh,
+}
+
+/// What a view answered, for the tick's report and the bench.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Took {
+    /// Buckets answered from a view kept since an earlier tick.
+    pub kept: usize,
+    /// Buckets read whole (a view built, by choice or because the kept one
+    /// could not be proven).
+    pub rebuilt: usize,
+}
+
+/// The bucket's stream at the tick's cut, from its leader.
+struct Cut {
+    last_seq: u64,
+    messages: u64,
+    subjects: u64,
+    created: DateTime<Utc>,
+    /// The broker's clock in the answer.
+    broker: DateTime<Utc>,
+    /// The bucket's max age; zero: entries never age out.
+    max_age: Duration,
+}
+
+impl Broker {
+    /// Bucket `name` at this tick's cut, from its view ([`Mode`]), parsed
+    /// by `add` as [`Broker::read_bucket_parsing`] does, with the same
+    /// answer a full read at the same cut gives. The bool says whether a
+    /// kept view answered (false: the bucket was read whole).
+    pub(super) async fn read_bucket_viewed<T: Default>(
+        &self,
+        name: &str,
+        add: Sink<T>,
+        keep_raw: bool,
+        mode: Mode,
+    ) -> (Bucket, Result<T, BucketError>, bool) {
+        let failed = |reason: String| BucketError::Failed {
+            bucket: name.to_string(),
+            reason,
+        };
+        let cut = match self.bucket_cut(name).await {
+            Ok(c) => c,
+            Err(e) => {
+                self.forget_view(name);
+                return (Err(e.clone()), Err(e), false);
+            }
+        };
+        if mode == Mode::Kept {
+            if let Some(w) = self.kept_view(name) {
+                match self.prove(&w, &cut, self.read_timeout).await {
+                    Ok(()) => {
+                        let (raw, parsed) = emit(&w, &cut, add, keep_raw);
+                        return (Ok(raw), Ok(parsed), true);
+                    }
+                    Err(why) => {
+                        tracing::info!(event = "view_dropped", bucket = name, reason = %why, "the bucket's view could not be proven current: reading it whole");
+                    }
+                }
+            }
+        }
+        // A full read: a view built afresh on the bucket's last message per
+        // key, proven like any other, and kept for the next tick.
+        self.forget_view(name);
+        let w = match self.build_view(name, &cut).await {
+            Ok(w) => w,
+            Err(e) => {
+                let e = failed(e);
+                return (Err(e.clone()), Err(e), false);
+            }
+        };
+        match self.prove(&w, &cut, self.read_timeout).await {
+            Ok(()) => {
+                let (raw, parsed) = emit(&w, &cut, add, keep_raw);
+                self.keep_view(name, w);
+                (Ok(raw), Ok(parsed), false)
+            }
+            Err(why) => {
+                let e = failed(why);
+                (Err(e.clone()), Err(e), false)
+            }
+        }
+    }
+
+    fn kept_view(&self, name: &str) -> Option<Arc<Watched>> {
+        self.views.by_bucket.lock().ok()?.get(name).cloned()
+    }
+
+    fn keep_view(&self, name: &str, w: Arc<Watched>) {
+        if let Ok(mut m) = self.views.by_bucket.lock() {
+            m.insert(name.to_string(), w);
+        }
+    }
+
+    /// Drops the view of `name` (its watcher stops).
+    pub(super) fn forget_view(&self, name: &str) {
+        if let Ok(mut m) = self.views.by_bucket.lock() {
+            m.remove(name);
+        }
+    }
+
+    /// Drops every view: the next read of each bucket is whole.
+    pub fn forget_views(&self) {
+        if let Ok(mut m) = self.views.by_bucket.lock() {
+            m.clear();
+        }
+    }
+
+    /// Turns the view's proof off (tests: the model must then fail).
+    #[cfg(any(debug_assertions, feature = "failpoints"))]
+    pub fn unprove_views(&self, off: bool) {
+        self.views
+            .unproven
+            .store(off, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Stream info of the bucket's stream, raw (the typed client keeps
+    /// neither the broker's clock nor every count).
+    async fn bucket_cut(&self, name: &str) -> Result<Cut, BucketError> {
+        let failed = |reason: String| BucketError::Failed {
+            bucket: name.to_string(),
+            reason,
+        };
+        let body = serde_json::json!({});
+        let request = self
+            .js
+            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.KV_{name}"), &body);
+        let reply = self
+            .bounded("stream info", request)
+            .await
+            .map_err(|e| failed(e.to_string()))?;
+        if let Some(err) = reply.get("error") {
+            let code = err.get("err_code").and_then(serde_json::Value::as_u64);
+            if code == Some(async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND.0) {
+                return Err(BucketError::Missing {
+                    bucket: name.to_string(),
+                });
+            }
+            return Err(failed(format!("stream info: {err}")));
+        }
+        let time = |v: Option<&serde_json::Value>, what: &str| {
+            v.and_then(serde_json::Value::as_str)
+                .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                .map(|t| t.with_timezone(&Utc))
+                .ok_or_else(|| failed(format!("stream info carries no {what}")))
+        };
+        let state = &reply["state"];
+        let count = |k: &str| state.get(k).and_then(serde_json::Value::as_u64);
+        Ok(Cut {
+            last_seq: count("last_seq")
+                .ok_or_else(|| failed("stream info carries no last_seq".into()))?,
+            messages: count("messages").unwrap_or(0),
+            subjects: count("num_subjects").unwrap_or(0),
+            created: time(reply.get("created"), "created")?,
+            broker: time(reply.get("ts"), "broker time (ts)")?,
+            max_age: Duration::from_nanos(
+                reply["config"]["max_age"].as_u64().unwrap_or_default(),
+            ),
+        })
+    }
+
+    /// A new watcher on bucket `name` from its last message per key.
+    async fn build_view(&self, name: &str, cut: &Cut) -> Result<Arc<Watched>, String> {
+        let prefix = format!("$KV.{name}.");
+        let config = OrderedConfig {
+            filter_subject: format!("{prefix}>"),
+            deliver_policy: DeliverPolicy::LastPerSubject,
+            // Pulls of at most this long, so that a lost pull is noticed
+            // (by its missed heartbeats) within a read timeout.
+            max_expires: Duration::from_secs(4),
+            ..Default::default()
+        };
+        let consumer = self
+            .bounded(
+                "the watcher",
+                self.js
+                    .create_consumer_on_stream(config, format!("KV_{name}")),
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        let seen = Arc::new(Mutex::new(Seen {
+            whole: consumer.cached_info().num_pending == 0,
+            ..Seen::default()
+        }));
+        let consumer_name = consumer.cached_info().name.clone();
+        let moved = Arc::new(tokio::sync::Notify::new());
+        let task = tokio::spawn(watch(consumer, prefix, seen.clone(), moved.clone()));
+        Ok(Arc::new(Watched {
+            seen,
+            moved,
+            created: cut.created,
+            task,
+            js: self.js.clone(),
+            stream: format!("KV_{name}"),
+            consumer: consumer_name,
+        }))
+    }
+
+    /// Waits (at most `within`) until the view is proven current at `cut`.
+    async fn prove(&self, w: &Watched, cut: &Cut, within: Duration) -> Result<(), String> {
+        if w.created != cut.created {
+            return Err(format!(
+                "the bucket was recreated (created {}, the view's {})",
+                cut.created, w.created
+            ));
+        }
+        #[cfg(any(debug_assertions, feature = "failpoints"))]
+        if self
+            .views
+            .unproven
+            .load(std::sync::atomic::Ordering::SeqCst)
+        {
+            return Ok(());
+        }
+        let deadline = tokio::time::Instant::now() + within;
+        loop {
+            let moved = w.moved.notified();
+            tokio::pin!(moved);
+            moved.as_mut().enable();
+            {
+                let s = w.seen.lock().map_err(|_| "the view is poisoned".to_string())?;
+                if let Some(b) = &s.broken {
+                    return Err(b.clone());
+                }
+                if s.whole && (s.delivered >= cut.last_seq || cut.messages == 0) {
+                    return counts_agree(&s, cut);
+                }
+            }
+            if tokio::time::timeout_at(deadline, moved).await.is_err() {
+                let s = w.seen.lock().map_err(|_| "the view is poisoned".to_string())?;
+                return Err(format!(
+                    "the watcher had the bucket up to revision {}, its leader up to {} (a replica behind, or a stalled watcher)",
+                    s.delivered, cut.last_seq
+                ));
+            }
+        }
+    }
+}
+
+/// Nothing went missing unseen: the keys the view holds at or below the
+/// cut that have not aged out are no more than the keys the stream holds
+/// (a purge or a raw delete removes messages without an event).
+fn counts_agree(s: &Seen, cut: &Cut) -> Result<(), String> {
+    let held = s
+        .keys
+        .values()
+        .filter(|k| k.revision <= cut.last_seq && !aged_out(k, cut))
+        .count() as u64;
+    if held > cut.subjects {
+        return Err(format!(
+            "the view holds {held} keys, the bucket's stream {} (messages removed without an event)",
+            cut.subjects
+        ));
+    }
+    Ok(())
+}
+
+/// Whether the entry's age on the broker's clock passed the bucket's max
+/// age at the cut.
+fn aged_out(k: &Kept, cut: &Cut) -> bool {
+    !cut.max_age.is_zero()
+        && chrono::Duration::from_std(cut.max_age)
+            .is_ok_and(|age| k.published + age <= cut.broker)
+}
+
+/// The view's live entries at the cut, in revision order (the order a
+/// full read delivers them in), handed to `add`.
+fn emit<T: Default>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<Entry>, T) {
+    let mut parsed = T::default();
+    let mut raw = Vec::new();
+    let Ok(s) = w.seen.lock() else {
+        return (raw, parsed);
+    };
+    let mut live: Vec<(&String, &Kept)> = s
+        .keys
+        .iter()
+        .filter(|(_, k)| k.value.is_some() && !aged_out(k, cut))
+        .collect();
+    live.sort_unstable_by_key(|(_, k)| k.revision);
+    for (key, k) in live {
+        let value = k.value.as_deref().unwrap_or_default();
+        add(&mut parsed, key, value, k.revision);
+        if keep_raw {
+            raw.push(Entry {
+                key: key.clone(),
+                value: value.to_vec(),
+                revision: k.revision,
+            });
+        }
+    }
+    (raw, parsed)
+}
+
+/// The watcher: applies every message it is given to `seen`, in order,
+/// until it stops or is restarted (then the view is broken).
+async fn watch(
+    consumer: async_nats::jetstream::consumer::Consumer<OrderedConfig>,
+    prefix: String,
+    seen: Arc<Mutex<Seen>>,
+    moved: Arc<tokio::sync::Notify>,
+) {
+    let why: Result<(), String> = async {
+        let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
+        while let Some(msg) = messages.next().await {
+            let msg = msg.map_err(|e| e.to_string())?;
+            let info = msg.info().map_err(|e| e.to_string())?;
+            let (consumer_seq, revision, pending) =
+                (info.consumer_sequence, info.stream_sequence, info.pending);
+            let published = super::read::instant_of(info.published).0;
+            let deleted = msg.headers.as_ref().is_some_and(|h| {
+                h.get("KV-Operation")
+                    .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
+                    || h.get("Nats-Marker-Reason").is_some()
+            });
+            let Ok(mut s) = seen.lock() else {
+                return Err("the view is poisoned".to_string());
+            };
+            // The client restarts an ordered consumer after a gap or a lost
+            // server, from the next stream sequence: what was lost in
+            // between (a purge, an expiry) is then unseen.
+            if consumer_seq != s.consumer_seq + 1 {
+                return Err(format!(
+                    "the watcher was restarted (consumer sequence {consumer_seq} after {})",
+                    s.consumer_seq
+                ));
+            }
+            s.consumer_seq = consumer_seq;
+            s.delivered = s.delivered.max(revision);
+            if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
+                s.keys.insert(
+                    key.to_string(),
+                    Kept {
+                        value: (!deleted).then(|| msg.payload.clone()),
+                        revision,
+                        published,
+                    },
+                );
+            }
+            if pending == 0 {
+                s.whole = true;
+            }
+            drop(s);
+            moved.notify_waiters();
+        }
+        Err("the watcher's feed ended".to_string())
+    }
+    .await;
+    if let Err(why) = why {
+        if let Ok(mut s) = seen.lock() {
+            s.broken = Some(why);
+        }
+        moved.notify_waiters();
+    }
+}
