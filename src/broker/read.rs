@@ -303,7 +303,13 @@ impl Broker {
             self.read_one(&b.floors, parsed::add_floor, true, mode),
         );
         let kept = [
-            presence.2, positions.2, holds.2, backups.2, snapshots.2, gates.2, floors.2,
+            presence.2,
+            positions.2,
+            holds.2,
+            backups.2,
+            snapshots.2,
+            gates.2,
+            floors.2,
         ]
         .iter()
         .filter(|k| **k)
@@ -341,8 +347,7 @@ impl Broker {
         // thread's stack.
         match mode {
             None => {
-                let (raw, parsed) =
-                    Box::pin(self.read_bucket_parsing(name, add, keep_raw)).await;
+                let (raw, parsed) = Box::pin(self.read_bucket_parsing(name, add, keep_raw)).await;
                 (raw, parsed, false)
             }
             Some(mode) => Box::pin(self.read_bucket_viewed(name, add, keep_raw, mode)).await,

@@ -45,10 +45,20 @@ use crate::floor::{Bucket, BucketError, Entry};
 #[derive(Default)]
 pub struct Views {
     by_bucket: Mutex<HashMap<String, Arc<Watched>>>,
-    /// Test and bench switch: answer from a view without proving it
-    /// current (the proof's step 2). Only failpoint builds read it.
+    /// Test switches (failpoint builds only).
     #[cfg(any(debug_assertions, feature = "failpoints"))]
-    pub unproven: std::sync::atomic::AtomicBool,
+    knobs: Arc<Knobs>,
+}
+
+/// What the tests turn to show the proof is what stops a stale answer.
+#[cfg(any(debug_assertions, feature = "failpoints"))]
+#[derive(Default)]
+struct Knobs {
+    /// Answer from a kept view without proving it current.
+    unproven: std::sync::atomic::AtomicBool,
+    /// Each watcher waits this long before applying a message (a watcher
+    /// on a server behind, or a slow one).
+    delay_ms: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for Views {
@@ -171,7 +181,7 @@ impl Broker {
         };
         if mode == Mode::Kept {
             if let Some(w) = self.kept_view(name) {
-                match self.prove(&w, &cut, self.read_timeout).await {
+                match self.prove(&w, &cut, self.read_timeout, true).await {
                     Ok(()) => {
                         let (raw, parsed) = emit(&w, &cut, add, keep_raw);
                         return (Ok(raw), Ok(parsed), true);
@@ -192,7 +202,7 @@ impl Broker {
                 return (Err(e.clone()), Err(e), false);
             }
         };
-        match self.prove(&w, &cut, self.read_timeout).await {
+        match self.prove(&w, &cut, self.read_timeout, false).await {
             Ok(()) => {
                 let (raw, parsed) = emit(&w, &cut, add, keep_raw);
                 self.keep_view(name, w);
@@ -229,12 +239,23 @@ impl Broker {
         }
     }
 
-    /// Turns the view's proof off (tests: the model must then fail).
+    /// Turns the kept views' proof off (tests: a stale answer must then
+    /// follow).
     #[cfg(any(debug_assertions, feature = "failpoints"))]
     pub fn unprove_views(&self, off: bool) {
         self.views
+            .knobs
             .unproven
             .store(off, std::sync::atomic::Ordering::SeqCst);
+    }
+
+    /// Makes every watcher wait `ms` before applying each message (tests).
+    #[cfg(any(debug_assertions, feature = "failpoints"))]
+    pub fn delay_views(&self, ms: u64) {
+        self.views
+            .knobs
+            .delay_ms
+            .store(ms, std::sync::atomic::Ordering::SeqCst);
     }
 
     /// Stream info of the bucket's stream, raw (the typed client keeps
@@ -276,9 +297,7 @@ impl Broker {
             subjects: count("num_subjects").unwrap_or(0),
             created: time(reply.get("created"), "created")?,
             broker: time(reply.get("ts"), "broker time (ts)")?,
-            max_age: Duration::from_nanos(
-                reply["config"]["max_age"].as_u64().unwrap_or_default(),
-            ),
+            max_age: Duration::from_nanos(reply["config"]["max_age"].as_u64().unwrap_or_default()),
         })
     }
 
@@ -307,7 +326,11 @@ impl Broker {
         }));
         let consumer_name = consumer.cached_info().name.clone();
         let moved = Arc::new(tokio::sync::Notify::new());
-        let task = tokio::spawn(watch(consumer, prefix, seen.clone(), moved.clone()));
+        #[cfg(any(debug_assertions, feature = "failpoints"))]
+        let knobs = self.views.knobs.clone();
+        #[cfg(not(any(debug_assertions, feature = "failpoints")))]
+        let knobs = ();
+        let task = tokio::spawn(watch(consumer, prefix, seen.clone(), moved.clone(), knobs));
         Ok(Arc::new(Watched {
             seen,
             moved,
@@ -320,7 +343,15 @@ impl Broker {
     }
 
     /// Waits (at most `within`) until the view is proven current at `cut`.
-    async fn prove(&self, w: &Watched, cut: &Cut, within: Duration) -> Result<(), String> {
+    /// `kept`: a view kept from an earlier tick (the proof the test switch
+    /// turns off; a view just built is always waited for, as a full read).
+    async fn prove(
+        &self,
+        w: &Watched,
+        cut: &Cut,
+        within: Duration,
+        kept: bool,
+    ) -> Result<(), String> {
         if w.created != cut.created {
             return Err(format!(
                 "the bucket was recreated (created {}, the view's {})",
@@ -328,20 +359,27 @@ impl Broker {
             ));
         }
         #[cfg(any(debug_assertions, feature = "failpoints"))]
-        if self
-            .views
-            .unproven
-            .load(std::sync::atomic::Ordering::SeqCst)
+        if kept
+            && self
+                .views
+                .knobs
+                .unproven
+                .load(std::sync::atomic::Ordering::SeqCst)
         {
             return Ok(());
         }
+        #[cfg(not(any(debug_assertions, feature = "failpoints")))]
+        let _ = kept;
         let deadline = tokio::time::Instant::now() + within;
         loop {
             let moved = w.moved.notified();
             tokio::pin!(moved);
             moved.as_mut().enable();
             {
-                let s = w.seen.lock().map_err(|_| "the view is poisoned".to_string())?;
+                let s = w
+                    .seen
+                    .lock()
+                    .map_err(|_| "the view is poisoned".to_string())?;
                 if let Some(b) = &s.broken {
                     return Err(b.clone());
                 }
@@ -350,7 +388,10 @@ impl Broker {
                 }
             }
             if tokio::time::timeout_at(deadline, moved).await.is_err() {
-                let s = w.seen.lock().map_err(|_| "the view is poisoned".to_string())?;
+                let s = w
+                    .seen
+                    .lock()
+                    .map_err(|_| "the view is poisoned".to_string())?;
                 return Err(format!(
                     "the watcher had the bucket up to revision {}, its leader up to {} (a replica behind, or a stalled watcher)",
                     s.delivered, cut.last_seq
@@ -382,8 +423,7 @@ fn counts_agree(s: &Seen, cut: &Cut) -> Result<(), String> {
 /// age at the cut.
 fn aged_out(k: &Kept, cut: &Cut) -> bool {
     !cut.max_age.is_zero()
-        && chrono::Duration::from_std(cut.max_age)
-            .is_ok_and(|age| k.published + age <= cut.broker)
+        && chrono::Duration::from_std(cut.max_age).is_ok_and(|age| k.published + age <= cut.broker)
 }
 
 /// The view's live entries at the cut, in revision order (the order a
@@ -421,11 +461,20 @@ async fn watch(
     prefix: String,
     seen: Arc<Mutex<Seen>>,
     moved: Arc<tokio::sync::Notify>,
+    #[cfg(any(debug_assertions, feature = "failpoints"))] knobs: Arc<Knobs>,
+    #[cfg(not(any(debug_assertions, feature = "failpoints")))] _knobs: (),
 ) {
     let why: Result<(), String> = async {
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
         while let Some(msg) = messages.next().await {
             let msg = msg.map_err(|e| e.to_string())?;
+            #[cfg(any(debug_assertions, feature = "failpoints"))]
+            {
+                let ms = knobs.delay_ms.load(std::sync::atomic::Ordering::SeqCst);
+                if ms > 0 {
+                    tokio::time::sleep(Duration::from_millis(ms)).await;
+                }
+            }
             let info = msg.info().map_err(|e| e.to_string())?;
             let (consumer_seq, revision, pending) =
                 (info.consumer_sequence, info.stream_sequence, info.pending);

@@ -487,13 +487,19 @@ async fn hole_9_a_read_short_of_the_buckets_state_is_unreadable() {
         "KV_crewlet_presence",
         "KV_crewlet_gates",
     ] {
-        assert!(readers(stream, 1).await, "{stream} keeps more than its watcher");
+        assert!(
+            readers(stream, 1).await,
+            "{stream} keeps more than its watcher"
+        );
     }
     assert!(readers(STREAM, 0).await, "the log keeps its readers");
     // A view that goes deletes its watcher.
     drop(s);
     for stream in ["KV_crewlet_positions", "KV_crewlet_presence"] {
-        assert!(readers(stream, 0).await, "{stream} keeps a dropped view's watcher");
+        assert!(
+            readers(stream, 0).await,
+            "{stream} keeps a dropped view's watcher"
+        );
     }
 }
 

@@ -30,3 +30,4 @@ mod status;
 mod tidy;
 mod trim;
 mod validate;
+mod views;

@@ -836,7 +836,7 @@ async fn random_fleets_on_a_cluster_purge_exactly_what_the_model_allows() {
 /// reader's own check.
 async fn lag_a_follower(
     js: &async_nats::jetstream::Context,
-    cluster: &crate::support::cluster::Cluster,
+    cluster: Option<&crate::support::cluster::Cluster>,
     config: &crewlet::config::Config,
     first: u64,
 ) {
@@ -844,11 +844,16 @@ async fn lag_a_follower(
     let mut info = js.get_stream(&bucket).await.expect("holds bucket");
     let cluster_info = info.info().await.expect("info").cluster.clone();
     let leader = cluster_info.and_then(|c| c.leader).unwrap_or_default();
-    // A follower other than server 0, through which this test writes.
-    let follower = (1..cluster.servers.len())
-        .find(|i| leader != format!("s{i}"))
-        .expect("a follower other than s0");
-    cluster.servers[follower].signal(libc::SIGSTOP);
+    // A follower other than server 0, through which this test writes (on
+    // one server the hold simply lands between two ticks).
+    let follower = cluster.map(|c| {
+        (1..c.servers.len())
+            .find(|i| leader != format!("s{i}"))
+            .expect("a follower other than s0")
+    });
+    if let (Some(c), Some(i)) = (cluster, follower) {
+        c.servers[i].signal(libc::SIGSTOP);
+    }
     let hold = serde_json::json!({
         "seq": first,
         "owner": "model",
@@ -867,7 +872,9 @@ async fn lag_a_follower(
         .await
         .expect("publish the hold");
     ack.await.expect("the hold committed by the other two");
-    cluster.servers[follower].signal(libc::SIGCONT);
+    if let (Some(c), Some(i)) = (cluster, follower) {
+        c.servers[i].signal(libc::SIGCONT);
+    }
 }
 
 /// The scenarios with an archive (archive.md): besides the six rules, a
@@ -944,6 +951,8 @@ async fn run_model_lagging(
     let mut purged_some = 0;
     let mut blocked = 0;
     let mut lagged_runs = 0;
+    let mut viewed_runs = 0;
+    let mut kept_views = 0;
     for n in 0..count {
         let seed = base.wrapping_add(n);
         let s = draw(seed);
@@ -951,6 +960,12 @@ async fn run_model_lagging(
         // Drawn apart from the scenario, so that a replay of a seed without
         // a cluster draws the same fleet.
         let lagged = cluster.is_some() && Rng(seed ^ 0x1a99).range(0, 2) == 0;
+        // Half the fleets without an archive are judged on a second tick,
+        // from the incremental views the first built (docs/architecture.md,
+        // Incremental views); on one server a hold that pins the whole log
+        // lands between the two ticks in half of those.
+        let viewed = s.archive.is_none() && Rng(seed ^ 0x71e3).range(0, 2) == 0;
+        let lagged = lagged || (viewed && cluster.is_none() && Rng(seed ^ 0x0be1).range(0, 2) == 0);
         let broker = crewlet::broker::connect(url, &config.nats, "model")
             .await
             .expect("connect");
@@ -965,12 +980,25 @@ async fn run_model_lagging(
             )
             .await
             .expect("the log before the tick");
-        if let (true, Some(c)) = (lagged, cluster) {
-            lag_a_follower(js, c, &config, s.pre + 1).await;
+        let mut sidecar = crewlet::trim::Sidecar::new(config.clone(), broker.clone());
+        if std::env::var_os("CREWLET_MODEL_VIEWS_UNPROVEN").is_some() {
+            broker.unprove_views(true);
+        }
+        if viewed {
+            // A dry-run tick builds the views and claims the duty.
+            sidecar.config.trim.enabled = false;
+            sidecar.tick().await;
+            sidecar.config.trim.enabled = config.trim.enabled;
+            viewed_runs += 1;
+        }
+        if lagged {
+            lag_a_follower(js, cluster, &config, s.pre + 1).await;
             lagged_runs += 1;
         }
-        let mut sidecar = crewlet::trim::Sidecar::new(config.clone(), broker.clone());
         let report = sidecar.tick().await;
+        if viewed {
+            kept_views += usize::from(report.views.kept > 0);
+        }
         let after = js
             .get_stream(&config.domains[0].stream)
             .await
@@ -1097,7 +1125,11 @@ async fn run_model_lagging(
         sidecar.duty.release(&sidecar.broker).await;
         teardown(js, &config).await;
     }
-    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({lagged_runs} with a lagging follower), 0 violations");
+    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({lagged_runs} with a hold landing late, from a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views), 0 violations");
+    assert!(
+        viewed_runs == 0 || kept_views * 2 > viewed_runs,
+        "the views must be exercised: {kept_views} of {viewed_runs} second ticks kept a view"
+    );
     assert!(
         count < 50 || (purged_some > count / 10 && blocked > count / 10),
         "the generator must exercise both outcomes: {purged_some} purged, {blocked} blocked"

@@ -1,0 +1,313 @@
+//! The incremental views (docs/architecture.md, "Incremental views"): a
+//! tick that answers from a view kept across ticks answers what a full
+//! read at the same cut answers, and every fault that could leave a view
+//! behind gives a rebuilt view or `unreadable`, never a stale answer.
+
+use std::time::Duration;
+
+use crewlet::broker::view::Mode;
+use crewlet::floor::TermName;
+use serde_json::json;
+
+use crate::support::fleet::*;
+
+/// A small generator, so that a failing cut can be replayed from its seed.
+struct Lcg(u64);
+
+impl Lcg {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 = self
+            .0
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (self.0 >> 33) % n
+    }
+}
+
+fn seed() -> u64 {
+    std::env::var("CREWLET_VIEWS_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(11)
+        })
+}
+
+/// One random change to the rows: a position, a presence lease, a hold, a
+/// snapshot register written, deleted or purged.
+async fn mutate(f: &Fleet, r: &mut Lcg) {
+    let node = format!("node-{}", r.below(6) + 1);
+    let hold = format!("h{}", r.below(4));
+    let purge = |bucket: &'static str, key: String| {
+        let js = f.js.clone();
+        async move {
+            let kv = js.get_key_value(bucket).await.expect("bucket");
+            kv.purge(key).await.expect("purge");
+        }
+    };
+    match r.below(8) {
+        0 | 1 => f.position(&node, 1 + r.below(20)).await,
+        2 => f.presence(&node, &["data"]).await,
+        3 => f.delete("crewlet_presence", &node).await,
+        4 => f.hold(&hold, 1 + r.below(20), 600).await,
+        5 => f.delete("crewlet_holds", &format!("{STREAM}.{hold}")).await,
+        6 => purge("crewlet_positions", format!("{STREAM}.{node}")).await,
+        _ => f.snapshot(&node, 1 + r.below(20)).await,
+    }
+}
+
+/// The rows as a view answers them and as a full read on another
+/// connection answers them, at the same cut (nothing is written between).
+async fn both(
+    viewed: &crewlet::broker::Broker,
+    fresh: &crewlet::broker::Broker,
+    f: &Fleet,
+) -> (String, String, crewlet::broker::view::Took) {
+    let (_, v, took) = viewed.read_all_viewed(&f.config.buckets, Mode::Kept).await;
+    let (_, full) = fresh.read_all(&f.config.buckets).await;
+    (format!("{:?}", v.get()), format!("{:?}", full.get()), took)
+}
+
+async fn agree_at_random_cuts(f: &Fleet, rounds: usize) {
+    let s = seed();
+    let mut r = Lcg(s);
+    let viewed = f.broker().await;
+    let fresh = f.broker().await;
+    f.healthy(&[("node-1", 20), ("node-2", 18)], 20).await;
+    viewed.read_all_viewed(&f.config.buckets, Mode::Fresh).await;
+    let mut kept = 0;
+    for round in 0..rounds {
+        for _ in 0..=r.below(5) {
+            mutate(f, &mut r).await;
+        }
+        // No pause: the view must catch up by its proof, not by luck.
+        let (v, full, took) = both(&viewed, &fresh, f).await;
+        assert_eq!(
+            v, full,
+            "round {round}: the view and a full read disagree (replay: CREWLET_VIEWS_SEED={s})"
+        );
+        kept += took.kept;
+    }
+    // Most buckets were answered from kept views, not rebuilt each time
+    // (else this test would prove nothing about them).
+    assert!(
+        kept * 2 > rounds * 7,
+        "only {kept} of {} bucket reads came from kept views (seed {s})",
+        rounds * 7
+    );
+}
+
+#[tokio::test]
+async fn a_view_and_a_full_read_agree_at_random_cuts() {
+    let f = Fleet::new(20).await;
+    agree_at_random_cuts(&f, 40).await;
+}
+
+#[tokio::test]
+async fn on_a_cluster_a_view_and_a_full_read_agree_at_random_cuts() {
+    let f = Fleet::cluster(20).await;
+    agree_at_random_cuts(&f, 12).await;
+}
+
+/// A hold written once the broker takes writes again (after a restart or
+/// a stepdown, the first tries may find no leader).
+async fn hold_when_writable(f: &Fleet, id: &str, seq: u64) {
+    let row = json!({"seq": seq, "owner": "tester", "kind": "operator", "expires_at": ts(600)});
+    let written = eventually(20, || async {
+        match f.js.get_key_value("crewlet_holds").await {
+            Ok(kv) => kv
+                .put(format!("{STREAM}.{id}"), row.to_string().into())
+                .await
+                .is_ok(),
+            Err(_) => false,
+        }
+    })
+    .await;
+    assert!(written, "the hold {id} could not be written");
+}
+
+/// The hold term's value in a tick's answer; `None` when it has none
+/// (unreadable, or no hold).
+fn min_hold(r: &crewlet::trim::TickReport) -> Option<u64> {
+    term_state(r, TermName::MinHold)
+        .strip_prefix("value ")
+        .and_then(|v| v.parse().ok())
+}
+
+fn unreadable(r: &crewlet::trim::TickReport) -> bool {
+    term_state(r, TermName::MinHold).starts_with("unreadable")
+}
+
+#[tokio::test]
+async fn a_bucket_deleted_and_recreated_between_ticks_is_read_whole() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.hold("keep", 6, 600).await;
+    let mut s = f.sidecar().await;
+    s.config.trim.enabled = false;
+    let at_6 = min_hold(&s.tick().await).expect("the hold at 6 binds");
+    // The holds bucket goes and comes back empty, then one hold at 9: a
+    // view that missed the deletion would still answer 6.
+    f.js.delete_key_value("crewlet_holds")
+        .await
+        .expect("delete");
+    let broker = f.broker().await;
+    for spec in crewlet::buckets::contract_buckets(&f.config) {
+        broker.ensure_bucket(&spec).await.expect("recreate");
+    }
+    f.hold("later", 9, 600).await;
+    let r = s.tick().await;
+    assert!(r.views.rebuilt >= 1, "{:?}", r.views);
+    assert_eq!(
+        min_hold(&r),
+        Some(at_6 + 3),
+        "the hold at 9, not the one at 6"
+    );
+}
+
+#[tokio::test]
+async fn a_server_restart_breaks_the_watchers_and_the_views_are_rebuilt() {
+    let mut f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.hold("keep", 6, 600).await;
+    let mut s = f.sidecar().await;
+    s.config.trim.enabled = false;
+    let at_6 = min_hold(&s.tick().await).expect("the hold at 6 binds");
+    let r = s.tick().await;
+    assert_eq!(r.views.kept, 7, "a second tick answers from its views");
+    // The connection is lost while a tick runs: that tick answers from a
+    // proven view, a rebuilt one, or says unreadable; never stale.
+    f.hold("during", 4, 600).await;
+    let restart = async {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        f.server.restart();
+    };
+    let (r, ()) = tokio::join!(s.tick(), restart);
+    assert!(
+        unreadable(&r) || min_hold(&r) == Some(at_6 - 2),
+        "the hold at 4 or unreadable: {:?}",
+        term_state(&r, TermName::MinHold)
+    );
+    // The hold written while the watchers were gone is seen.
+    hold_when_writable(&f, "after", 3).await;
+    let mut seen = None;
+    for _ in 0..10 {
+        let r = s.tick().await;
+        assert!(
+            unreadable(&r) || min_hold(&r) == Some(at_6 - 3),
+            "stale: {:?}",
+            term_state(&r, TermName::MinHold)
+        );
+        seen = min_hold(&r);
+        if seen.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(seen, Some(at_6 - 3));
+    let r = s.tick().await;
+    assert_eq!(min_hold(&r), Some(at_6 - 3));
+    assert!(r.views.kept > 0, "views again: {:?}", r.views);
+}
+
+#[tokio::test]
+async fn a_stepdown_of_a_buckets_leader_gives_a_proven_or_rebuilt_view() {
+    let f = Fleet::cluster(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.hold("keep", 6, 600).await;
+    let mut s = f.sidecar().await;
+    s.config.trim.enabled = false;
+    let at_6 = min_hold(&s.tick().await).expect("the hold at 6 binds");
+    s.tick().await;
+    let reply: serde_json::Value =
+        f.js.request(
+            "STREAM.LEADER.STEPDOWN.KV_crewlet_holds".to_string(),
+            &json!({}),
+        )
+        .await
+        .expect("stepdown");
+    assert_eq!(reply["success"], json!(true), "{reply}");
+    hold_when_writable(&f, "after", 4).await;
+    let mut seen = None;
+    for _ in 0..10 {
+        let r = s.tick().await;
+        // Never the answer from before the stepdown.
+        assert!(
+            unreadable(&r) || min_hold(&r) == Some(at_6 - 2),
+            "stale: {:?}",
+            term_state(&r, TermName::MinHold)
+        );
+        seen = min_hold(&r);
+        if seen.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert_eq!(seen, Some(at_6 - 2));
+}
+
+#[tokio::test]
+async fn a_sidecar_that_newly_claims_the_duty_reads_every_bucket_whole() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let mut a = f.sidecar_as("side-a").await;
+    let mut b = f.sidecar_as("side-b").await;
+    a.tick().await;
+    b.tick().await;
+    let r = b.tick().await;
+    assert!(!b.duty.holds(), "a holds the duty");
+    assert_eq!(
+        r.views.kept, 7,
+        "a sidecar without the duty reads from views"
+    );
+    // a lets the duty go; b claims it on its next tick, and that tick
+    // reads everything whole.
+    a.duty.release(&a.broker).await;
+    let r = b.tick().await;
+    assert!(b.duty.holds(), "b claimed the duty");
+    assert_eq!(r.views.kept, 0, "{:?}", r.views);
+    assert_eq!(r.views.rebuilt, 7, "{:?}", r.views);
+    let r = b.tick().await;
+    assert_eq!(r.views.kept, 7, "then its views again");
+}
+
+/// The proof is what stops a stale answer: with watchers slowed (as on a
+/// server behind), a hold written just before a tick is waited for; with
+/// the kept views' proof turned off the same tick purges past it.
+#[tokio::test]
+async fn with_its_proof_off_a_slow_watcher_lets_a_purge_past_a_hold() {
+    for proof in [true, false] {
+        let f = Fleet::new(20).await;
+        f.healthy(&[("node-1", 20)], 20).await;
+        let broker = f.broker().await;
+        let mut s = crewlet::trim::Sidecar::new(f.config.clone(), broker.clone());
+        // A dry run builds the views and claims the duty.
+        s.config.trim.enabled = false;
+        s.tick().await;
+        s.config.trim.enabled = true;
+        // Every watcher caught up with that tick's own writes (a proven
+        // read waits for them) before they are slowed.
+        broker.read_all_viewed(&f.config.buckets, Mode::Kept).await;
+        broker.delay_views(300);
+        broker.unprove_views(!proof);
+        f.hold("late", 5, 600).await;
+        let r = s.tick().await;
+        let first = f.first_seq().await;
+        if proof {
+            assert!(
+                first <= 5,
+                "purged to {first} past the hold at 5: {:?}",
+                r.domains[0].answer.terms
+            );
+        } else {
+            assert!(
+                first > 5,
+                "with the proof off the stale view let the purge go only to {first}: published {:?} purged {:?} trim_to {} terms {:?}",
+                r.domains[0].published, r.domains[0].purged, r.domains[0].answer.trim_to, r.domains[0].answer.terms
+            );
+        }
+    }
+}
