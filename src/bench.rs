@@ -499,6 +499,64 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             Some(1.25),
             Some(75.0),
         ));
+        // The incremental views (docs/architecture.md, Incremental views),
+        // each against the bare full read of the same 7 buckets, measured
+        // interleaved in this run: nothing changed, 1 % of the rows changed
+        // since the last read, and a view rebuilt (a full read into a view).
+        {
+            use crate::broker::view::Mode;
+            let (mut t_idle, mut t_churn, mut t_rebuild, mut t_full) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            broker.read_all_viewed(&config.buckets, Mode::Fresh).await;
+            let positions = broker
+                .read_rows(&config.buckets)
+                .await
+                .positions
+                .map_err(|e| e.to_string())?;
+            let churn: Vec<_> = positions.iter().take(positions.len() / 100).collect();
+            for _ in 0..samples {
+                let t = Instant::now();
+                std::hint::black_box(broker.read_rows(&config.buckets).await);
+                t_full.push(ms(t.elapsed()));
+                let t = Instant::now();
+                std::hint::black_box(broker.read_all_viewed(&config.buckets, Mode::Kept).await);
+                t_idle.push(ms(t.elapsed()));
+                for e in &churn {
+                    broker
+                        .kv_put(&config.buckets.positions, &e.key, e.value.clone())
+                        .await
+                        .map_err(|e| e.to_string())?;
+                }
+                let t = Instant::now();
+                std::hint::black_box(broker.read_all_viewed(&config.buckets, Mode::Kept).await);
+                t_churn.push(ms(t.elapsed()));
+                let t = Instant::now();
+                std::hint::black_box(broker.read_all_viewed(&config.buckets, Mode::Fresh).await);
+                t_rebuild.push(ms(t.elapsed()));
+            }
+            let full = stats(t_full);
+            lines.push(line(
+                "views, nothing changed (10,000 rows)",
+                &stats(t_idle),
+                Some(&full),
+                Some(0.2),
+                None,
+            ));
+            lines.push(line(
+                &format!("views, {} rows (1 %) changed", churn.len()),
+                &stats(t_churn),
+                Some(&full),
+                Some(0.25),
+                None,
+            ));
+            lines.push(line(
+                "views rebuilt (a full read)",
+                &stats(t_rebuild),
+                Some(&full),
+                Some(1.3),
+                None,
+            ));
+        }
         // Where the tick's time goes.
         let (mut t_read, mut t_parse, mut t_answer) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..samples {
@@ -1019,7 +1077,7 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     ])
 }
 
-/// The archive's figures (docs/archive-format.md, Performance): the fold of 100,000
+/// The archive's figures (docs/performance.md): the fold of 100,000
 /// records of 200 bytes and the merge read across the seam, each against
 /// a raw ordered-consumer read of the same records; and the tick of an
 /// archived domain with nothing to fold against the same tick without an

@@ -103,7 +103,7 @@ impl std::fmt::Display for Limit {
 }
 
 /// Every setting of the stream's own that can delete a record the floor
-/// protects (docs/architecture.md, Broker-side retention that bypasses the gate).
+/// protects (docs/runbook.md, broker_retention_bypass).
 /// `max_bytes` and `max_msgs` only do so with `discard: old`,
 /// `max_msgs_per_subject` only without `discard_new_per_subject`.
 pub fn bypasses(f: &StreamFacts) -> Vec<Bypass> {

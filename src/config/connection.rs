@@ -1,6 +1,6 @@
 //! Where the connection settings come from, as the `nats` CLI takes them:
 //! flags, then the environment, then a `nats` CLI context, then the
-//! configuration file, then the local default (docs/runbook.md, Connecting).
+//! configuration file, then the local default (docs/configuration.md, Connecting).
 //!
 //! The server URL, the TLS files and the authentication each come from the
 //! highest source that sets them. Authentication (creds, nkey, user and

@@ -1,4 +1,4 @@
-//! PURE: evictions and readmissions (docs/architecture.md, Evictions and readmissions;
+//! PURE: evictions and readmissions (docs/decisions.md, "Evictions and readmissions";
 //! docs/contract.md, Gate records, Operation ids). The judgement before anything
 //! is written, the gate record itself, absorbing records from a log into
 //! the gates view in log order, each log's outcome, and the admission rule

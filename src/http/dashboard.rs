@@ -1,4 +1,4 @@
-//! The dashboard at `/` (docs/http.md, Dashboard): one page embedded in the
+//! The dashboard at `/` (docs/http.md, "The dashboard"): one page embedded in the
 //! binary. It fetches `/v1/retention` with a `read` token the operator
 //! types or passes in the URL fragment, so the page itself needs none.
 //!
