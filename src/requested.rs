@@ -178,13 +178,13 @@ pub async fn raise(
     by: &str,
     reason: &str,
 ) -> Result<Raised, AskError> {
-    use crate::broker::read::StreamReadError;
+    use crate::broker::Fault;
     let (state, clock) = broker
-        .stream_state_read(&domain.stream)
+        .stream_state_at(&domain.stream)
         .await
         .map_err(|e| match e {
-            StreamReadError::Missing { .. } => AskError::NoStream(e.to_string()),
-            StreamReadError::Failed(m) => AskError::Unreachable(m),
+            Fault::Missing(_) => AskError::NoStream(e.to_string()),
+            other => AskError::Unreachable(other),
         })?;
     let tail = state.last_seq.saturating_add(1);
     let r = match ask {

@@ -56,24 +56,11 @@ impl Broker {
     /// The stream's configuration as the broker returns it (the `config`
     /// of a raw `STREAM.INFO`); `None` when the stream does not exist.
     async fn raw_config(&self, stream: &str) -> Result<Option<serde_json::Value>, Fault> {
-        let body = serde_json::json!({});
-        let request = self
-            .js
-            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
-        let reply = self.bounded(&format!("stream {stream}"), request).await?;
-        if let Some(err) = reply.get("error") {
-            let error: async_nats::jetstream::Error =
-                serde_json::from_value(err.clone()).map_err(|e| {
-                    Fault::failed(format!(
-                        "stream {stream}: an error answer that does not parse ({e})"
-                    ))
-                })?;
-            return if error.error_code() == async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND {
-                Ok(None)
-            } else {
-                Err(Fault::refused(&error, format!("stream {stream}: {error}")))
-            };
-        }
+        let reply = match self.stream_info_raw(stream).await {
+            Ok(r) => r,
+            Err(Fault::Missing(_)) => return Ok(None),
+            Err(e) => return Err(e),
+        };
         reply
             .get("config")
             .cloned()

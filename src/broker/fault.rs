@@ -4,8 +4,6 @@
 //! `Display` is that sentence, unchanged from what the sidecar has always
 //! printed); code decides by the variant, never by the words.
 
-use crate::exit::Class;
-
 /// A broker call that gave nothing usable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Fault {
@@ -55,16 +53,6 @@ impl Fault {
             Fault::Failed(s) => Fault::Failed(lead(s)),
         }
     }
-
-    /// The outcome class a gesture that met this fault ends in: a missing
-    /// stream or bucket is the operator's to create (exit 1, HTTP 404);
-    /// every other fault is the broker's (exit 3, HTTP 503).
-    pub fn class(&self) -> Class {
-        match self {
-            Fault::Missing(_) => Class::Missing,
-            Fault::Unanswered(_) | Fault::Refused { .. } | Fault::Failed(_) => Class::Unreachable,
-        }
-    }
 }
 
 /// A fault is said as its sentence where a caller only reports it (a
@@ -88,9 +76,7 @@ mod tests {
             Fault::Missing("reading T: stream T does not exist".into())
         );
         assert_eq!(f.to_string(), "reading T: stream T does not exist");
-        assert_eq!(f.class(), Class::Missing);
         let f = Fault::Unanswered("stream T: no answer within 5s".into());
-        assert_eq!(f.class(), Class::Unreachable);
         assert_eq!(String::from(f), "stream T: no answer within 5s");
     }
 }

@@ -307,10 +307,7 @@ impl Broker {
                 .await
             {
                 Ok(m) => {
-                    let deleted = m
-                        .headers
-                        .get("KV-Operation")
-                        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE");
+                    let deleted = super::read::is_deletion(&m.headers);
                     Ok(crate::proven::Proven::vouched((!deleted).then(|| {
                         KvEntry {
                             value: m.payload.to_vec(),

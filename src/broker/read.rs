@@ -29,6 +29,30 @@ pub struct Raw {
 /// sidecar sets a shorter one from its tick ([`Broker::with_read_timeout`]).
 pub const READ_TIMEOUT: Duration = crate::config::MAX_READ_TIMEOUT;
 
+/// A reader of bucket `name` from the last message of each key on: what
+/// a full read delivers, and where an incremental view starts.
+pub(super) fn last_per_key(name: &str) -> OrderedConfig {
+    OrderedConfig {
+        filter_subject: format!("$KV.{name}.>"),
+        deliver_policy: DeliverPolicy::LastPerSubject,
+        // Pulls of at most this long, so that a lost pull is noticed (by
+        // its missed heartbeats) within a read timeout rather than after
+        // the client's default 30 s.
+        max_expires: Duration::from_secs(4),
+        ..Default::default()
+    }
+}
+
+/// Whether a bucket message ends its key: a delete or purge (the KV
+/// operation header), or a marker the server writes when a key's last
+/// message goes.
+pub(super) fn is_deletion(headers: &async_nats::HeaderMap) -> bool {
+    headers
+        .get("KV-Operation")
+        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
+        || headers.get("Nats-Marker-Reason").is_some()
+}
+
 /// Converts the broker's `created` (nanoseconds preserved).
 pub fn instant_of(t: time::OffsetDateTime) -> Instant {
     let nanos = t.unix_timestamp_nanos();
@@ -113,15 +137,7 @@ impl Broker {
         // runs until nothing is pending), and one that expired in between
         // costs a second read. A missing bucket answers "stream not found".
         let stream_name = format!("KV_{name}");
-        let config = OrderedConfig {
-            filter_subject: format!("{prefix}>"),
-            deliver_policy: DeliverPolicy::LastPerSubject,
-            // Pulls of at most this long, so that a lost pull is noticed
-            // (by its missed heartbeats) within the read's timeout rather
-            // than after the client's default 30 s.
-            max_expires: Duration::from_secs(4),
-            ..Default::default()
-        };
+        let config = last_per_key(name);
         // Stream info first (the leader answers it), then the reader: what
         // the reader delivers must reach what the leader had committed.
         let stream = self.js.get_stream(&stream_name).await;
@@ -187,12 +203,7 @@ impl Broker {
                     )));
                 }
                 newest = newest.max(revision);
-                let deleted = msg.headers.as_ref().is_some_and(|h| {
-                    h.get("KV-Operation")
-                        .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
-                        || h.get("Nats-Marker-Reason").is_some()
-                });
-                if !deleted {
+                if !msg.headers.as_ref().is_some_and(is_deletion) {
                     if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
                         add(parsed, key, &msg.payload, revision);
                         if keep_raw {
@@ -302,7 +313,7 @@ impl Broker {
             self.read_one(&b.gates, parsed::add_gate, true, mode),
             self.read_one(&b.floors, parsed::add_floor, true, mode),
         );
-        let kept = [
+        let from_views = [
             presence.2,
             positions.2,
             holds.2,
@@ -310,13 +321,15 @@ impl Broker {
             snapshots.2,
             gates.2,
             floors.2,
-        ]
-        .iter()
-        .filter(|k| **k)
-        .count();
+        ];
+        let kept = from_views.iter().filter(|k| **k).count();
         let took = super::view::Took {
             kept,
-            rebuilt: if mode.is_some() { 7 - kept } else { 0 },
+            rebuilt: if mode.is_some() {
+                from_views.len() - kept
+            } else {
+                0
+            },
         };
         let raw = Raw {
             gates: gates.0,
@@ -401,61 +414,27 @@ impl Broker {
         self.stream_state_at(stream).await.map(|(s, _)| s)
     }
 
-    /// Fresh stream info, and the broker's clock in the answer (`ts`, which
-    /// the typed client does not keep: the request is made raw).
-    pub async fn stream_state_at(
-        &self,
-        stream: &str,
-    ) -> Result<(StreamState, Reading), super::Fault> {
-        self.stream_state_read(stream).await.map_err(|e| match e {
-            StreamReadError::Missing { .. } => Fault::Missing(e.to_string()),
-            StreamReadError::Failed(f) => f,
-        })
-    }
-
-    /// As [`Broker::stream_state_at`], its error typed: a stream that does
-    /// not exist is not a broker that did not answer.
-    pub async fn stream_state_read(
-        &self,
-        stream: &str,
-    ) -> Result<(StreamState, Reading), StreamReadError> {
-        let failed = |s: String| StreamReadError::Failed(Fault::Failed(s));
-        let body = serde_json::json!({});
-        let request = self
-            .js
-            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
-        let reply = self
-            .bounded(&format!("stream {stream}"), request)
-            .await
-            .map_err(StreamReadError::Failed)?;
+    /// Fresh stream info, and the broker's clock in the answer (`ts`,
+    /// which the typed client does not keep: the request is made raw). A
+    /// stream that does not exist is `Fault::Missing`, not a broker that
+    /// did not answer.
+    pub async fn stream_state_at(&self, stream: &str) -> Result<(StreamState, Reading), Fault> {
+        let reply = self.stream_info_raw(stream).await?;
         let local = Utc::now();
-        if let Some(err) = reply.get("error") {
-            let error: async_nats::jetstream::Error =
-                serde_json::from_value(err.clone()).map_err(|e| {
-                    failed(format!(
-                        "stream {stream}: an error answer that does not parse ({e})"
-                    ))
-                })?;
-            return Err(if error.error_code() == ErrorCode::STREAM_NOT_FOUND {
-                StreamReadError::Missing {
-                    stream: stream.to_string(),
-                }
-            } else {
-                StreamReadError::Failed(Fault::refused(&error, format!("stream {stream}: {error}")))
-            });
-        }
         let broker = reply
             .get("ts")
             .and_then(|t| t.as_str())
             .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
             .map(|t| t.with_timezone(&Utc))
             .ok_or_else(|| {
-                failed(format!(
+                Fault::failed(format!(
                     "stream {stream}: the answer carries no broker time (ts)"
                 ))
             })?;
-        let info: async_nats::jetstream::stream::Info = serde_json::from_value(reply)
-            .map_err(|e| failed(format!("stream {stream}: stream info does not parse ({e})")))?;
+        let info: async_nats::jetstream::stream::Info =
+            serde_json::from_value(reply).map_err(|e| {
+                Fault::failed(format!("stream {stream}: stream info does not parse ({e})"))
+            })?;
         Ok((
             StreamState {
                 first_seq: info.state.first_sequence,
@@ -467,6 +446,32 @@ impl Broker {
             },
             Reading { broker, local },
         ))
+    }
+
+    /// `STREAM.INFO` of `stream` as the broker answers it, within the read
+    /// timeout (raw: the typed client keeps neither the broker's clock nor
+    /// every count). A stream that does not exist is `Fault::Missing`;
+    /// another error answer is `Fault::Refused`.
+    pub(super) async fn stream_info_raw(&self, stream: &str) -> Result<serde_json::Value, Fault> {
+        let body = serde_json::json!({});
+        let request = self
+            .js
+            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
+        let reply = self.bounded(&format!("stream {stream}"), request).await?;
+        let Some(err) = reply.get("error") else {
+            return Ok(reply);
+        };
+        let error: async_nats::jetstream::Error =
+            serde_json::from_value(err.clone()).map_err(|e| {
+                Fault::failed(format!(
+                    "stream {stream}: an error answer that does not parse ({e})"
+                ))
+            })?;
+        Err(if error.error_code() == ErrorCode::STREAM_NOT_FOUND {
+            Fault::Missing(format!("stream {stream} does not exist"))
+        } else {
+            Fault::refused(&error, format!("stream {stream}: {error}"))
+        })
     }
 
     /// The feed consumer's floors.
@@ -662,14 +667,4 @@ impl Broker {
             ))),
         }
     }
-}
-
-/// Why stream info was not read.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum StreamReadError {
-    #[error("stream {stream} does not exist")]
-    Missing { stream: String },
-    /// No answer, or an error answer: the fault says which.
-    #[error("{0}")]
-    Failed(Fault),
 }

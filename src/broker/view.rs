@@ -33,7 +33,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
+use async_nats::jetstream::consumer::pull::OrderedConfig;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
@@ -45,20 +45,39 @@ use crate::floor::{Bucket, BucketError, Entry};
 #[derive(Default)]
 pub struct Views {
     by_bucket: Mutex<HashMap<String, Arc<Watched>>>,
-    /// Test switches (failpoint builds only).
-    #[cfg(any(debug_assertions, feature = "failpoints"))]
+    /// Test switches: they can be set only in failpoint builds.
     knobs: Arc<Knobs>,
 }
 
 /// What the tests turn to show the proof is what stops a stale answer.
-#[cfg(any(debug_assertions, feature = "failpoints"))]
 #[derive(Default)]
 struct Knobs {
     /// Answer from a kept view without proving it current.
+    #[cfg(any(debug_assertions, feature = "failpoints"))]
     unproven: std::sync::atomic::AtomicBool,
     /// Each watcher waits this long before applying a message (a watcher
     /// on a server behind, or a slow one).
+    #[cfg(any(debug_assertions, feature = "failpoints"))]
     delay_ms: std::sync::atomic::AtomicU64,
+}
+
+impl Knobs {
+    fn unproven(&self) -> bool {
+        #[cfg(any(debug_assertions, feature = "failpoints"))]
+        return self.unproven.load(std::sync::atomic::Ordering::SeqCst);
+        #[cfg(not(any(debug_assertions, feature = "failpoints")))]
+        false
+    }
+
+    fn delay(&self) -> Option<Duration> {
+        #[cfg(any(debug_assertions, feature = "failpoints"))]
+        return match self.delay_ms.load(std::sync::atomic::Ordering::SeqCst) {
+            0 => None,
+            ms => Some(Duration::from_millis(ms)),
+        };
+        #[cfg(not(any(debug_assertions, feature = "failpoints")))]
+        None
+    }
 }
 
 impl std::fmt::Debug for Views {
@@ -181,7 +200,7 @@ impl Broker {
         };
         if mode == Mode::Kept {
             if let Some(w) = self.kept_view(name) {
-                match self.prove(&w, &cut, self.read_timeout, true).await {
+                match self.prove(&w, &cut, true).await {
                     Ok(()) => {
                         let (raw, parsed) = emit(&w, &cut, add, keep_raw);
                         return (Ok(raw), Ok(parsed), true);
@@ -202,7 +221,7 @@ impl Broker {
                 return (Err(e.clone()), Err(e), false);
             }
         };
-        match self.prove(&w, &cut, self.read_timeout, false).await {
+        match self.prove(&w, &cut, false).await {
             Ok(()) => {
                 let (raw, parsed) = emit(&w, &cut, add, keep_raw);
                 self.keep_view(name, w);
@@ -226,16 +245,9 @@ impl Broker {
     }
 
     /// Drops the view of `name` (its watcher stops).
-    pub(super) fn forget_view(&self, name: &str) {
+    fn forget_view(&self, name: &str) {
         if let Ok(mut m) = self.views.by_bucket.lock() {
             m.remove(name);
-        }
-    }
-
-    /// Drops every view: the next read of each bucket is whole.
-    pub fn forget_views(&self) {
-        if let Ok(mut m) = self.views.by_bucket.lock() {
-            m.clear();
         }
     }
 
@@ -258,30 +270,21 @@ impl Broker {
             .store(ms, std::sync::atomic::Ordering::SeqCst);
     }
 
-    /// Stream info of the bucket's stream, raw (the typed client keeps
-    /// neither the broker's clock nor every count).
+    /// Stream info of the bucket's stream, from its leader.
     async fn bucket_cut(&self, name: &str) -> Result<Cut, BucketError> {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
             reason,
         };
-        let body = serde_json::json!({});
-        let request = self
-            .js
-            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.KV_{name}"), &body);
-        let reply = self
-            .bounded("stream info", request)
-            .await
-            .map_err(|e| failed(e.to_string()))?;
-        if let Some(err) = reply.get("error") {
-            let code = err.get("err_code").and_then(serde_json::Value::as_u64);
-            if code == Some(async_nats::jetstream::ErrorCode::STREAM_NOT_FOUND.0) {
+        let reply = match self.stream_info_raw(&format!("KV_{name}")).await {
+            Ok(r) => r,
+            Err(super::Fault::Missing(_)) => {
                 return Err(BucketError::Missing {
                     bucket: name.to_string(),
-                });
+                })
             }
-            return Err(failed(format!("stream info: {err}")));
-        }
+            Err(e) => return Err(failed(e.to_string())),
+        };
         let time = |v: Option<&serde_json::Value>, what: &str| {
             v.and_then(serde_json::Value::as_str)
                 .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
@@ -304,14 +307,7 @@ impl Broker {
     /// A new watcher on bucket `name` from its last message per key.
     async fn build_view(&self, name: &str, cut: &Cut) -> Result<Arc<Watched>, String> {
         let prefix = format!("$KV.{name}.");
-        let config = OrderedConfig {
-            filter_subject: format!("{prefix}>"),
-            deliver_policy: DeliverPolicy::LastPerSubject,
-            // Pulls of at most this long, so that a lost pull is noticed
-            // (by its missed heartbeats) within a read timeout.
-            max_expires: Duration::from_secs(4),
-            ..Default::default()
-        };
+        let config = super::read::last_per_key(name);
         let consumer = self
             .bounded(
                 "the watcher",
@@ -326,10 +322,7 @@ impl Broker {
         }));
         let consumer_name = consumer.cached_info().name.clone();
         let moved = Arc::new(tokio::sync::Notify::new());
-        #[cfg(any(debug_assertions, feature = "failpoints"))]
         let knobs = self.views.knobs.clone();
-        #[cfg(not(any(debug_assertions, feature = "failpoints")))]
-        let knobs = ();
         let task = tokio::spawn(watch(consumer, prefix, seen.clone(), moved.clone(), knobs));
         Ok(Arc::new(Watched {
             seen,
@@ -342,35 +335,21 @@ impl Broker {
         }))
     }
 
-    /// Waits (at most `within`) until the view is proven current at `cut`.
-    /// `kept`: a view kept from an earlier tick (the proof the test switch
-    /// turns off; a view just built is always waited for, as a full read).
-    async fn prove(
-        &self,
-        w: &Watched,
-        cut: &Cut,
-        within: Duration,
-        kept: bool,
-    ) -> Result<(), String> {
+    /// Waits (at most a read timeout) until the view is proven current at
+    /// `cut`. `kept`: a view kept from an earlier tick (the proof the test
+    /// switch turns off; a view just built is always waited for, as a full
+    /// read).
+    async fn prove(&self, w: &Watched, cut: &Cut, kept: bool) -> Result<(), String> {
         if w.created != cut.created {
             return Err(format!(
                 "the bucket was recreated (created {}, the view's {})",
                 cut.created, w.created
             ));
         }
-        #[cfg(any(debug_assertions, feature = "failpoints"))]
-        if kept
-            && self
-                .views
-                .knobs
-                .unproven
-                .load(std::sync::atomic::Ordering::SeqCst)
-        {
+        if kept && self.views.knobs.unproven() {
             return Ok(());
         }
-        #[cfg(not(any(debug_assertions, feature = "failpoints")))]
-        let _ = kept;
-        let deadline = tokio::time::Instant::now() + within;
+        let deadline = tokio::time::Instant::now() + self.read_timeout;
         loop {
             let moved = w.moved.notified();
             tokio::pin!(moved);
@@ -461,29 +440,20 @@ async fn watch(
     prefix: String,
     seen: Arc<Mutex<Seen>>,
     moved: Arc<tokio::sync::Notify>,
-    #[cfg(any(debug_assertions, feature = "failpoints"))] knobs: Arc<Knobs>,
-    #[cfg(not(any(debug_assertions, feature = "failpoints")))] _knobs: (),
+    knobs: Arc<Knobs>,
 ) {
     let why: Result<(), String> = async {
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
         while let Some(msg) = messages.next().await {
             let msg = msg.map_err(|e| e.to_string())?;
-            #[cfg(any(debug_assertions, feature = "failpoints"))]
-            {
-                let ms = knobs.delay_ms.load(std::sync::atomic::Ordering::SeqCst);
-                if ms > 0 {
-                    tokio::time::sleep(Duration::from_millis(ms)).await;
-                }
+            if let Some(delay) = knobs.delay() {
+                tokio::time::sleep(delay).await;
             }
             let info = msg.info().map_err(|e| e.to_string())?;
             let (consumer_seq, revision, pending) =
                 (info.consumer_sequence, info.stream_sequence, info.pending);
             let published = super::read::instant_of(info.published).0;
-            let deleted = msg.headers.as_ref().is_some_and(|h| {
-                h.get("KV-Operation")
-                    .is_some_and(|op| op.as_str() == "DEL" || op.as_str() == "PURGE")
-                    || h.get("Nats-Marker-Reason").is_some()
-            });
+            let deleted = msg.headers.as_ref().is_some_and(super::read::is_deletion);
             let Ok(mut s) = seen.lock() else {
                 return Err("the view is poisoned".to_string());
             };
