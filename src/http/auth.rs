@@ -43,6 +43,21 @@ pub fn error(status: StatusCode, code: &'static str, message: impl Into<String>)
     }
 }
 
+/// A route's JSON body, or the 400 that names the shape it must have
+/// (`shape`, as written in docs/http.md) and what did not parse.
+pub(super) fn body<T: serde::de::DeserializeOwned>(
+    bytes: &[u8],
+    shape: &str,
+) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        error(
+            StatusCode::BAD_REQUEST,
+            "bad_request",
+            format!("the body is not {shape}: {e}"),
+        )
+    })
+}
+
 pub(super) fn json_ok(v: serde_json::Value) -> Response {
     (
         StatusCode::OK,

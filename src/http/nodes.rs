@@ -22,18 +22,18 @@ pub(super) async fn evict(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     Path(node): Path<String>,
-    body: axum::body::Bytes,
+    bytes: axum::body::Bytes,
 ) -> Response {
-    gesture_route(shared, headers, node, body, crate::rows::GateSign::Evict).await
+    gesture_route(shared, headers, node, bytes, crate::rows::GateSign::Evict).await
 }
 
 pub(super) async fn readmit(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     Path(node): Path<String>,
-    body: axum::body::Bytes,
+    bytes: axum::body::Bytes,
 ) -> Response {
-    gesture_route(shared, headers, node, body, crate::rows::GateSign::Readmit).await
+    gesture_route(shared, headers, node, bytes, crate::rows::GateSign::Readmit).await
 }
 
 /// The gesture the CLI performs, judged and written by the same library
@@ -44,7 +44,7 @@ pub(super) async fn gesture_route(
     shared: Arc<Shared>,
     headers: HeaderMap,
     node: String,
-    body: axum::body::Bytes,
+    bytes: axum::body::Bytes,
     sign: crate::rows::GateSign,
 ) -> Response {
     use crate::gesture;
@@ -55,16 +55,12 @@ pub(super) async fn gesture_route(
         Ok(w) => w,
         Err(r) => return r.into_response(),
     };
-    let b: GestureBody = match serde_json::from_slice(&body) {
+    let b: GestureBody = match body(
+        &bytes,
+        r#"{"confirm": "<node>", "force": false, "op_id": "…", "reason": "…"}"#,
+    ) {
         Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("the body is not {{\"confirm\": \"<node>\", \"force\": false, \"op_id\": \"…\", \"reason\": \"…\"}}: {e}"),
-            )
-            .into_response()
-        }
+        Err(r) => return r.into_response(),
     };
     let ask = gesture::Ask {
         node,

@@ -114,21 +114,14 @@ pub(super) async fn ack(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     Path(stream): Path<String>,
-    body: axum::body::Bytes,
+    bytes: axum::body::Bytes,
 ) -> Response {
     use crate::ack::AckError;
     let (who, domain) = match gate_write(&shared, &headers, Scope::Ack, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
-    let position = match serde_json::from_slice::<AckBody>(&body)
-        .map_err(|e| {
-            error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("the body is not {{\"position\": N}}: {e}"),
-            )
-        })
+    let position = match body::<AckBody>(&bytes, r#"{"position": N}"#)
         .and_then(|b| whole("position", &b.position, 0).map(|p| (p, b.lower)))
     {
         Ok(p) => p,
@@ -178,13 +171,9 @@ pub(super) fn whole(field: &str, v: &serde_json::Value, min: u64) -> Result<u64,
     })
 }
 
-pub(super) fn trim_ask(body: &[u8]) -> Result<(crate::requested::Ask, String), ApiError> {
+pub(super) fn trim_ask(bytes: &[u8]) -> Result<(crate::requested::Ask, String), ApiError> {
     let bad = |m: String| error(StatusCode::BAD_REQUEST, "bad_request", m);
-    let b: TrimBody = serde_json::from_slice(body).map_err(|e| {
-        bad(format!(
-            "the body is not {{\"seq_num\": N}} or {{\"timestamp_ms\": T}}: {e}"
-        ))
-    })?;
+    let b: TrimBody = super::auth::body(bytes, r#"{"seq_num": N} or {"timestamp_ms": T}"#)?;
     if b.reason.chars().count() > 1024 || b.reason.chars().any(char::is_control) {
         return Err(bad(
             "reason: at most 1024 characters, without control characters".into(),
@@ -209,13 +198,13 @@ pub(super) async fn trim(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     Path(stream): Path<String>,
-    body: axum::body::Bytes,
+    bytes: axum::body::Bytes,
 ) -> Response {
     let (who, domain) = match gate_write(&shared, &headers, Scope::Trim, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
-    let (ask, reason) = match trim_ask(&body) {
+    let (ask, reason) = match trim_ask(&bytes) {
         Ok(a) => a,
         Err(r) => return r.into_response(),
     };
@@ -255,23 +244,16 @@ pub(super) async fn capacity(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     Path(stream): Path<String>,
-    body: axum::body::Bytes,
+    bytes: axum::body::Bytes,
 ) -> Response {
     use crate::resize::{self, Outcome};
     let (_, domain) = match gate_write(&shared, &headers, Scope::Capacity, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
-    let b: CapacityBody = match serde_json::from_slice(&body) {
+    let b: CapacityBody = match body(&bytes, r#"{"bytes": B, "confirm": B}"#) {
         Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("the body is not {{\"bytes\": B, \"confirm\": B}}: {e}"),
-            )
-            .into_response()
-        }
+        Err(r) => return r.into_response(),
     };
     let Some(confirm) = &b.confirm else {
         return error(
@@ -320,23 +302,19 @@ pub(super) async fn erase(
     State(shared): State<Arc<Shared>>,
     headers: HeaderMap,
     Path(stream): Path<String>,
-    body: axum::body::Bytes,
+    bytes: axum::body::Bytes,
 ) -> Response {
     use crate::erase::{self, Outcome};
     let (who, domain) = match gate_write(&shared, &headers, Scope::Erase, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
-    let b: EraseBody = match serde_json::from_slice(&body) {
+    let b: EraseBody = match body(
+        &bytes,
+        r#"{"subject": S, "confirm": S, "reason": R, "op_id": ID}"#,
+    ) {
         Ok(b) => b,
-        Err(e) => {
-            return error(
-                StatusCode::BAD_REQUEST,
-                "bad_request",
-                format!("the body is not {{\"subject\": S, \"confirm\": S, \"reason\": R, \"op_id\": ID}}: {e}"),
-            )
-            .into_response()
-        }
+        Err(r) => return r.into_response(),
     };
     let ask = erase::Ask {
         stream: domain.stream.clone(),
