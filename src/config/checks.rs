@@ -248,26 +248,23 @@ impl Config {
                 }
             }
         }
-        if r.snapshots_kept == 0 || r.snapshots_kept > 100 {
-            out.push(Problem::error(
-                "retention.snapshots_kept",
-                format!("{} is out of range; allowed: 1 ..= 100", r.snapshots_kept),
-            ));
-        }
-        if r.full_read_every == 0 || r.full_read_every > 10_000 {
-            out.push(Problem::error(
+        // The counts, each 1 ..= its maximum.
+        for (field, n, max, note) in [
+            ("retention.snapshots_kept", r.snapshots_kept, 100, ""),
+            (
                 "retention.full_read_every",
-                format!(
-                    "{} is out of range; allowed: 1 ..= 10000 (1 reads every bucket whole every tick)",
-                    r.full_read_every
-                ),
-            ));
-        }
-        if r.snapshot_quorum == 0 || r.snapshot_quorum > 64 {
-            out.push(Problem::error(
-                "retention.snapshot_quorum",
-                format!("{} is out of range; allowed: 1 ..= 64", r.snapshot_quorum),
-            ));
+                r.full_read_every,
+                10_000,
+                " (1 reads every bucket whole every tick)",
+            ),
+            ("retention.snapshot_quorum", r.snapshot_quorum, 64, ""),
+        ] {
+            if n == 0 || n > max {
+                out.push(Problem::error(
+                    field,
+                    format!("{n} is out of range; allowed: 1 ..= {max}{note}"),
+                ));
+            }
         }
         // The cross-field rule: otherwise every snapshot ages out of the
         // replay window before its successor exists.
