@@ -29,27 +29,7 @@ use futures::StreamExt;
 use serde_json::json;
 
 use crate::support::fleet::{test_config, ts};
-use crate::support::{create_stream, log_stream, Server};
-
-/// SplitMix64: a seeded generator small enough to read.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-    /// In `lo..=hi`.
-    fn range(&mut self, lo: u64, hi: u64) -> u64 {
-        lo + self.next() % (hi - lo + 1)
-    }
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-}
+use crate::support::{create_stream, log_stream, seed_from, Rng, Server};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Row {
@@ -939,18 +919,10 @@ async fn run_model_lagging(
     cluster: Option<&crate::support::cluster::Cluster>,
     draw: fn(u64) -> Scenario,
 ) {
-    let base: u64 = std::env::var("CREWLET_MODEL_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(7)
-        });
+    let base = seed_from("CREWLET_MODEL_SEED");
     let mut purged_some = 0;
     let mut blocked = 0;
-    let mut lagged_runs = 0;
+    let mut late_holds = 0;
     let mut viewed_runs = 0;
     let mut kept_views = 0;
     for n in 0..count {
@@ -959,13 +931,13 @@ async fn run_model_lagging(
         let config = build(js, &s, n, url, replicas).await;
         // Drawn apart from the scenario, so that a replay of a seed without
         // a cluster draws the same fleet.
-        let lagged = cluster.is_some() && Rng(seed ^ 0x1a99).range(0, 2) == 0;
+        let lagging = cluster.is_some() && Rng(seed ^ 0x1a99).range(0, 2) == 0;
         // Half the fleets without an archive are judged on a second tick,
         // from the incremental views the first built (docs/architecture.md,
         // Incremental views); on one server a hold that pins the whole log
         // lands between the two ticks in half of those.
-        let viewed = s.archive.is_none() && Rng(seed ^ 0x71e3).range(0, 2) == 0;
-        let lagged = lagged || (viewed && cluster.is_none() && Rng(seed ^ 0x0be1).range(0, 2) == 0);
+        let viewed = s.archive.is_none() && Rng(seed ^ 0x71e3).chance(50);
+        let late_hold = lagging || (viewed && cluster.is_none() && Rng(seed ^ 0x0be1).chance(50));
         let broker = crewlet::broker::connect(url, &config.nats, "model")
             .await
             .expect("connect");
@@ -991,9 +963,9 @@ async fn run_model_lagging(
             sidecar.config.trim.enabled = config.trim.enabled;
             viewed_runs += 1;
         }
-        if lagged {
+        if late_hold {
             lag_a_follower(js, cluster, &config, s.pre + 1).await;
-            lagged_runs += 1;
+            late_holds += 1;
         }
         let report = sidecar.tick().await;
         if viewed {
@@ -1022,7 +994,7 @@ async fn run_model_lagging(
                 .and_then(|a| a.frontier)
                 .unwrap_or(0)
         });
-        let expect_first = if s.stall || lagged {
+        let expect_first = if s.stall || late_hold {
             // The fence's deadline passed before the purge (fence_expired),
             // or a hold at the log's first record pins all of it (a replica
             // that lagged behind it must not be believed): nothing goes,
@@ -1039,7 +1011,7 @@ async fn run_model_lagging(
         };
         for r in first..after {
             assert!(
-                may_go(&s, r) && !lagged,
+                may_go(&s, r) && !late_hold,
                 "record {r} was purged but the model keeps it\n{}",
                 ctx()
             );
@@ -1125,7 +1097,7 @@ async fn run_model_lagging(
         sidecar.duty.release(&sidecar.broker).await;
         teardown(js, &config).await;
     }
-    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({lagged_runs} with a hold landing late, from a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views), 0 violations");
+    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({late_holds} with a hold landing late, from a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views), 0 violations");
     assert!(
         viewed_runs == 0 || kept_views * 2 > viewed_runs,
         "the views must be exercised: {kept_views} of {viewed_runs} second ticks kept a view"

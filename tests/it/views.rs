@@ -10,37 +10,13 @@ use crewlet::floor::TermName;
 use serde_json::json;
 
 use crate::support::fleet::*;
-
-/// A small generator, so that a failing cut can be replayed from its seed.
-struct Lcg(u64);
-
-impl Lcg {
-    fn below(&mut self, n: u64) -> u64 {
-        self.0 = self
-            .0
-            .wrapping_mul(6364136223846793005)
-            .wrapping_add(1442695040888963407);
-        (self.0 >> 33) % n
-    }
-}
-
-fn seed() -> u64 {
-    std::env::var("CREWLET_VIEWS_SEED")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or_else(|| {
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_nanos() as u64)
-                .unwrap_or(11)
-        })
-}
+use crate::support::{seed_from, Rng};
 
 /// One random change to the rows: a position, a presence lease, a hold, a
 /// snapshot register written, deleted or purged.
-async fn mutate(f: &Fleet, r: &mut Lcg) {
-    let node = format!("node-{}", r.below(6) + 1);
-    let hold = format!("h{}", r.below(4));
+async fn mutate(f: &Fleet, r: &mut Rng) {
+    let node = format!("node-{}", r.range(1, 6));
+    let hold = format!("h{}", r.range(0, 3));
     let purge = |bucket: &'static str, key: String| {
         let js = f.js.clone();
         async move {
@@ -48,14 +24,14 @@ async fn mutate(f: &Fleet, r: &mut Lcg) {
             kv.purge(key).await.expect("purge");
         }
     };
-    match r.below(8) {
-        0 | 1 => f.position(&node, 1 + r.below(20)).await,
+    match r.range(0, 7) {
+        0 | 1 => f.position(&node, r.range(1, 20)).await,
         2 => f.presence(&node, &["data"]).await,
         3 => f.delete("crewlet_presence", &node).await,
-        4 => f.hold(&hold, 1 + r.below(20), 600).await,
+        4 => f.hold(&hold, r.range(1, 20), 600).await,
         5 => f.delete("crewlet_holds", &format!("{STREAM}.{hold}")).await,
         6 => purge("crewlet_positions", format!("{STREAM}.{node}")).await,
-        _ => f.snapshot(&node, 1 + r.below(20)).await,
+        _ => f.snapshot(&node, r.range(1, 20)).await,
     }
 }
 
@@ -72,15 +48,15 @@ async fn both(
 }
 
 async fn agree_at_random_cuts(f: &Fleet, rounds: usize) {
-    let s = seed();
-    let mut r = Lcg(s);
+    let s = seed_from("CREWLET_VIEWS_SEED");
+    let mut r = Rng(s);
     let viewed = f.broker().await;
     let fresh = f.broker().await;
     f.healthy(&[("node-1", 20), ("node-2", 18)], 20).await;
     viewed.read_all_viewed(&f.config.buckets, Mode::Fresh).await;
     let mut kept = 0;
     for round in 0..rounds {
-        for _ in 0..=r.below(5) {
+        for _ in 0..=r.range(0, 4) {
             mutate(f, &mut r).await;
         }
         // No pause: the view must catch up by its proof, not by luck.
@@ -141,6 +117,26 @@ fn unreadable(r: &crewlet::trim::TickReport) -> bool {
     term_state(r, TermName::MinHold).starts_with("unreadable")
 }
 
+/// Ticks (at most 10 times) until the hold term has a value, each answer
+/// on the way `want` or unreadable, never stale; the value it ended on.
+async fn tick_until_held(s: &mut crewlet::trim::Sidecar, want: u64) -> Option<u64> {
+    let mut seen = None;
+    for _ in 0..10 {
+        let r = s.tick().await;
+        assert!(
+            unreadable(&r) || min_hold(&r) == Some(want),
+            "stale: {:?}",
+            term_state(&r, TermName::MinHold)
+        );
+        seen = min_hold(&r);
+        if seen.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    seen
+}
+
 #[tokio::test]
 async fn a_bucket_deleted_and_recreated_between_ticks_is_read_whole() {
     let f = Fleet::new(20).await;
@@ -193,21 +189,7 @@ async fn a_server_restart_breaks_the_watchers_and_the_views_are_rebuilt() {
     );
     // The hold written while the watchers were gone is seen.
     hold_when_writable(&f, "after", 3).await;
-    let mut seen = None;
-    for _ in 0..10 {
-        let r = s.tick().await;
-        assert!(
-            unreadable(&r) || min_hold(&r) == Some(at_6 - 3),
-            "stale: {:?}",
-            term_state(&r, TermName::MinHold)
-        );
-        seen = min_hold(&r);
-        if seen.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    assert_eq!(seen, Some(at_6 - 3));
+    assert_eq!(tick_until_held(&mut s, at_6 - 3).await, Some(at_6 - 3));
     let r = s.tick().await;
     assert_eq!(min_hold(&r), Some(at_6 - 3));
     assert!(r.views.kept > 0, "views again: {:?}", r.views);
@@ -231,22 +213,8 @@ async fn a_stepdown_of_a_buckets_leader_gives_a_proven_or_rebuilt_view() {
         .expect("stepdown");
     assert_eq!(reply["success"], json!(true), "{reply}");
     hold_when_writable(&f, "after", 4).await;
-    let mut seen = None;
-    for _ in 0..10 {
-        let r = s.tick().await;
-        // Never the answer from before the stepdown.
-        assert!(
-            unreadable(&r) || min_hold(&r) == Some(at_6 - 2),
-            "stale: {:?}",
-            term_state(&r, TermName::MinHold)
-        );
-        seen = min_hold(&r);
-        if seen.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    assert_eq!(seen, Some(at_6 - 2));
+    // Never the answer from before the stepdown.
+    assert_eq!(tick_until_held(&mut s, at_6 - 2).await, Some(at_6 - 2));
 }
 
 #[tokio::test]
