@@ -1,6 +1,7 @@
-//! The preamble every route shares: the error answer, the bearer token and
-//! its typed [`Scope`], the configured domain a `{stream}` names, and
-//! whether the broker can be reached.
+//! The preamble every route shares: the error answer, the bearer token
+//! checked for the typed [`Scope`] the route table gives the route, the
+//! configured domain a `{stream}` names, and whether the broker can be
+//! reached.
 
 use super::*;
 
@@ -111,43 +112,63 @@ pub fn authorise(
     Ok(entry.clone())
 }
 
-/// The token (with `scope`) and the domain a `{stream}` route names, or
-/// the 401, 403 or 404 answer.
-pub(super) fn gate(
-    shared: &Shared,
-    headers: &HeaderMap,
-    scope: Scope,
-    stream: &str,
-) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
-    let who = authorise(shared, headers, scope)?;
-    Ok((who, domain_of(shared, stream)?))
+/// The router's check in front of every route that needs a scope
+/// ([`super::Access::Needs`]): the token must carry `scope`, or the
+/// request is answered 401 or 403 before its handler runs or its body is
+/// read. The checked token goes on to the handler as [`Token`].
+pub(super) async fn require(
+    State((shared, scope)): State<(Arc<Shared>, Scope)>,
+    mut request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    match authorise(&shared, request.headers(), scope) {
+        Ok(who) => {
+            request.extensions_mut().insert(who);
+            next.run(request).await
+        }
+        Err(e) => e.into_response(),
+    }
 }
 
-/// As [`gate`] with the `read` scope, for a route that reads the log:
-/// the broker reachable, or 503 `unreachable` (rather than a read that
-/// waits out its timeout).
-pub(super) fn gate_read(
-    shared: &Shared,
-    headers: &HeaderMap,
-    stream: &str,
-) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
-    let gated = gate(shared, headers, Scope::Read, stream)?;
-    reachable(shared)?;
-    Ok(gated)
+/// The token the router checked for this route's scope. A handler that
+/// takes one on a route the table declares public answers 500, and the
+/// route tests find it: there is no way to reach it with an unchecked
+/// token.
+pub struct Token(pub tokens::Entry);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for Token {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        _: &S,
+    ) -> Result<Token, ApiError> {
+        parts
+            .extensions
+            .get::<tokens::Entry>()
+            .cloned()
+            .map(Token)
+            .ok_or_else(|| {
+                error(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "internal",
+                    "this route declares no scope in the router's table, so no token was checked; nothing was read or written",
+                )
+            })
+    }
 }
 
-/// As [`gate`], for a route that writes: the broker connected, or 503
-/// before anything is judged (a judgement on reads that cannot be made
-/// would answer with a refusal that is not one).
-pub(super) fn gate_write(
+/// The domain a `{stream}` route names, with the broker reachable: else
+/// the 404 or 503 answer (rather than a read that waits out its timeout,
+/// or a judgement on reads that cannot be made, which would answer with a
+/// refusal that is not one).
+pub(super) fn domain_reachable(
     shared: &Shared,
-    headers: &HeaderMap,
-    scope: Scope,
     stream: &str,
-) -> Result<(tokens::Entry, crate::config::Domain), ApiError> {
-    let gated = gate(shared, headers, scope, stream)?;
+) -> Result<crate::config::Domain, ApiError> {
+    let domain = domain_of(shared, stream)?;
     reachable(shared)?;
-    Ok(gated)
+    Ok(domain)
 }
 
 /// The broker reachable, or the 503 `unreachable` answer: an answer

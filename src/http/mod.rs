@@ -35,7 +35,7 @@ use nodes::*;
 use server::*;
 use streams::*;
 
-pub use auth::{authorise, domain_of, error, ApiError};
+pub use auth::{authorise, domain_of, error, ApiError, Token};
 pub use server::{serve, serve_apart, MAX_CONNECTIONS};
 
 /// The most a request may take before it is answered 503.
@@ -162,33 +162,160 @@ impl Shared {
     }
 }
 
-/// The routes of docs/http.md, each bounded in time: every route by
-/// [`REQUEST_TIMEOUT`], but the erase route, which waits for the duty
-/// holder's next publish on an archived domain, by that wait and a margin.
-/// Each route's scope is the typed [`Scope`] its handler asks
-/// [`authorise`] for.
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Access {
+    /// Anyone who can reach the port: the page, `/metrics`, the probes.
+    Public,
+    /// A bearer token carrying this scope, checked by the router before
+    /// the handler runs (the handler reads the checked token as [`Token`]).
+    Needs(Scope),
+}
+
+/// How long a route may take before it is answered 503.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Bound {
+    /// [`REQUEST_TIMEOUT`].
+    Quick,
+    /// The erase route waits for the duty holder's next publish on an
+    /// archived domain: that wait and a margin.
+    EraseWait,
+}
+
+/// One row of the route table: the only way a route reaches the router,
+/// so a route cannot be added without saying who may call it.
+pub struct Route {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub access: Access,
+    pub bound: Bound,
+    handler: axum::routing::MethodRouter<Arc<Shared>>,
+}
+
+impl Route {
+    fn get<H, T>(path: &'static str, access: Access, handler: H) -> Route
+    where
+        H: axum::handler::Handler<T, Arc<Shared>>,
+        T: 'static,
+    {
+        Route {
+            method: "GET",
+            path,
+            access,
+            bound: Bound::Quick,
+            handler: get(handler),
+        }
+    }
+
+    fn post<H, T>(path: &'static str, access: Access, handler: H) -> Route
+    where
+        H: axum::handler::Handler<T, Arc<Shared>>,
+        T: 'static,
+    {
+        Route {
+            method: "POST",
+            path,
+            access,
+            bound: Bound::Quick,
+            handler: post(handler),
+        }
+    }
+
+    fn bound(self, bound: Bound) -> Route {
+        Route { bound, ..self }
+    }
+}
+
+/// The routes of docs/http.md, each with who may call it and how long it
+/// may take. This table is where a route's scope is checked: the router
+/// puts [`authorise`] in front of every `Needs` row, and a test holds the
+/// table to docs/http.md's.
+pub fn routes() -> Vec<Route> {
+    use Access::{Needs, Public};
+    vec![
+        Route::get("/", Public, dashboard_route),
+        Route::get("/metrics", Public, metrics_route),
+        Route::get("/healthz", Public, || async { "ok\n" }),
+        Route::get("/readyz", Public, readyz),
+        Route::get("/v1/retention", Needs(Scope::Read), retention),
+        Route::get("/v1/streams/{stream}/tail", Needs(Scope::Read), tail),
+        Route::post("/v1/streams/{stream}/trim", Needs(Scope::Trim), trim),
+        Route::get("/v1/streams/{stream}/records", Needs(Scope::Read), records),
+        Route::post("/v1/streams/{stream}/ack", Needs(Scope::Ack), ack),
+        Route::post(
+            "/v1/streams/{stream}/capacity",
+            Needs(Scope::Capacity),
+            capacity,
+        ),
+        Route::post("/v1/streams/{stream}/erase", Needs(Scope::Erase), erase)
+            .bound(Bound::EraseWait),
+        Route::post("/v1/nodes/{node}/evict", Needs(Scope::Gate), evict),
+        Route::post("/v1/nodes/{node}/readmit", Needs(Scope::Gate), readmit),
+    ]
+}
+
+/// The router of [`routes`]: each route's scope checked before its
+/// handler runs, and each bounded in time.
 pub fn router(shared: Arc<Shared>) -> Router {
     use axum::middleware::from_fn_with_state;
-    let quick = Router::new()
-        .route("/", get(dashboard_route))
-        .route("/metrics", get(metrics_route))
-        .route("/healthz", get(|| async { "ok\n" }))
-        .route("/readyz", get(readyz))
-        .route("/v1/retention", get(retention))
-        .route("/v1/streams/{stream}/tail", get(tail))
-        .route("/v1/streams/{stream}/trim", post(trim))
-        .route("/v1/streams/{stream}/records", get(records))
-        .route("/v1/streams/{stream}/ack", post(ack))
-        .route("/v1/streams/{stream}/capacity", post(capacity))
-        .route("/v1/nodes/{node}/evict", post(evict))
-        .route("/v1/nodes/{node}/readmit", post(readmit))
-        .layer(from_fn_with_state(REQUEST_TIMEOUT, bounded));
     let erase_limit = erase_wait(&shared.config) + Duration::from_secs(5);
-    let slow = Router::new()
-        .route("/v1/streams/{stream}/erase", post(erase))
-        .layer(from_fn_with_state(erase_limit, bounded));
-    quick
-        .merge(slow)
+    let mut router = Router::new();
+    for route in routes() {
+        let mut handler = route.handler;
+        if let Access::Needs(scope) = route.access {
+            handler = handler.route_layer(from_fn_with_state((shared.clone(), scope), require));
+        }
+        let limit = match route.bound {
+            Bound::Quick => REQUEST_TIMEOUT,
+            Bound::EraseWait => erase_limit,
+        };
+        router = router.route(
+            route.path,
+            handler.layer(from_fn_with_state(limit, bounded)),
+        );
+    }
+    router
         .layer(axum::extract::DefaultBodyLimit::max(MAX_BODY))
         .with_state(shared)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The router's table and docs/http.md's say the same: every route,
+    /// its method, and the scope it needs ("none" for a public one).
+    #[test]
+    fn the_route_table_is_docs_http_md_table() {
+        let doc = include_str!("../../docs/http.md");
+        let mut documented: Vec<(String, String, String)> = Vec::new();
+        for line in doc
+            .lines()
+            .filter(|l| l.starts_with("| `GET ") || l.starts_with("| `POST "))
+        {
+            let cells: Vec<&str> = line.split(" | ").collect();
+            let scope = cells[1].trim().trim_matches('`').to_string();
+            for route in cells[0].trim_start_matches("| ").split(", ") {
+                let route = route.trim_matches('`');
+                let Some((method, path)) = route.split_once(' ') else {
+                    panic!("{route:?} is not METHOD path");
+                };
+                let path = path.split('?').next().unwrap_or(path);
+                documented.push((method.into(), path.into(), scope.clone()));
+            }
+        }
+        let mut served: Vec<(String, String, String)> = routes()
+            .iter()
+            .map(|r| {
+                let scope = match r.access {
+                    Access::Public => "none".to_string(),
+                    Access::Needs(s) => s.as_str().to_string(),
+                };
+                (r.method.to_string(), r.path.to_string(), scope)
+            })
+            .collect();
+        documented.sort();
+        served.sort();
+        assert_eq!(served, documented);
+    }
 }

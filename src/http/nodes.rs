@@ -20,20 +20,20 @@ pub(super) const GESTURE_WAIT: Duration = Duration::from_secs(8);
 
 pub(super) async fn evict(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Token(who): Token,
     Path(node): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
-    gesture_route(shared, headers, node, bytes, crate::rows::GateSign::Evict).await
+    gesture_route(shared, who, node, bytes, crate::rows::GateSign::Evict).await
 }
 
 pub(super) async fn readmit(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Token(who): Token,
     Path(node): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
-    gesture_route(shared, headers, node, bytes, crate::rows::GateSign::Readmit).await
+    gesture_route(shared, who, node, bytes, crate::rows::GateSign::Readmit).await
 }
 
 /// The gesture the CLI performs, judged and written by the same library
@@ -42,19 +42,15 @@ pub(super) async fn readmit(
 /// `error`), nothing written in either.
 pub(super) async fn gesture_route(
     shared: Arc<Shared>,
-    headers: HeaderMap,
+    who: tokens::Entry,
     node: String,
     bytes: axum::body::Bytes,
     sign: crate::rows::GateSign,
 ) -> Response {
     use crate::gesture;
-    let who = match authorise(&shared, &headers, Scope::Gate).and_then(|w| {
-        reachable(&shared)?;
-        Ok(w)
-    }) {
-        Ok(w) => w,
-        Err(r) => return r.into_response(),
-    };
+    if let Err(r) = reachable(&shared) {
+        return r.into_response();
+    }
     let b: GestureBody = match body(
         &bytes,
         r#"{"confirm": "<node>", "force": false, "op_id": "…", "reason": "…"}"#,

@@ -4,10 +4,9 @@ use super::*;
 
 pub(super) async fn tail(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
     Path(stream): Path<String>,
 ) -> Response {
-    let (_, domain) = match gate_read(&shared, &headers, &stream) {
+    let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -64,12 +63,11 @@ pub(super) fn records_query(
 
 pub(super) async fn records(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
     Path(stream): Path<String>,
     axum::extract::Query(q): axum::extract::Query<std::collections::HashMap<String, String>>,
 ) -> Response {
     use crate::archive::merge::{self, MergeError};
-    let (_, domain) = match gate_read(&shared, &headers, &stream) {
+    let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -112,12 +110,12 @@ pub(super) struct AckBody {
 
 pub(super) async fn ack(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Token(who): Token,
     Path(stream): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
     use crate::ack::AckError;
-    let (who, domain) = match gate_write(&shared, &headers, Scope::Ack, &stream) {
+    let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -196,11 +194,11 @@ pub(super) fn trim_ask(bytes: &[u8]) -> Result<(crate::requested::Ask, String), 
 
 pub(super) async fn trim(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Token(who): Token,
     Path(stream): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
-    let (who, domain) = match gate_write(&shared, &headers, Scope::Trim, &stream) {
+    let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -242,12 +240,11 @@ pub(super) fn size_text(field: &str, v: &serde_json::Value) -> Result<String, Ap
 
 pub(super) async fn capacity(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
     Path(stream): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
     use crate::resize::{self, Outcome};
-    let (_, domain) = match gate_write(&shared, &headers, Scope::Capacity, &stream) {
+    let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
@@ -300,12 +297,12 @@ pub(super) struct EraseBody {
 
 pub(super) async fn erase(
     State(shared): State<Arc<Shared>>,
-    headers: HeaderMap,
+    Token(who): Token,
     Path(stream): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
     use crate::erase::{self, Outcome};
-    let (who, domain) = match gate_write(&shared, &headers, Scope::Erase, &stream) {
+    let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
     };
