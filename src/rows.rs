@@ -27,6 +27,13 @@ pub enum RowError {
 }
 
 impl RowError {
+    /// The key of the row that was refused.
+    pub fn key(&self) -> &str {
+        match self {
+            RowError::Malformed { key, .. } | RowError::KeyMismatch { key, .. } => key,
+        }
+    }
+
     fn malformed(key: &str, message: impl Into<String>) -> Self {
         RowError::Malformed {
             key: key.to_string(),

@@ -29,7 +29,7 @@
 //! not answered, whether the broker has removed the message yet or not. A
 //! view built afresh at the same cut answers the same.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ use chrono::{DateTime, Utc};
 use futures::StreamExt;
 
 use super::Broker;
-use crate::floor::parsed::Sink;
+use crate::floor::parsed::{Patch, Sink};
 use crate::floor::{Bucket, BucketError, Entry};
 
 /// The views this connection keeps, by bucket.
@@ -133,6 +133,27 @@ struct Seen {
     /// Why the view can no longer be proven (the watcher stopped or was
     /// restarted).
     broken: Option<String>,
+    /// Keys delivered since the view last answered, in delivery order
+    /// (repeats possible): what its parsed form must take again.
+    changed: Vec<String>,
+    /// The parsed form the view last answered with, patched at each
+    /// answer by the keys that changed or aged out since.
+    answered: Option<Answered>,
+}
+
+/// A view's last answer, kept to be patched rather than parsed again.
+struct Answered {
+    /// The bucket's parsed form (the `T` of [`Broker::read_bucket_viewed`]).
+    parsed: Box<dyn std::any::Any + Send>,
+    /// The broker's clock at that answer's cut: an entry aged out then
+    /// stays out at a later cut, not at an earlier one.
+    at: DateTime<Utc>,
+    /// The bucket's max age at that cut.
+    max_age: Duration,
+    /// The live entries that can age out, oldest first: (published,
+    /// revision) → key. An entry changed since is skipped when it comes
+    /// up (its revision no longer matches).
+    by_age: std::collections::BTreeMap<(DateTime<Utc>, u64), String>,
 }
 
 struct Kept {
@@ -180,7 +201,7 @@ impl Broker {
     /// by `add` as [`Broker::read_bucket_parsing`] does, with the same
     /// answer a full read at the same cut gives. The bool says whether a
     /// kept view answered (false: the bucket was read whole).
-    pub(super) async fn read_bucket_viewed<T: Default>(
+    pub(super) async fn read_bucket_viewed<T: Patch>(
         &self,
         name: &str,
         add: Sink<T>,
@@ -401,36 +422,133 @@ fn counts_agree(s: &Seen, cut: &Cut) -> Result<(), String> {
 /// Whether the entry's age on the broker's clock passed the bucket's max
 /// age at the cut.
 fn aged_out(k: &Kept, cut: &Cut) -> bool {
-    !cut.max_age.is_zero()
-        && chrono::Duration::from_std(cut.max_age).is_ok_and(|age| k.published + age <= cut.broker)
+    aged(k.published, cut)
 }
 
-/// The view's live entries at the cut, in revision order (the order a
-/// full read delivers them in), handed to `add`.
-fn emit<T: Default>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<Entry>, T) {
-    let mut parsed = T::default();
-    let mut raw = Vec::new();
-    let Ok(s) = w.seen.lock() else {
+/// Whether an entry published at `published` is past the bucket's max age
+/// at the cut, on the broker's clock.
+fn aged(published: DateTime<Utc>, cut: &Cut) -> bool {
+    !cut.max_age.is_zero()
+        && chrono::Duration::from_std(cut.max_age).is_ok_and(|age| published + age <= cut.broker)
+}
+
+/// The view's live entries at the cut, as `add` parses them, and (with
+/// `keep_raw`) as entries in revision order, the order a full read
+/// delivers them in. The parsed form is the view's last answer patched
+/// with the keys changed or aged out since ([`Patch`]), so an idle tick
+/// parses nothing; it is parsed whole when there is no last answer, or
+/// the broker's clock went back (an entry aged out then could be live at
+/// this cut), or the bucket's max age changed.
+fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<Entry>, T) {
+    let Ok(mut guard) = w.seen.lock() else {
+        return (Vec::new(), T::default());
+    };
+    let s = &mut *guard;
+    let raw = if keep_raw {
+        raw_entries(s, cut)
+    } else {
+        Vec::new()
+    };
+    let patchable = s
+        .answered
+        .as_ref()
+        .is_some_and(|a| a.at <= cut.broker && a.max_age == cut.max_age && a.parsed.is::<T>());
+    if !patchable {
+        s.answered = None;
+    }
+    let Some(answered) = &mut s.answered else {
+        let parsed = parse_whole(s, cut, add);
         return (raw, parsed);
     };
+    let mut touched: HashSet<String> = std::mem::take(&mut s.changed).into_iter().collect();
+    if !cut.max_age.is_zero() {
+        while let Some(((published, revision), _)) = answered.by_age.first_key_value() {
+            if !aged(*published, cut) {
+                break;
+            }
+            let revision = *revision;
+            if let Some((_, key)) = answered.by_age.pop_first() {
+                if s.keys.get(&key).is_some_and(|k| k.revision == revision) {
+                    touched.insert(key);
+                }
+            }
+        }
+    }
+    let Some(parsed) = answered.parsed.downcast_mut::<T>() else {
+        return (raw, T::default());
+    };
+    if !touched.is_empty() {
+        parsed.forget(&touched);
+        let mut again: Vec<(&String, &Kept)> = touched
+            .iter()
+            .filter_map(|key| s.keys.get_key_value(key))
+            .filter(|(_, k)| k.value.is_some() && !aged_out(k, cut))
+            .collect();
+        again.sort_unstable_by_key(|(_, k)| k.revision);
+        for (key, k) in again {
+            add(
+                parsed,
+                key,
+                k.value.as_deref().unwrap_or_default(),
+                k.revision,
+            );
+            if !cut.max_age.is_zero() {
+                answered
+                    .by_age
+                    .insert((k.published, k.revision), key.clone());
+            }
+        }
+    }
+    answered.at = cut.broker;
+    (raw, parsed.clone())
+}
+
+/// Every live entry of the view parsed afresh, kept as the view's answer
+/// to patch at the next.
+fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> T {
+    let mut parsed = T::default();
+    let mut by_age = std::collections::BTreeMap::new();
+    for (key, k) in live_in_order(s, cut) {
+        add(
+            &mut parsed,
+            key,
+            k.value.as_deref().unwrap_or_default(),
+            k.revision,
+        );
+        if !cut.max_age.is_zero() {
+            by_age.insert((k.published, k.revision), key.clone());
+        }
+    }
+    s.changed.clear();
+    s.answered = Some(Answered {
+        parsed: Box::new(parsed.clone()),
+        at: cut.broker,
+        max_age: cut.max_age,
+        by_age,
+    });
+    parsed
+}
+
+/// The view's live entries at the cut, in revision order.
+fn live_in_order<'s>(s: &'s Seen, cut: &Cut) -> Vec<(&'s String, &'s Kept)> {
     let mut live: Vec<(&String, &Kept)> = s
         .keys
         .iter()
         .filter(|(_, k)| k.value.is_some() && !aged_out(k, cut))
         .collect();
     live.sort_unstable_by_key(|(_, k)| k.revision);
-    for (key, k) in live {
-        let value = k.value.as_deref().unwrap_or_default();
-        add(&mut parsed, key, value, k.revision);
-        if keep_raw {
-            raw.push(Entry {
-                key: key.clone(),
-                value: value.to_vec(),
-                revision: k.revision,
-            });
-        }
-    }
-    (raw, parsed)
+    live
+}
+
+fn raw_entries(s: &Seen, cut: &Cut) -> Vec<Entry> {
+    live_in_order(s, cut)
+        .into_iter()
+        .map(|(key, k)| Entry {
+            key: key.clone(),
+            value: k.value.as_deref().unwrap_or_default().to_vec(),
+            revision: k.revision,
+        })
+        .collect()
 }
 
 /// The watcher: applies every message it is given to `seen`, in order,
@@ -469,6 +587,7 @@ async fn watch(
             s.consumer_seq = consumer_seq;
             s.delivered = s.delivered.max(revision);
             if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
+                s.changed.push(key.to_string());
                 s.keys.insert(
                     key.to_string(),
                     Kept {

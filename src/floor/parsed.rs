@@ -3,7 +3,7 @@
 //! holds by stream, everything else by node), each keeping its own parse
 //! error so a malformed row blocks only what it feeds.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
 use super::answer::PublishedFloor;
@@ -179,6 +179,143 @@ pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
     }
 }
 
+/// A bucket's parsed form that can let go of the rows some keys gave it,
+/// so that a view kept across ticks re-parses only the keys that changed
+/// (or aged out) instead of every row. `forget` followed by adding the
+/// keys' current entries, in revision order, gives what parsing every
+/// live entry afresh gives: each key feeds one place, and a changed key's
+/// revision is newer than every unchanged one, so the lists kept in
+/// revision order (holds, manifests) stay in it.
+pub trait Patch: Default + Clone + Send + 'static {
+    /// Removes what each of `keys` contributed.
+    fn forget(&mut self, keys: &HashSet<String>);
+}
+
+/// The keys' stream part, removing a stream left with nothing (a full
+/// read would not have it).
+fn forget_in<V>(
+    m: &mut BTreeMap<String, V>,
+    keys: &HashSet<String>,
+    mut take: impl FnMut(&mut V, &str, &str),
+    empty: impl Fn(&V) -> bool,
+) {
+    for key in keys {
+        // A key without a stream part was filed under the whole key.
+        let (stream, rest) = split_stream(key).unwrap_or((key.as_str(), ""));
+        if let Some(v) = m.get_mut(stream) {
+            take(v, key, rest);
+            if empty(v) {
+                m.remove(stream);
+            }
+        }
+    }
+}
+
+impl<R: Clone + Send + Sync + 'static> Patch for ByNode<R> {
+    fn forget(&mut self, keys: &HashSet<String>) {
+        for key in keys {
+            self.remove(key.as_str());
+        }
+    }
+}
+
+impl Patch for BTreeMap<String, ByNode<PositionRow>> {
+    fn forget(&mut self, keys: &HashSet<String>) {
+        forget_in(
+            self,
+            keys,
+            |nodes, _, node| {
+                nodes.remove(node);
+            },
+            BTreeMap::is_empty,
+        );
+    }
+}
+
+impl Patch for HoldsByStream {
+    fn forget(&mut self, keys: &HashSet<String>) {
+        let streams: std::collections::BTreeSet<&str> = keys
+            .iter()
+            .map(|k| split_stream(k).map_or(k.as_str(), |(s, _)| s))
+            .collect();
+        for stream in streams {
+            if let Some(holds) = self.get_mut(stream) {
+                holds.retain(|h| !keys.contains(&hold_key(h)));
+                if holds.is_empty() {
+                    self.remove(stream);
+                }
+            }
+        }
+    }
+}
+
+/// The key a parsed hold came from.
+fn hold_key(h: &Parsed<(HoldKey, HoldRow)>) -> String {
+    match h {
+        Ok((k, _)) => format!("{}.{}", k.stream, k.hold_id),
+        Err(e) => e.key().to_string(),
+    }
+}
+
+impl Patch for Backups {
+    fn forget(&mut self, keys: &HashSet<String>) {
+        let mut manifests = false;
+        for key in keys {
+            match key.strip_prefix(ACK_PREFIX) {
+                Some(stream) => {
+                    self.acks.remove(stream);
+                }
+                None => manifests = true,
+            }
+        }
+        if manifests {
+            self.manifests.retain(|m| {
+                let key = match m {
+                    Ok(m) => BackupManifest::key(&m.node, &m.id),
+                    Err(e) => e.key().to_string(),
+                };
+                !keys.contains(&key)
+            });
+        }
+    }
+}
+
+impl Patch for Gates {
+    fn forget(&mut self, keys: &HashSet<String>) {
+        for key in keys {
+            if let Some(stream) = key.strip_prefix(CURSOR_PREFIX) {
+                self.cursors.remove(stream);
+            } else if let Some(op) = key.strip_prefix(OP_PREFIX) {
+                self.ops.remove(op);
+            } else if let Some((stream, node)) = split_stream(key) {
+                // A gate row is taken only under its own key,
+                // `<stream>.<node>` (GateRow::parse checks it).
+                if let Some(rows) = self.rows.get_mut(stream) {
+                    rows.remove(node);
+                    if rows.is_empty() {
+                        self.rows.remove(stream);
+                    }
+                }
+            }
+        }
+    }
+}
+
+impl Patch for Floors {
+    fn forget(&mut self, keys: &HashSet<String>) {
+        for key in keys {
+            match key.strip_prefix(crate::rows::REQUESTED_PREFIX) {
+                Some(stream) => {
+                    self.requested.remove(stream);
+                }
+                None => {
+                    self.rows.remove(key.as_str());
+                }
+            }
+        }
+    }
+}
+
 impl ParsedRows {
     pub fn from_rows(rows: &Rows) -> ParsedRows {
         ParsedRows {
@@ -244,5 +381,119 @@ impl ParsedRows {
             Some((Ok(p), rev)) => Ok(Some((p.clone(), *rev))),
             Some((Err(e), _)) => Err(e.clone()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::floor::tests::{World, S};
+
+    /// A parsed form patched by the keys that changed equals the same
+    /// entries parsed afresh, over random writes and deletes of valid,
+    /// malformed and misplaced rows, on two streams.
+    fn patched_equals_fresh<T: Patch + std::fmt::Debug>(pool: &[(String, String)], add: Sink<T>) {
+        let mut pool: Vec<(String, String)> = pool
+            .iter()
+            .flat_map(|(k, v)| {
+                [
+                    (k.clone(), v.clone()),
+                    (k.replace(S, "OTHER"), v.replace(S, "OTHER")),
+                    (k.clone(), "not json".to_string()),
+                ]
+            })
+            .collect();
+        pool.push(("nodot".into(), "{}".into()));
+        let mut seed: u64 = 0x2026_1202;
+        let mut next = |n: usize| {
+            seed = seed
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            (seed >> 33) as usize % n
+        };
+        // key → (value, revision): what the bucket holds live.
+        let mut live: BTreeMap<String, (String, u64)> = BTreeMap::new();
+        let mut revision = 0;
+        let mut patched = T::default();
+        for round in 0..300 {
+            let mut touched = HashSet::new();
+            for _ in 0..=next(4) {
+                revision += 1;
+                if next(4) == 0 && !live.is_empty() {
+                    let key = live
+                        .keys()
+                        .nth(next(live.len()))
+                        .cloned()
+                        .unwrap_or_default();
+                    live.remove(&key);
+                    touched.insert(key);
+                } else {
+                    let (key, _) = &pool[next(pool.len())];
+                    // Another row's value under this key: a misplaced row.
+                    let value = pool[next(pool.len())].1.clone();
+                    let value = if next(2) == 0 {
+                        pool.iter()
+                            .find(|(k, _)| k == key)
+                            .map(|(_, v)| v.clone())
+                            .unwrap_or(value)
+                    } else {
+                        value
+                    };
+                    live.insert(key.clone(), (value, revision));
+                    touched.insert(key.clone());
+                }
+            }
+            let mut in_order: Vec<(&String, &(String, u64))> = live.iter().collect();
+            in_order.sort_by_key(|(_, (_, r))| *r);
+            let mut fresh = T::default();
+            for (k, (v, r)) in &in_order {
+                add(&mut fresh, k, v.as_bytes(), *r);
+            }
+            patched.forget(&touched);
+            for (k, (v, r)) in in_order.iter().filter(|(k, _)| touched.contains(*k)) {
+                add(&mut patched, k, v.as_bytes(), *r);
+            }
+            assert_eq!(
+                format!("{patched:?}"),
+                format!("{fresh:?}"),
+                "round {round}"
+            );
+        }
+    }
+
+    fn pool(rows: &Option<Vec<(String, String)>>) -> Vec<(String, String)> {
+        rows.clone().unwrap_or_default()
+    }
+
+    #[test]
+    fn every_buckets_parsed_form_patches_to_what_a_fresh_parse_gives() {
+        let mut w = World::new();
+        for i in 0..6 {
+            let node = format!("node-{i}");
+            w.node(&node, i % 2 == 0, Some(100 + i));
+            w.hold(&format!("h{i}"), 10 + i, 600);
+            w.backup(&node, &format!("b{i}"), 50 + i, -30, i % 3 != 0, i % 4 != 0);
+            w.snapshot(&node, 70 + i, 0, i % 2 == 1);
+            w.gate(&node, if i % 2 == 0 { "evicted" } else { "admitted" }, 60);
+        }
+        w.gated(Some(serde_json::json!({"stream": S, "stream_created": crate::floor::tests::CREATED, "generation": 0, "last_absorbed": 4, "absorbed_at": crate::floor::tests::ts(-3)})));
+        w.floor_row(serde_json::json!({"stream": S, "trim_floor": 40}));
+        let mut floors = pool(&w.floors);
+        floors.push((
+            format!("{}{S}", crate::rows::REQUESTED_PREFIX),
+            serde_json::json!({"seq": 30, "by": "alice", "at": crate::floor::tests::ts(-3), "reason": ""}).to_string(),
+        ));
+        let mut backups = pool(&w.backups);
+        backups.push((
+            format!("{ACK_PREFIX}{S}"),
+            serde_json::json!({"stream": S, "position": 60, "by": "alice", "at": crate::floor::tests::ts(-3)}).to_string(),
+        ));
+        patched_equals_fresh(&pool(&w.presence), add_presence);
+        patched_equals_fresh(&pool(&w.positions), add_position);
+        patched_equals_fresh(&pool(&w.holds), add_hold);
+        patched_equals_fresh(&backups, add_backup);
+        patched_equals_fresh(&pool(&w.snapshots), add_snapshot);
+        patched_equals_fresh(&pool(&w.gates), add_gate);
+        patched_equals_fresh(&floors, add_floor);
     }
 }

@@ -279,3 +279,44 @@ async fn with_its_proof_off_a_slow_watcher_lets_a_purge_past_a_hold() {
         }
     }
 }
+
+/// Presence leases that age out between ticks leave a kept view, which
+/// patches its parsed rows rather than parsing them again, exactly as a
+/// view built afresh at that cut answers: aged leases gone, renewed and
+/// new ones kept, though no event said any lease expired.
+#[tokio::test]
+async fn leases_that_age_out_leave_a_kept_view_as_a_fresh_one_answers() {
+    let f = Fleet::new(10).await;
+    f.js.delete_key_value("crewlet_presence")
+        .await
+        .expect("delete");
+    f.js.create_key_value(async_nats::jetstream::kv::Config {
+        bucket: "crewlet_presence".into(),
+        max_age: Duration::from_secs(2),
+        ..Default::default()
+    })
+    .await
+    .expect("a presence bucket whose leases last 2 s");
+    for n in ["node-1", "node-2", "node-3"] {
+        f.presence(n, &["data"]).await;
+    }
+    let viewed = f.broker().await;
+    let fresh = f.broker().await;
+    viewed.read_all_viewed(&f.config.buckets, Mode::Fresh).await;
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    f.presence("node-1", &["data"]).await;
+    f.presence("node-4", &["data"]).await;
+    let (_, _, took) = viewed.read_all_viewed(&f.config.buckets, Mode::Kept).await;
+    assert_eq!(took.kept, 7, "{took:?}");
+    // node-2 and node-3 are 2.5 s old at the next cut, the others 1.3 s.
+    tokio::time::sleep(Duration::from_millis(1300)).await;
+    let (_, v, took) = viewed.read_all_viewed(&f.config.buckets, Mode::Kept).await;
+    let (_, full, _) = fresh.read_all_viewed(&f.config.buckets, Mode::Fresh).await;
+    assert_eq!(took.kept, 7, "the presence view was kept: {took:?}");
+    let live = |p: &crewlet::proven::Proven<crewlet::floor::parsed::ParsedRows>| {
+        let presence = p.get().presence.as_ref().expect("presence read");
+        presence.keys().map(|k| k.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(live(&v), ["node-1", "node-4"], "the kept view");
+    assert_eq!(format!("{:?}", v.get()), format!("{:?}", full.get()));
+}
