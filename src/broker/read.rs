@@ -348,7 +348,7 @@ impl Broker {
     }
 
     /// One bucket, whole (`mode` `None`) or by its view.
-    async fn read_one<T: Default>(
+    async fn read_one<T: crate::floor::parsed::Patch>(
         &self,
         name: &str,
         add: Sink<T>,
