@@ -220,6 +220,153 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
     Ok(())
 }
 
+/// Rows changed before each measured read at 100,000 rows.
+const CHURN: [usize; 6] = [0, 1_000, 5_000, 10_000, 30_000, 100_000];
+
+/// The views at 100,000 position rows: for each count of [`CHURN`], that
+/// many rows written again, then the views read (`Mode::Kept`), against
+/// the full bare read of the same buckets interleaved with them; and the
+/// plot of the one against the other (docs/views-churn.svg).
+async fn churn(
+    js: &Broker,
+    broker: &Broker,
+    url: &str,
+    samples: usize,
+) -> Result<Vec<Line>, String> {
+    use crate::broker::view::Mode;
+    eprintln!("building 100,000 position rows …");
+    let c = bench_config(url, "ch", 1)?;
+    build(js, &c, 100_000).await?;
+    let rows = broker
+        .read_rows(&c.buckets)
+        .await
+        .positions
+        .map_err(|e| e.to_string())?;
+    let rows: Vec<(String, String)> = rows
+        .into_iter()
+        .map(|e| (e.key, String::from_utf8_lossy(&e.value).into_owned()))
+        .collect();
+    broker.read_all_viewed(&c.buckets, Mode::Fresh).await;
+    let mut full = Vec::new();
+    let mut by_churn: Vec<Vec<f64>> = vec![Vec::new(); CHURN.len()];
+    for _ in 0..samples {
+        for (i, n) in CHURN.iter().enumerate() {
+            let t = Instant::now();
+            std::hint::black_box(broker.read_rows(&c.buckets).await);
+            full.push(ms(t.elapsed()));
+            js.fill(
+                &c.buckets.positions,
+                rows.iter().take(*n).cloned().collect(),
+            )
+            .await?;
+            let t = Instant::now();
+            let (_, _, took) = broker.read_all_viewed(&c.buckets, Mode::Kept).await;
+            by_churn[i].push(ms(t.elapsed()));
+            if took.kept != 7 {
+                return Err(format!(
+                    "a view was rebuilt after {n} rows changed: {took:?}"
+                ));
+            }
+        }
+    }
+    for (_, bucket) in c.buckets.all() {
+        let _ = js.delete_bucket(bucket).await;
+    }
+    let full = stats(full);
+    let medians: Vec<(usize, f64)> = CHURN
+        .iter()
+        .zip(&by_churn)
+        .map(|(n, t)| (*n, stats(t.clone()).median))
+        .collect();
+    let plot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/views-churn.svg");
+    match std::fs::write(&plot, churn_svg(&medians, full.median)) {
+        Ok(()) => eprintln!("plot written: {}", plot.display()),
+        Err(e) => eprintln!("plot not written ({}): {e}", plot.display()),
+    }
+    let mut lines = Vec::new();
+    for (n, t) in CHURN.iter().zip(by_churn) {
+        let target = match n {
+            0 => None,
+            1_000 => Some(0.25),
+            _ => None,
+        };
+        lines.push(line(
+            &format!("views, {n} of 100,000 rows changed"),
+            &stats(t),
+            Some(&full),
+            target,
+            None,
+        ));
+    }
+    Ok(lines)
+}
+
+/// Tick time against rows changed, with the full read as a line: a small
+/// SVG written by hand (a plotting crate for one chart would outweigh it).
+fn churn_svg(points: &[(usize, f64)], full_ms: f64) -> String {
+    let (w, h, left, bottom, top, right) = (640.0, 400.0, 70.0, 50.0, 30.0, 20.0);
+    let max_x = points.iter().map(|p| p.0).max().unwrap_or(1).max(1) as f64;
+    let max_y = points.iter().map(|p| p.1).fold(full_ms, f64::max).max(1.0) * 1.1;
+    let x = |v: f64| left + v / max_x * (w - left - right);
+    let y = |v: f64| h - bottom - v / max_y * (h - bottom - top);
+    let mut svg = format!(
+        r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">
+<rect width="100%" height="100%" fill="white"/>
+<text x="{cx}" y="18" text-anchor="middle" font-size="14">Reading 7 buckets at 100,000 position rows (crewlet-bench --only churn)</text>
+<line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="black"/>
+<line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="black"/>
+<text x="{cx}" y="{xl}" text-anchor="middle">rows changed since the last read</text>
+<text x="16" y="{cy}" text-anchor="middle" transform="rotate(-90 16 {cy})">milliseconds (median)</text>
+"##,
+        cx = (left + w - right) / 2.0,
+        cy = (top + h - bottom) / 2.0,
+        b = h - bottom,
+        r = w - right,
+        xl = h - 12.0,
+    );
+    for i in 0..=5 {
+        let v = max_x * f64::from(i) / 5.0;
+        svg.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"middle\">{}</text>\n",
+            x(v),
+            h - bottom + 16.0,
+            v.round()
+        ));
+        let t = max_y * f64::from(i) / 5.0;
+        svg.push_str(&format!(
+            "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\">{:.0}</text>\n",
+            left - 6.0,
+            y(t) + 4.0,
+            t
+        ));
+    }
+    svg.push_str(&format!(
+        "<line x1=\"{left}\" y1=\"{fy:.1}\" x2=\"{r}\" y2=\"{fy:.1}\" stroke=\"#b33\" stroke-dasharray=\"6 4\"/>\n<text x=\"{r}\" y=\"{ty:.1}\" text-anchor=\"end\" fill=\"#b33\">full read of every row: {full_ms:.0} ms</text>\n",
+        fy = y(full_ms),
+        ty = y(full_ms) - 6.0,
+        r = w - right,
+    ));
+    let path: Vec<String> = points
+        .iter()
+        .map(|(n, t)| format!("{:.1},{:.1}", x(*n as f64), y(*t)))
+        .collect();
+    svg.push_str(&format!(
+        "<polyline points=\"{}\" fill=\"none\" stroke=\"#246\" stroke-width=\"2\"/>\n",
+        path.join(" ")
+    ));
+    for (n, t) in points {
+        svg.push_str(&format!(
+            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"#246\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#246\">{t:.0} ms</text>\n",
+            x(*n as f64),
+            y(*t),
+            x(*n as f64) + 5.0,
+            y(*t) - 6.0,
+        ));
+    }
+    svg.push_str("</svg>\n");
+    svg
+}
+
 /// Median of the tick and of its baseline, interleaved so that noise hits both.
 async fn tick_vs_bare(
     broker: &Broker,
@@ -386,8 +533,8 @@ pub struct BenchArgs {
     /// Samples per scenario.
     #[arg(long, default_value_t = 15)]
     pub samples: usize,
-    /// Run only these scenarios (comma-separated): tick, scaling, pure,
-    /// status, memory, publisher, http, archive, cluster.
+    /// Run only these scenarios (comma-separated): tick, churn, scaling,
+    /// pure, status, memory, publisher, http, archive, cluster.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub only: Vec<String>,
     /// The status baseline process (connect and bare reads only, on the
@@ -743,6 +890,12 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             None,
             None,
         ));
+    }
+
+    // 1b. The views at 100,000 rows: the tick's read against the full bare
+    // read of the same buckets, by how many rows changed since the last.
+    if want("churn") {
+        lines.extend(churn(&js, &broker, url, samples.min(3)).await?);
     }
 
     // 2. Scaling.
