@@ -354,14 +354,14 @@ impl Broker {
         add: Sink<T>,
         keep_raw: bool,
         mode: Option<super::view::Mode>,
-    ) -> (Bucket, Result<T, BucketError>, bool) {
+    ) -> (Bucket, Result<std::sync::Arc<T>, BucketError>, bool) {
         // Boxed: seven of these run in one join, and each read is a large
         // future; on the heap they keep a tick's future small enough for a
         // thread's stack.
         match mode {
             None => {
                 let (raw, parsed) = Box::pin(self.read_bucket_parsing(name, add, keep_raw)).await;
-                (raw, parsed, false)
+                (raw, parsed.map(std::sync::Arc::new), false)
             }
             Some(mode) => Box::pin(self.read_bucket_viewed(name, add, keep_raw, mode)).await,
         }

@@ -143,7 +143,10 @@ struct Seen {
 
 /// A view's last answer, kept to be patched rather than parsed again.
 struct Answered {
-    /// The bucket's parsed form (the `T` of [`Broker::read_bucket_viewed`]).
+    /// The bucket's parsed form (an `Arc<T>`, the `T` of
+    /// [`Broker::read_bucket_viewed`]), shared with the answers given: an
+    /// idle tick copies nothing, and a patch copies it only while an
+    /// earlier answer is still held.
     parsed: Box<dyn std::any::Any + Send>,
     /// The broker's clock at that answer's cut: an entry aged out then
     /// stays out at a later cut, not at an earlier one.
@@ -207,7 +210,7 @@ impl Broker {
         add: Sink<T>,
         keep_raw: bool,
         mode: Mode,
-    ) -> (Bucket, Result<T, BucketError>, bool) {
+    ) -> (Bucket, Result<Arc<T>, BucketError>, bool) {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
             reason,
@@ -439,9 +442,9 @@ fn aged(published: DateTime<Utc>, cut: &Cut) -> bool {
 /// parses nothing; it is parsed whole when there is no last answer, or
 /// the broker's clock went back (an entry aged out then could be live at
 /// this cut), or the bucket's max age changed.
-fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<Entry>, T) {
+fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<Entry>, Arc<T>) {
     let Ok(mut guard) = w.seen.lock() else {
-        return (Vec::new(), T::default());
+        return (Vec::new(), Arc::default());
     };
     let s = &mut *guard;
     let raw = if keep_raw {
@@ -452,7 +455,7 @@ fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<
     let patchable = s
         .answered
         .as_ref()
-        .is_some_and(|a| a.at <= cut.broker && a.max_age == cut.max_age && a.parsed.is::<T>());
+        .is_some_and(|a| a.at <= cut.broker && a.max_age == cut.max_age && a.parsed.is::<Arc<T>>());
     if !patchable {
         s.answered = None;
     }
@@ -474,10 +477,11 @@ fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<
             }
         }
     }
-    let Some(parsed) = answered.parsed.downcast_mut::<T>() else {
-        return (raw, T::default());
+    let Some(shared) = answered.parsed.downcast_mut::<Arc<T>>() else {
+        return (raw, Arc::default());
     };
     if !touched.is_empty() {
+        let parsed = Arc::make_mut(shared);
         parsed.forget(&touched);
         let mut again: Vec<(&String, &Kept)> = touched
             .iter()
@@ -500,12 +504,12 @@ fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<
         }
     }
     answered.at = cut.broker;
-    (raw, parsed.clone())
+    (raw, shared.clone())
 }
 
 /// Every live entry of the view parsed afresh, kept as the view's answer
 /// to patch at the next.
-fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> T {
+fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> Arc<T> {
     let mut parsed = T::default();
     let mut by_age = std::collections::BTreeMap::new();
     for (key, k) in live_in_order(s, cut) {
@@ -519,6 +523,7 @@ fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> T {
             by_age.insert((k.published, k.revision), key.clone());
         }
     }
+    let parsed = Arc::new(parsed);
     s.changed.clear();
     s.answered = Some(Answered {
         parsed: Box::new(parsed.clone()),
@@ -587,7 +592,11 @@ async fn watch(
             s.consumer_seq = consumer_seq;
             s.delivered = s.delivered.max(revision);
             if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
-                s.changed.push(key.to_string());
+                // Only an answer already given is patched; until then the
+                // next answer parses every key anyway.
+                if s.answered.is_some() {
+                    s.changed.push(key.to_string());
+                }
                 s.keys.insert(
                     key.to_string(),
                     Kept {

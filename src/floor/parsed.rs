@@ -65,16 +65,16 @@ impl Floors {
 /// Every bucket the answer reads, parsed.
 #[derive(Debug, Clone)]
 pub struct ParsedRows {
-    pub presence: Result<ByNode<PresenceRow>, BucketError>,
+    pub presence: Result<Arc<ByNode<PresenceRow>>, BucketError>,
     /// Stream → node → row.
-    pub positions: Result<BTreeMap<String, ByNode<PositionRow>>, BucketError>,
+    pub positions: Result<Arc<BTreeMap<String, ByNode<PositionRow>>>, BucketError>,
     /// Stream → holds on it.
-    pub holds: Result<HoldsByStream, BucketError>,
-    pub backups: Result<Backups, BucketError>,
-    pub snapshots: Result<ByNode<SnapshotRow>, BucketError>,
-    pub gates: Result<Gates, BucketError>,
+    pub holds: Result<Arc<HoldsByStream>, BucketError>,
+    pub backups: Result<Arc<Backups>, BucketError>,
+    pub snapshots: Result<Arc<ByNode<SnapshotRow>>, BucketError>,
+    pub gates: Result<Arc<Gates>, BucketError>,
     /// Stream → its floors row.
-    pub floors: Result<Floors, BucketError>,
+    pub floors: Result<Arc<Floors>, BucketError>,
 }
 
 /// Stream names hold no `.`: the first dot separates a key's stream.
@@ -82,13 +82,13 @@ fn split_stream(key: &str) -> Option<(&str, &str)> {
     key.split_once('.')
 }
 
-fn each<T: Default>(bucket: &Bucket, add: Sink<T>) -> Result<T, BucketError> {
+fn each<T: Default>(bucket: &Bucket, add: Sink<T>) -> Result<Arc<T>, BucketError> {
     let entries = bucket.as_ref().map_err(Clone::clone)?;
     let mut out = T::default();
     for e in entries {
         add(&mut out, &e.key, &e.value, e.revision);
     }
-    Ok(out)
+    Ok(Arc::new(out))
 }
 
 /// Adds one entry of a bucket to its parsed form. The reader calls these as
@@ -186,7 +186,7 @@ pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
 /// live entry afresh gives: each key feeds one place, and a changed key's
 /// revision is newer than every unchanged one, so the lists kept in
 /// revision order (holds, manifests) stay in it.
-pub trait Patch: Default + Clone + Send + 'static {
+pub trait Patch: Default + Clone + Send + Sync + 'static {
     /// Removes what each of `keys` contributed.
     fn forget(&mut self, keys: &HashSet<String>);
 }

@@ -17,11 +17,11 @@ use crate::rows::PresenceRow;
 #[derive(Debug, Clone)]
 pub struct Pins {
     pub holds: Holds,
-    pub presence: Result<ByNode<PresenceRow>, BucketError>,
+    pub presence: Result<std::sync::Arc<ByNode<PresenceRow>>, BucketError>,
 }
 
 /// Presence as the tick read it (the answer was computed from it).
-pub type ReadPresence = Result<ByNode<PresenceRow>, BucketError>;
+pub type ReadPresence = Result<std::sync::Arc<ByNode<PresenceRow>>, BucketError>;
 
 /// The purge target once the re-read pins are honoured: `target` (the
 /// `seq` a purge would send) or lower, `None` when nothing may go, and
@@ -61,7 +61,7 @@ pub fn clamp_to_pins(
         Err(_) => return (None, Some(PurgeClamp::Presence)),
     };
     let before = before.as_ref().ok();
-    for (node, row) in presence {
+    for (node, row) in presence.iter() {
         if before.and_then(|b| b.get(node)) == Some(row) {
             continue;
         }

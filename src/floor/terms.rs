@@ -84,7 +84,7 @@ pub fn applied(stream: &str, set: &CountedSet) -> Term {
 }
 
 /// The holds bucket, parsed: stream → holds on it.
-pub type Holds = Result<HoldsByStream, BucketError>;
+pub type Holds = Result<std::sync::Arc<HoldsByStream>, BucketError>;
 
 /// `min_hold`: one below the lowest live hold's `seq`.
 pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
@@ -129,7 +129,7 @@ pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
 /// opening) speaks of another history and does not count.
 pub fn backup_floor(
     stream: &str,
-    backups: &Result<Backups, BucketError>,
+    backups: &Result<std::sync::Arc<Backups>, BucketError>,
     policy: &Policy,
     created: Option<Instant>,
     now: DateTime<Utc>,
@@ -200,7 +200,7 @@ pub fn backup_floor(
 /// `snapshot_floor`: the k-th highest verified snapshot over the counted set.
 pub fn snapshot_floor(
     stream: &str,
-    snapshots: &Result<ByNode<SnapshotRow>, BucketError>,
+    snapshots: &Result<std::sync::Arc<ByNode<SnapshotRow>>, BucketError>,
     set: &CountedSet,
     generation: u64,
     k: u32,
