@@ -238,7 +238,7 @@ impl Broker {
         // A full read: a view built afresh on the bucket's last message per
         // key, proven like any other, and kept for the next tick.
         self.forget_view(name);
-        let w = match self.build_view(name, &cut).await {
+        let w = match self.build_view(name, &cut, add).await {
             Ok(w) => w,
             Err(e) => {
                 let e = failed(e);
@@ -329,7 +329,14 @@ impl Broker {
     }
 
     /// A new watcher on bucket `name` from its last message per key.
-    async fn build_view(&self, name: &str, cut: &Cut) -> Result<Arc<Watched>, String> {
+    /// Its first pass is parsed by `add` as it arrives (as a full read
+    /// parses), so that the view's first answer only has to be patched.
+    async fn build_view<T: Patch>(
+        &self,
+        name: &str,
+        cut: &Cut,
+        add: Sink<T>,
+    ) -> Result<Arc<Watched>, String> {
         let prefix = format!("$KV.{name}.");
         let config = super::read::last_per_key(name);
         let consumer = self
@@ -347,7 +354,19 @@ impl Broker {
         let consumer_name = consumer.cached_info().name.clone();
         let moved = Arc::new(tokio::sync::Notify::new());
         let knobs = self.views.knobs.clone();
-        let task = tokio::spawn(watch(consumer, prefix, seen.clone(), moved.clone(), knobs));
+        let first = FirstPass {
+            add,
+            max_age: cut.max_age,
+            empty: consumer.cached_info().num_pending == 0,
+        };
+        let task = tokio::spawn(watch(
+            consumer,
+            prefix,
+            seen.clone(),
+            moved.clone(),
+            knobs,
+            first,
+        ));
         Ok(Arc::new(Watched {
             seen,
             moved,
@@ -558,13 +577,29 @@ fn raw_entries(s: &Seen, cut: &Cut) -> Vec<Entry> {
 
 /// The watcher: applies every message it is given to `seen`, in order,
 /// until it stops or is restarted (then the view is broken).
-async fn watch(
+/// How the watcher parses its first pass: the bucket's parser, and the
+/// max age its answer is kept for.
+struct FirstPass<T> {
+    add: Sink<T>,
+    max_age: Duration,
+    /// The bucket had no key to deliver: the view is whole at once, and
+    /// its first answer is parsed (from nothing) when it is asked for.
+    empty: bool,
+}
+
+async fn watch<T: Patch>(
     consumer: async_nats::jetstream::consumer::Consumer<OrderedConfig>,
     prefix: String,
     seen: Arc<Mutex<Seen>>,
     moved: Arc<tokio::sync::Notify>,
     knobs: Arc<Knobs>,
+    first: FirstPass<T>,
 ) {
+    // The first pass's parsed form, until the pass is whole: then it
+    // becomes the view's answer, as of no cut yet (each entry's age is
+    // judged at the first cut it is answered at).
+    let mut building: Option<(T, std::collections::BTreeMap<(DateTime<Utc>, u64), String>)> =
+        (!first.empty).then(Default::default);
     let why: Result<(), String> = async {
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
         while let Some(msg) = messages.next().await {
@@ -592,9 +627,18 @@ async fn watch(
             s.consumer_seq = consumer_seq;
             s.delivered = s.delivered.max(revision);
             if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
-                // Only an answer already given is patched; until then the
-                // next answer parses every key anyway.
-                if s.answered.is_some() {
+                if let Some((parsed, by_age)) = &mut building {
+                    if s.keys.contains_key(key) {
+                        // A key written again during the first pass.
+                        parsed.forget(&HashSet::from([key.to_string()]));
+                    }
+                    if !deleted {
+                        (first.add)(parsed, key, &msg.payload, revision);
+                        if !first.max_age.is_zero() {
+                            by_age.insert((published, revision), key.to_string());
+                        }
+                    }
+                } else if s.answered.is_some() {
                     s.changed.push(key.to_string());
                 }
                 s.keys.insert(
@@ -608,6 +652,15 @@ async fn watch(
             }
             if pending == 0 {
                 s.whole = true;
+                if let Some((parsed, by_age)) = building.take() {
+                    s.changed.clear();
+                    s.answered = Some(Answered {
+                        parsed: Box::new(Arc::new(parsed)),
+                        at: DateTime::<Utc>::MIN_UTC,
+                        max_age: first.max_age,
+                        by_age,
+                    });
+                }
             }
             drop(s);
             moved.notify_waiters();
