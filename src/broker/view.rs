@@ -156,8 +156,12 @@ struct Answered {
     /// The live entries that can age out, oldest first: (published,
     /// revision) → key. An entry changed since is skipped when it comes
     /// up (its revision no longer matches).
-    by_age: std::collections::BTreeMap<(DateTime<Utc>, u64), String>,
+    by_age: ByAge,
 }
+
+/// Live entries that can age out, oldest first: (published, revision) →
+/// key.
+type ByAge = std::collections::BTreeMap<(DateTime<Utc>, u64), String>;
 
 struct Kept {
     value: Option<bytes::Bytes>,
@@ -598,8 +602,7 @@ async fn watch<T: Patch>(
     // The first pass's parsed form, until the pass is whole: then it
     // becomes the view's answer, as of no cut yet (each entry's age is
     // judged at the first cut it is answered at).
-    let mut building: Option<(T, std::collections::BTreeMap<(DateTime<Utc>, u64), String>)> =
-        (!first.empty).then(Default::default);
+    let mut building: Option<(T, ByAge)> = (!first.empty).then(Default::default);
     let why: Result<(), String> = async {
         let mut messages = consumer.messages().await.map_err(|e| e.to_string())?;
         while let Some(msg) = messages.next().await {
