@@ -1,4 +1,4 @@
-//! `crewlet bench`: the performance figures of docs/performance.md, each
+//! `crewlet bench`: the performance figures (docs/performance.md), each
 //! against a baseline measured in the same run (these machines are shared
 //! and noisy, so only ratios travel). Starts its own nats-server, builds the
 //! state, and prints median, spread and ratio per scenario.

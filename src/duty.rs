@@ -1,4 +1,4 @@
-//! The trim duty lease (docs/architecture.md, Trim duty and Fencing; docs/contract.md, duty):
+//! The trim duty lease (docs/trim-floor.md, Trim duty and Fencing; docs/contract.md, `crewlet_duty` — who trims):
 //! claimed with create, renewed every tick with update on the last
 //! revision, given up on shutdown by deleting with the last revision. The
 //! bucket's `max_age` is the TTL, so expiry is the broker's clock and a

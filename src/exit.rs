@@ -1,4 +1,4 @@
-//! The exit codes of docs/runbook.md, in one place. Every command ends in an
+//! The exit codes (docs/runbook.md, Exit codes) in one place. Every command ends in an
 //! [`Exit`]; `main` turns it into the process's exit code and nothing else
 //! picks a number.
 

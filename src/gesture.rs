@@ -1,4 +1,4 @@
-//! `evict` and `readmit` (docs/contract.md, gates): judged once before anything
+//! `evict` and `readmit` (docs/contract.md, `crewlet_gates` — the gates view): judged once before anything
 //! is written, then one gate record per counted log, each log answering on
 //! its own, with the exact command that finishes any log that did not. The
 //! CLI (`crewlet retention evict`) and the HTTP routes (`POST
@@ -344,7 +344,7 @@ fn judge_readmission(
     Ok(facts.into_iter().flatten().collect())
 }
 
-/// The readmission's `join` holds (docs/architecture.md, Pins that arrive during a
+/// The readmission's `join` holds (docs/trim-floor.md, Pins that arrive during a
 /// tick): one per log at the node's position + 1, placed and confirmed
 /// before any record is written, so that no purge passes the node between
 /// its judgement and its record being absorbed. The duty holder lifts each

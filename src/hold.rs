@@ -1,4 +1,4 @@
-//! Placing a hold with its handshake (docs/architecture.md, Pins that arrive during a
+//! Placing a hold with its handshake (docs/trim-floor.md, Pins that arrive during a
 //! tick). A hold is written with create (an existing id is refused unless
 //! replaced on the revision read), then proved against the log: records it
 //! needs that are already gone make it `too_late` (and it is released);

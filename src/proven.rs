@@ -1,4 +1,4 @@
-//! Reads proven current (docs/architecture.md, On a cluster): on a
+//! Reads proven current (docs/trim-floor.md, Proven current): on a
 //! cluster any replica may serve a consumer or a direct get, and a replica
 //! may be behind, so a read that confirms a pin to a person, or decides how
 //! far a purge may go, is taken only in a form the broker module made after

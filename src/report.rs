@@ -6,7 +6,7 @@ use chrono::{DateTime, Utc};
 use crate::floor::{Answer, NodeState, NotReady, TermName, TermState};
 use crate::human;
 
-/// Is this domain trimming? (docs/runbook.md, `status`): not when NOT READY, in dry
+/// Is this domain trimming? (docs/runbook.md, Reading status): not when NOT READY, in dry
 /// run with something it would purge, or when this tick licenses no purge
 /// while something holds it back.
 pub fn is_trimming(a: &Answer) -> bool {
@@ -85,7 +85,7 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
             .map(|n| format!("{} reports {}", n.node, n.seq.unwrap_or(0)))
             .collect();
         return format!(
-            "NOT READY {}: {why} — {} but the log ends at {}; the log was restored or rebuilt, so nothing is trimmed until you decide which history to keep (see docs/runbook.md, ahead_of_log).",
+            "NOT READY {}: {why} — {} but the log ends at {}; the log was restored or rebuilt, so nothing is trimmed until you decide which history to keep (see docs/runbook.md, not_ready).",
             a.domain,
             ahead.join(", "),
             a.last_seq

@@ -293,7 +293,7 @@ impl PresenceRow {
     }
 }
 
-/// Whether a node's applier still continues the log (docs/contract.md, positions).
+/// Whether a node's applier still continues the log (docs/contract.md, `crewlet_positions` — where each node stands on each log).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PositionStatus {
@@ -330,7 +330,7 @@ impl PositionRow {
     }
 }
 
-/// Who placed a hold and why (docs/contract.md, holds).
+/// Who placed a hold and why (docs/contract.md, `crewlet_holds` — live pins).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HoldKind {
@@ -460,7 +460,7 @@ impl AckRow {
     }
 }
 
-/// Why a node cannot take a new snapshot artefact (docs/contract.md, snapshots).
+/// Why a node cannot take a new snapshot artefact (docs/contract.md, `crewlet_snapshots` — what each node can donate).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
@@ -514,7 +514,7 @@ pub struct DutyRow {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewed_at: Option<Instant>,
     /// A fresh id per write, so that a re-read after a lost answer tells
-    /// whether this write is the one there (docs/architecture.md, Fencing).
+    /// whether this write is the one there (docs/trim-floor.md, Fencing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewal: Option<String>,
 }
@@ -554,7 +554,7 @@ pub struct GateRow {
     pub force: bool,
     #[serde(default)]
     pub reason: String,
-    /// The incarnation of the log the record was read from (docs/architecture.md, The
+    /// The incarnation of the log the record was read from (docs/trim-floor.md, The
     /// gates view and the purge). A row of another incarnation, or one
     /// written before rows carried it, never applies.
     #[serde(default)]
@@ -573,7 +573,7 @@ pub struct Incarnation {
 }
 
 /// What the sidecar keeps about a log between ticks, stamped with the
-/// incarnation it was made in (docs/architecture.md, Watermarks belong to
+/// incarnation it was made in (docs/trim-floor.md, Watermarks belong to
 /// one incarnation): the gates view's cursor and rows, the requested
 /// watermark, the published floor. One comparison decides for every one of
 /// them: it counts in incarnation `i` only if it was made in `i`, and a

@@ -1,5 +1,5 @@
-//! Judges a domain's stream settings (docs/architecture.md, Broker-side retention that
-//! bypasses the gate; docs/runbook.md, `validate`). Pure: the facts are read by the
+//! Judges a domain's stream settings (docs/trim-floor.md, Broker-side retention that
+//! bypasses the gate; docs/configuration.md, What `validate` checks on the broker). Pure: the facts are read by the
 //! broker module and passed in, so every rule is a unit test.
 
 use crate::config::{Domain, Problem};

@@ -688,7 +688,7 @@ impl Sidecar {
         }
     }
 
-    /// The age proof (docs/decisions.md, "Pins, clocks, fences, reads"): the slice about to be purged holds
+    /// The age proof (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)"): the slice about to be purged holds
     /// no record younger than `now - min_age`, whatever order the log's
     /// timestamps are in. A bounded, headers-only scan from the log's first
     /// sequence; a slice it cannot prove is clamped below the first young
@@ -795,7 +795,7 @@ impl Sidecar {
     }
 
     /// Lifts the join holds of readmissions a published answer now counts
-    /// (docs/decisions.md, "Pins, clocks, fences, reads").
+    /// (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)").
     async fn retire_join_holds(&self, rows: &ParsedRows, domains: &[DomainTick]) {
         let bucket = &self.config.buckets.holds;
         for d in domains
@@ -821,7 +821,7 @@ impl Sidecar {
     /// Extends (by another ten ticks from now, on the broker's clock, with
     /// compare-and-set) every join hold whose readmission record is not
     /// absorbed yet, so that the trim cannot pass the readmitted node
-    /// however long absorbing fails (docs/architecture.md, Pins that arrive during a
+    /// however long absorbing fails (docs/trim-floor.md, Pins that arrive during a
     /// tick).
     async fn extend_join_holds(&self, rows: &ParsedRows, domains: &[DomainTick]) {
         let bucket = &self.config.buckets.holds;

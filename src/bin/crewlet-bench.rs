@@ -1,4 +1,4 @@
-//! `crewlet-bench`: the performance figures of docs/performance.md, each
+//! `crewlet-bench`: the performance figures (docs/performance.md), each
 //! against a baseline measured in the same run. Its own binary so that the
 //! production `crewlet` carries none of its code; `scripts/bench` builds
 //! both and runs it.

@@ -121,7 +121,7 @@ impl Broker {
     /// Gate records on `subject` after sequence `after`, in log order, and
     /// the last sequence the scan covered.
     ///
-    /// Proven current (docs/architecture.md, On a cluster): the leader's
+    /// Proven current (docs/trim-floor.md, Proven current): the leader's
     /// `last_seq` is read first; an ordered reader (which JetStream may
     /// place on a replica that is behind) delivers the records; then the
     /// stream's leader itself is asked for the next record on the subject

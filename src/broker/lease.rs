@@ -1,5 +1,5 @@
 //! The duty lease's compare-and-set renewal, and the fence permit it
-//! grants (docs/architecture.md, Fencing).
+//! grants (docs/trim-floor.md, Fencing).
 //!
 //! A purge is sent only with a [`FencePermit`], and a permit exists only
 //! where this module made one: after the broker acknowledged an update of

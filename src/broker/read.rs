@@ -76,7 +76,7 @@ impl Broker {
     /// With `keep_raw` false the entries themselves are not kept (the
     /// bucket answers an empty list): only their parsed form.
     ///
-    /// A read is complete or it is unreadable (docs/architecture.md, Reads that must be
+    /// A read is complete or it is unreadable (docs/trim-floor.md, Reads that must be
     /// complete): it must reach the end the broker announced, and deliver
     /// at least as many keys as the bucket's stream said it held just
     /// before. A short read is tried once more (a key may have expired in

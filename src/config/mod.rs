@@ -1,4 +1,4 @@
-//! The YAML configuration (docs/runbook.md § Configuration): its types, named
+//! The YAML configuration (docs/configuration.md § Configuration reference): its types, named
 //! defaults, a pure parser and `validate()`, which returns every problem
 //! with the line it stands on, not just the first.
 //!

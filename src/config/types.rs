@@ -47,7 +47,7 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
-/// How `backup_floor` is read (docs/architecture.md, Each term in detail).
+/// How `backup_floor` is read (docs/trim-floor.md, Each term in detail).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum BackupPolicy {
@@ -246,7 +246,7 @@ impl Default for Retention {
 /// this is the belt to the proofs' braces).
 pub const DEFAULT_FULL_READ_EVERY: u32 = 30;
 
-/// The least time a fence must grant a purge (docs/architecture.md,
+/// The least time a fence must grant a purge (docs/trim-floor.md,
 /// Fencing): a stream-info re-read and the purge request fit in it on a
 /// loaded broker.
 pub const MIN_FENCE_GRANT: Duration = Duration::from_millis(500);
@@ -255,7 +255,7 @@ pub const MIN_FENCE_GRANT: Duration = Duration::from_millis(500);
 pub const MAX_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Retention {
-    /// The duty lease's TTL: three ticks (docs/contract.md, duty).
+    /// The duty lease's TTL: three ticks (docs/contract.md, `crewlet_duty` — who trims).
     pub fn duty_ttl(&self) -> Duration {
         self.tick.0 * 3
     }

@@ -198,7 +198,7 @@ pub struct GateView {
     pub since: Option<Instant>,
 }
 
-/// Why a gates view cannot be read or advanced (docs/architecture.md, The gates view
+/// Why a gates view cannot be read or advanced (docs/trim-floor.md, The gates view
 /// and the purge). Each says what to fix; the alarm's remedy branches on it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
@@ -1070,7 +1070,7 @@ fn archive_of(
     archive_state::assess(r, published.as_ref(), log_first_seq, now)
 }
 
-/// The gates view of `stream` as this read sees it (docs/architecture.md, The gates
+/// The gates view of `stream` as this read sees it (docs/trim-floor.md, The gates
 /// view and the purge): the cursor of this incarnation, or why there is
 /// none it can prove.
 fn gate_view(

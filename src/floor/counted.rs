@@ -1,4 +1,4 @@
-//! The counted set of a log (docs/architecture.md, The counted set): every node with a
+//! The counted set of a log (docs/trim-floor.md, The counted set): every node with a
 //! positions row for the stream and every live data node, less those whose
 //! eviction landed more than `fence_window` ago. Each counted node carries
 //! the position the trim may assume it holds.

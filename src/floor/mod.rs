@@ -105,7 +105,7 @@ pub struct DomainRead {
     /// gates view up to date (the duty holder): whether that worked.
     /// `None` when it did not try.
     pub absorbed: Option<Result<(), String>>,
-    /// The broker's clock in the stream-info answer (docs/decisions.md, "Pins, clocks, fences, reads"):
+    /// The broker's clock in the stream-info answer (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)"):
     /// this domain's answer is computed at that instant.
     pub clock: Option<crate::clock::Reading>,
     /// On an archived domain: its archive as read (and folded) this tick;
@@ -270,7 +270,7 @@ fn join_holds<'a>(
 
 /// The readmission join holds on `answer`'s log whose readmission record
 /// the gates view has not absorbed yet (in this incarnation): the duty
-/// holder extends each every tick (docs/architecture.md, Pins that arrive during a
+/// holder extends each every tick (docs/trim-floor.md, Pins that arrive during a
 /// tick), so that a hold of ten ticks never lapses while absorbing fails.
 /// Returns the hold ids.
 pub fn unabsorbed_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> {

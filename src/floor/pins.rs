@@ -1,4 +1,4 @@
-//! PURE: the pins re-read just before a purge (docs/architecture.md, Pins that arrive
+//! PURE: the pins re-read just before a purge (docs/trim-floor.md, Pins that arrive
 //! during a tick). A hold, or a new live data node, that lands after the
 //! tick's read must still bound that tick's purge: the duty holder reads
 //! the holds and presence buckets again right after publishing, and the

@@ -1,4 +1,4 @@
-//! The published floors row (docs/contract.md, floors): a contract other
+//! The published floors row (docs/contract.md, `crewlet_floors` — the published answer): a contract other
 //! programs read, kept apart from the status view built on the same answer.
 //! A field added to what `status` shows never enters this row unless it is
 //! added here, and a test pins the row's fields: they are added, never

@@ -1,4 +1,4 @@
-//! The six terms (docs/architecture.md, Each term in detail), one function each. A term
+//! The six terms (docs/trim-floor.md, Each term in detail), one function each. A term
 //! says what it permits deleting up to, or that it binds nothing, does not
 //! apply, or could not be read.
 

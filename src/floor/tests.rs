@@ -1,5 +1,5 @@
-//! Table-driven tests: one case per rule of docs/architecture.md, through a small
-//! world builder.
+//! Table-driven tests through a small world builder: one case per rule of
+//! docs/trim-floor.md.
 
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! PURE: evictions and readmissions (docs/decisions.md, "Evictions and readmissions";
-//! docs/contract.md, Gate records, Operation ids). The judgement before anything
+//! docs/contract.md, Gate records on the log and Operation ids). The judgement before anything
 //! is written, the gate record itself, absorbing records from a log into
 //! the gates view in log order, each log's outcome, and the admission rule
 //! of the gate reserve. No NATS: the broker module feeds and writes.
@@ -15,7 +15,7 @@ use crate::rows::{
     check_node_id, GateRecordBody, GateRow, GateSign, GateState, Incarnation, Instant, OpId, OpRow,
 };
 
-/// Why a gesture was refused, with its exit code (docs/architecture.md, Exit codes).
+/// Why a gesture was refused, with its exit code (docs/runbook.md, Exit codes).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     NodeIdInvalid(String),
@@ -488,7 +488,7 @@ pub enum LogOutcome {
     NotWritten { reason: NotWritten, detail: String },
 }
 
-/// Why a log's record was not written (docs/architecture.md, Evictions and
+/// Why a log's record was not written (docs/trim-floor.md, Evictions and
 /// readmissions): what the finishing command depends on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

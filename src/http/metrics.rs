@@ -1,4 +1,4 @@
-//! The Prometheus families of docs/http.md, from this sidecar's last tick. The
+//! The Prometheus families (docs/http.md, Metrics) from this sidecar's last tick. The
 //! gauges are rebuilt from each tick's answers (a domain, term or alarm
 //! that went away leaves no stale series); the tick-duration histogram and
 //! the purged-records counter live across ticks. The text is encoded once

@@ -226,7 +226,7 @@ impl Route {
     }
 }
 
-/// The routes of docs/http.md, each with who may call it and how long it
+/// The routes (docs/http.md, Routes), each with who may call it and how long it
 /// may take. This table is where a route's scope is checked: the router
 /// puts [`authorise`] in front of every `Needs` row, and a test holds the
 /// table to docs/http.md's.

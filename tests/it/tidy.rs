@@ -151,7 +151,8 @@ fn src_cites_only_documents_in_the_repository() {
         let text = std::fs::read_to_string(f).expect("read");
         for m in cite.find_iter(&text) {
             checked += 1;
-            let doc = m.as_str();
+            // `include_str!` names a document from the file's own place.
+            let doc = m.as_str().trim_start_matches("../");
             let ok = doc == "README.md" || (doc.starts_with("docs/") && root().join(doc).is_file());
             if !ok {
                 bad.push(format!(
@@ -166,6 +167,55 @@ fn src_cites_only_documents_in_the_repository() {
         bad.is_empty(),
         "citations of documents the repository lacks: {bad:?}"
     );
+}
+
+/// A citation of a section (`docs/X.md, Section` or `docs/X.md § Section`,
+/// in a comment or a message, wrapped over lines or not) names a heading
+/// that file has: a reader who follows it finds it.
+#[test]
+fn src_cites_only_sections_the_documents_have() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let wrap = regex::Regex::new(r"\n\s*(//[/!]?)?\s*").expect("regex");
+    let cite = regex::Regex::new(r"docs/([a-z-]+\.md)(?:, | § )").expect("regex");
+    let headings = |doc: &str| -> Vec<String> {
+        std::fs::read_to_string(root().join("docs").join(doc))
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.starts_with('#'))
+            .map(|l| l.trim_start_matches('#').trim().replace('`', ""))
+            .collect()
+    };
+    let (mut bad, mut checked) = (Vec::new(), 0);
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read");
+        let text = wrap.replace_all(&text, " ");
+        for m in cite.captures_iter(&text) {
+            let (Some(all), Some(doc)) = (m.get(0), m.get(1)) else {
+                continue;
+            };
+            let after: String = text[all.end()..]
+                .chars()
+                .take(120)
+                .collect::<String>()
+                .replace('`', "");
+            let after = after.trim_start_matches('"');
+            checked += 1;
+            if !headings(doc.as_str())
+                .iter()
+                .any(|h| after.starts_with(h.as_str()))
+            {
+                bad.push(format!(
+                    "{}: docs/{}, {}",
+                    f.strip_prefix(root()).unwrap_or(f).display(),
+                    doc.as_str(),
+                    after.chars().take(50).collect::<String>()
+                ));
+            }
+        }
+    }
+    assert!(checked > 50, "the sources cite sections: {checked}");
+    assert!(bad.is_empty(), "sections the documents lack: {bad:#?}");
 }
 
 /// The layers of docs/architecture.md (Layers), bottom first: a module
