@@ -304,7 +304,7 @@ async fn churn(
 /// Tick time against rows changed, with the full read as a line: a small
 /// SVG written by hand (a plotting crate for one chart would outweigh it).
 fn churn_svg(points: &[(usize, f64)], full_ms: f64) -> String {
-    let (w, h, left, bottom, top, right) = (640.0, 400.0, 70.0, 50.0, 30.0, 20.0);
+    let (w, h, left, bottom, top, right) = (640.0, 400.0, 70.0, 50.0, 30.0, 40.0);
     let max_x = points.iter().map(|p| p.0).max().unwrap_or(1).max(1) as f64;
     let max_y = points.iter().map(|p| p.1).fold(full_ms, f64::max).max(1.0) * 1.1;
     let x = |v: f64| left + v / max_x * (w - left - right);
@@ -354,14 +354,26 @@ fn churn_svg(points: &[(usize, f64)], full_ms: f64) -> String {
         "<polyline points=\"{}\" fill=\"none\" stroke=\"#246\" stroke-width=\"2\"/>\n",
         path.join(" ")
     ));
-    for (n, t) in points {
+    // A label only where it clears the last one; each on the left of its
+    // point, but the first.
+    let mut labelled = f64::NEG_INFINITY;
+    for (i, (n, t)) in points.iter().enumerate() {
+        let (px, py) = (x(*n as f64), y(*t));
         svg.push_str(&format!(
-            "<circle cx=\"{:.1}\" cy=\"{:.1}\" r=\"3.5\" fill=\"#246\"/><text x=\"{:.1}\" y=\"{:.1}\" fill=\"#246\">{t:.0} ms</text>\n",
-            x(*n as f64),
-            y(*t),
-            x(*n as f64) + 5.0,
-            y(*t) - 6.0,
+            "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3.5\" fill=\"#246\"/>\n"
         ));
+        if px - labelled >= 45.0 {
+            labelled = px;
+            let (lx, anchor) = if i == 0 {
+                (px + 6.0, "start")
+            } else {
+                (px - 6.0, "end")
+            };
+            svg.push_str(&format!(
+                "<text x=\"{lx:.1}\" y=\"{:.1}\" text-anchor=\"{anchor}\" fill=\"#246\">{t:.0} ms</text>\n",
+                py - 8.0
+            ));
+        }
     }
     svg.push_str("</svg>\n");
     svg
