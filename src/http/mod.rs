@@ -198,13 +198,7 @@ impl Route {
         H: axum::handler::Handler<T, Arc<Shared>>,
         T: 'static,
     {
-        Route {
-            method: "GET",
-            path,
-            access,
-            bound: Bound::Quick,
-            handler: get(handler),
-        }
+        Route::on("GET", path, access, get(handler))
     }
 
     fn post<H, T>(path: &'static str, access: Access, handler: H) -> Route
@@ -212,12 +206,21 @@ impl Route {
         H: axum::handler::Handler<T, Arc<Shared>>,
         T: 'static,
     {
+        Route::on("POST", path, access, post(handler))
+    }
+
+    fn on(
+        method: &'static str,
+        path: &'static str,
+        access: Access,
+        handler: axum::routing::MethodRouter<Arc<Shared>>,
+    ) -> Route {
         Route {
-            method: "POST",
+            method,
             path,
             access,
             bound: Bound::Quick,
-            handler: post(handler),
+            handler,
         }
     }
 
