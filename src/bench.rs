@@ -550,7 +550,7 @@ fn peak_rss(bin: &Path, cfg: &Path, ticks: u32) -> Result<(u64, Duration), Strin
 #[command(
     name = "crewlet-bench",
     version,
-    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about seven minutes in all, --only for one scenario. Build and run it with scripts/bench."
+    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about two minutes in all (2026-12-02, 2 cores), --only for one scenario. Build and run it with scripts/bench."
 )]
 pub struct BenchArgs {
     /// Samples per scenario.

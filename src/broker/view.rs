@@ -354,8 +354,10 @@ impl Broker {
             )
             .await
             .map_err(|e| e.to_string())?;
+        // A bucket with no key to deliver is whole at once.
+        let empty = consumer.cached_info().num_pending == 0;
         let seen = Arc::new(Mutex::new(Seen {
-            whole: consumer.cached_info().num_pending == 0,
+            whole: empty,
             ..Seen::default()
         }));
         let consumer_name = consumer.cached_info().name.clone();
@@ -364,7 +366,7 @@ impl Broker {
         let first = FirstPass {
             add,
             max_age: cut.max_age,
-            empty: consumer.cached_info().num_pending == 0,
+            empty,
         };
         let task = tokio::spawn(watch(
             consumer,
