@@ -137,14 +137,21 @@ async fn tick_until_held(s: &mut crewlet::trim::Sidecar, want: u64) -> Option<u6
     seen
 }
 
-#[tokio::test]
-async fn a_bucket_deleted_and_recreated_between_ticks_is_read_whole() {
-    let f = Fleet::new(20).await;
+/// A healthy fleet with one hold at 6, and a sidecar (trim off) whose
+/// first tick found it binding: the sidecar, and the hold term's value.
+async fn held_at_6(f: &Fleet) -> (crewlet::trim::Sidecar, u64) {
     f.healthy(&[("node-1", 20)], 20).await;
     f.hold("keep", 6, 600).await;
     let mut s = f.sidecar().await;
     s.config.trim.enabled = false;
     let at_6 = min_hold(&s.tick().await).expect("the hold at 6 binds");
+    (s, at_6)
+}
+
+#[tokio::test]
+async fn a_bucket_deleted_and_recreated_between_ticks_is_read_whole() {
+    let f = Fleet::new(20).await;
+    let (mut s, at_6) = held_at_6(&f).await;
     // The holds bucket goes and comes back empty, then one hold at 9: a
     // view that missed the deletion would still answer 6.
     f.js.delete_key_value("crewlet_holds")
@@ -167,11 +174,7 @@ async fn a_bucket_deleted_and_recreated_between_ticks_is_read_whole() {
 #[tokio::test]
 async fn a_server_restart_breaks_the_watchers_and_the_views_are_rebuilt() {
     let mut f = Fleet::new(20).await;
-    f.healthy(&[("node-1", 20)], 20).await;
-    f.hold("keep", 6, 600).await;
-    let mut s = f.sidecar().await;
-    s.config.trim.enabled = false;
-    let at_6 = min_hold(&s.tick().await).expect("the hold at 6 binds");
+    let (mut s, at_6) = held_at_6(&f).await;
     let r = s.tick().await;
     assert_eq!(r.views.kept, 7, "a second tick answers from its views");
     // The connection is lost while a tick runs: that tick answers from a
@@ -198,11 +201,7 @@ async fn a_server_restart_breaks_the_watchers_and_the_views_are_rebuilt() {
 #[tokio::test]
 async fn a_stepdown_of_a_buckets_leader_gives_a_proven_or_rebuilt_view() {
     let f = Fleet::cluster(20).await;
-    f.healthy(&[("node-1", 20)], 20).await;
-    f.hold("keep", 6, 600).await;
-    let mut s = f.sidecar().await;
-    s.config.trim.enabled = false;
-    let at_6 = min_hold(&s.tick().await).expect("the hold at 6 binds");
+    let (mut s, at_6) = held_at_6(&f).await;
     s.tick().await;
     let reply: serde_json::Value =
         f.js.request(
