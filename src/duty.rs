@@ -54,14 +54,29 @@ pub struct Duty {
     /// looks for these `renewal` ids), but this tick does not act on it.
     unsettled: Option<Vec<String>>,
     may_claim: bool,
-    /// How long a fence's permit lasts after its renewal is sent: the
-    /// lease TTL less the clock skew allowed and one read timeout
-    /// ([`crate::config::Retention::fence_grant`]).
-    window: Duration,
+    /// The lease's TTL as this configuration wants it (three ticks).
+    ttl: Duration,
+    /// What comes off the lease before a fence grants its purge
+    /// ([`crate::config::Retention::fence_margin`]).
+    margin: Duration,
+    /// The duty bucket's own `max_age`, read at this tick's claim or
+    /// renewal; `None` until read, or when this tick could not read it (a
+    /// fence then grants nothing). The broker expires the lease by it, so
+    /// a fence's permit is cut to it ([`crate::config::fence_window`]).
+    bucket_max_age: Option<Duration>,
 }
 
 impl Duty {
-    pub fn new(bucket: &str, holder: &str, may_claim: bool, window: Duration) -> Duty {
+    /// `ttl` is the lease's configured TTL and `margin` what a fence takes
+    /// off it ([`crate::config::Retention::duty_ttl`] and
+    /// [`crate::config::Retention::fence_margin`]).
+    pub fn new(
+        bucket: &str,
+        holder: &str,
+        may_claim: bool,
+        ttl: Duration,
+        margin: Duration,
+    ) -> Duty {
         let now = Utc::now();
         Duty {
             bucket: bucket.to_string(),
@@ -71,7 +86,46 @@ impl Duty {
             revision: None,
             unsettled: None,
             may_claim,
-            window,
+            ttl,
+            margin,
+            bucket_max_age: None,
+        }
+    }
+
+    /// How long a fence's permit lasts after its renewal is sent, or
+    /// `None` while the bucket's `max_age` is unknown.
+    fn window(&self) -> Option<Duration> {
+        self.bucket_max_age
+            .map(|max_age| crate::config::fence_window(self.ttl, max_age, self.margin))
+    }
+
+    /// Reads the duty bucket's `max_age` for this tick's fences; a lease
+    /// the bucket keeps for less than the configuration's is said each
+    /// time, with what to set it to.
+    async fn read_max_age(&mut self, broker: &Broker) {
+        self.bucket_max_age = match broker.lease_max_age(&self.bucket).await {
+            Ok(Some(max_age)) => Some(max_age),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(event = "duty_bucket_unreadable", bucket = %self.bucket, error = %e, "the duty bucket's settings could not be read: this tick purges nothing");
+                None
+            }
+        };
+        if let Some(max_age) = self.bucket_max_age {
+            if !max_age.is_zero() && max_age < self.ttl {
+                tracing::warn!(
+                    event = "duty_bucket_short",
+                    bucket = %self.bucket,
+                    "the duty bucket {} expires its lease after {} (max_age), sooner than this sidecar's {} (three ticks): each fence grants its purge only {}; give every sidecar the same retention.tick, and the bucket a max_age of {} (nats stream edit KV_{} --max-age {})",
+                    self.bucket,
+                    crate::config::Dur(max_age),
+                    crate::config::Dur(self.ttl),
+                    crate::config::Dur(self.window().unwrap_or_default()),
+                    crate::config::Dur(self.ttl),
+                    self.bucket,
+                    crate::config::Dur(self.ttl),
+                );
+            }
         }
     }
 
@@ -92,13 +146,15 @@ impl Duty {
         self.revision.is_some() && self.unsettled.is_none()
     }
 
-    fn lease(&self) -> Lease<'_> {
+    /// The lease as this tick renews it; a permit it grants lasts
+    /// `window` ([`Duty::window`]).
+    fn lease(&self, window: Duration) -> Lease<'_> {
         Lease {
             bucket: &self.bucket,
             holder: &self.holder,
             session: &self.session,
             claimed_at: self.claimed_at,
-            window: self.window,
+            window,
         }
     }
 
@@ -112,8 +168,17 @@ impl Duty {
     /// `renewed_at`).
     pub async fn claim_or_renew(&mut self, broker: &Broker, now: DateTime<Utc>) -> DutyStatus {
         let earlier = self.unsettled.take().unwrap_or_default();
+        if self.revision.is_some() || self.may_claim {
+            self.read_max_age(broker).await;
+        }
+        // The tick's own renewal grants no purge (the fence before it
+        // does): its permit's length is never used.
+        let window = self.window().unwrap_or_default();
         if let Some(rev) = self.revision {
-            match broker.renew_lease(&self.lease(), rev, &earlier, now).await {
+            match broker
+                .renew_lease(&self.lease(window), rev, &earlier, now)
+                .await
+            {
                 Renewal::Held { revision, .. } => {
                     self.revision = Some(revision);
                     return DutyStatus::Held;
@@ -139,7 +204,7 @@ impl Duty {
         }
         if self.may_claim {
             self.claimed_at = Instant(Utc::now());
-            let row = self.lease().row(OpId::mint(Utc::now()).as_str(), now);
+            let row = self.lease(window).row(OpId::mint(Utc::now()).as_str(), now);
             match broker.kv_create(&self.bucket, DUTY_KEY, row).await {
                 Ok(rev) => {
                     self.revision = Some(rev);
@@ -198,7 +263,11 @@ impl Duty {
         if self.unsettled.is_some() {
             return None;
         }
-        match broker.renew_lease(&self.lease(), rev, &[], now).await {
+        let Some(window) = self.window() else {
+            tracing::warn!(event = "fence_failed", bucket = %self.bucket, "the duty bucket's max_age was not read this tick, so how long the lease lives is unknown; nothing purged");
+            return None;
+        };
+        match broker.renew_lease(&self.lease(window), rev, &[], now).await {
             Renewal::Held { revision, permit } => {
                 self.revision = Some(revision);
                 Some(permit)

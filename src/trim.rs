@@ -342,7 +342,8 @@ impl Sidecar {
             &config.buckets.duty,
             &config.node.id,
             config.node.duty,
-            config.retention.fence_grant(),
+            config.retention.duty_ttl(),
+            config.retention.fence_margin(),
         );
         // A read that hangs (a server lost, a leader being elected) is
         // given up within a tick, so that a tick, a read tried twice

@@ -9,7 +9,9 @@
 //! it lives at least a TTL from then by the broker's clock; the permit ends
 //! `window` after the send (the TTL less the clock skew allowed and one read
 //! timeout, so that a purge sent just before the deadline is applied before
-//! anyone else may claim the lease).
+//! anyone else may claim the lease). The TTL is the duty bucket's own
+//! `max_age` where that is shorter than the configuration's: the broker
+//! expires the lease by the bucket, whoever created it.
 
 use std::time::Duration;
 
@@ -82,6 +84,15 @@ impl Lease<'_> {
 }
 
 impl Broker {
+    /// The duty bucket's `max_age`, by which the broker expires the lease
+    /// (`None`: there is no such bucket), within the read timeout.
+    pub async fn lease_max_age(&self, bucket: &str) -> Result<Option<Duration>, Fault> {
+        let settings = self
+            .bounded(&format!("bucket {bucket}"), self.bucket_settings(bucket))
+            .await?;
+        Ok(settings.map(|s| s.max_age))
+    }
+
     /// Renews the lease on `revision`. A definite refusal is
     /// [`Renewal::Refused`]; only an answer that never came is settled by
     /// re-reading the key: this renewal's own `renewal` id there means it

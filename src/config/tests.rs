@@ -461,3 +461,19 @@ fn a_fence_that_leaves_no_time_to_purge_is_refused() {
     let c = check(&ok).config.expect("valid with a smaller skew");
     assert_eq!(c.retention.fence_grant(), Duration::from_millis(1500));
 }
+
+#[test]
+fn a_fence_lasts_no_longer_than_the_duty_buckets_own_lease() {
+    let s = Duration::from_secs;
+    let ms = Duration::from_millis;
+    // The bucket as this configuration made it.
+    assert_eq!(fence_window(s(3), s(3), ms(1500)), ms(1500));
+    // A bucket that never expires its lease: the configured TTL.
+    assert_eq!(fence_window(s(3), Duration::ZERO, ms(1500)), ms(1500));
+    // Made by a sidecar with a shorter tick: the broker expires the lease
+    // sooner, and so the fence ends sooner.
+    assert_eq!(fence_window(s(30), s(3), ms(1500)), ms(1500));
+    assert_eq!(fence_window(s(6), s(1), ms(2500)), Duration::ZERO);
+    // A longer one is not believed beyond this configuration's own TTL.
+    assert_eq!(fence_window(s(3), s(60), ms(1500)), ms(1500));
+}

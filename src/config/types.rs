@@ -272,10 +272,30 @@ impl Retention {
     /// ahead and expire the lease early) and one read timeout (the purge's
     /// own way to the broker). Zero when nothing is left.
     pub fn fence_grant(&self) -> Duration {
-        self.duty_ttl()
-            .saturating_sub(self.max_clock_skew.0)
-            .saturating_sub(self.read_timeout())
+        fence_window(self.duty_ttl(), self.duty_ttl(), self.fence_margin())
     }
+
+    /// What comes off a lease's TTL before its fence grants a purge: the
+    /// clock skew allowed and one read timeout.
+    pub fn fence_margin(&self) -> Duration {
+        self.max_clock_skew.0 + self.read_timeout()
+    }
+}
+
+/// PURE: how long a fence grants its purge after the renewal is sent, for
+/// a lease that this configuration gives `configured` and the duty bucket
+/// itself keeps for `bucket_max_age` (zero: for ever). The broker expires
+/// the lease by the bucket's `max_age`, not by anyone's configuration, so
+/// a bucket created or edited by a sidecar with a shorter tick shortens
+/// every fence: the shorter of the two less `margin`
+/// ([`Retention::fence_margin`]), zero when nothing is left.
+pub fn fence_window(configured: Duration, bucket_max_age: Duration, margin: Duration) -> Duration {
+    let lease = if bucket_max_age.is_zero() {
+        configured
+    } else {
+        configured.min(bucket_max_age)
+    };
+    lease.saturating_sub(margin)
 }
 
 /// `trim:` — whether the sidecar acts.

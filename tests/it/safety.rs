@@ -101,6 +101,57 @@ async fn leak_2_a_purge_stalled_past_its_fence_is_not_sent() {
     assert!(log.contains("fence_expired"), "{log}");
 }
 
+/// Leak 4: a fence's permit was as long as this sidecar's configuration
+/// made the lease (three of its ticks), but the broker expires the lease by
+/// the duty bucket's own `max_age`, which a sidecar with a shorter tick may
+/// have set. Here the bucket keeps the lease 1 s while this sidecar's 2 s
+/// tick made its fence 3.5 s: the lease expired at the broker, another
+/// sidecar claimed it, and the first one's purge still went out. The fence
+/// now lasts no longer than the bucket's lease.
+#[tokio::test]
+async fn leak_4_a_fence_lasts_no_longer_than_the_duty_buckets_own_lease() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let mut duty =
+        f.js.get_stream("KV_crewlet_duty")
+            .await
+            .expect("the duty bucket")
+            .cached_info()
+            .config
+            .clone();
+    duty.max_age = Duration::from_secs(1);
+    duty.duplicate_window = duty.max_age;
+    f.js.update_stream(&duty).await.expect("a 1 s lease");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 2s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+        f.server.url()
+    ));
+    let child = once_with(&op, "after_fence:sleep=3000");
+    if !eventually(10, || async { f.floors_row().await.is_some() }).await {
+        panic!("the tick publishes: {}", wait_child(child).await);
+    }
+    // The broker expires the lease after 1 s: another sidecar claims it
+    // while the first one's purge is still waiting to be sent.
+    let broker = f.broker().await;
+    let lease = json!({"holder": "node-2", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)});
+    let claimed = eventually(2, || async {
+        broker
+            .kv_create("crewlet_duty", "retention", lease.to_string().into_bytes())
+            .await
+            .is_ok()
+    })
+    .await;
+    let log = wait_child(child).await;
+    assert!(claimed, "the broker expired the 1 s lease: {log}");
+    assert_eq!(f.first_seq().await, 1, "nothing purged: {log}");
+    assert!(log.contains("fence_expired"), "{log}");
+    assert!(
+        log.contains("duty_bucket_short") && log.contains("expires its lease after 1s"),
+        "the log says why: {log}"
+    );
+}
+
 /// Leak 3: a definite compare-and-set refusal of the lease's renewal was
 /// treated like a lost answer: the key was re-read, found with our holder
 /// and session (written by someone else), its revision adopted, and the
