@@ -104,8 +104,7 @@ impl Duty {
     /// time, with what to set it to.
     async fn read_max_age(&mut self, broker: &Broker) {
         self.bucket_max_age = match broker.lease_max_age(&self.bucket).await {
-            Ok(Some(max_age)) => Some(max_age),
-            Ok(None) => None,
+            Ok(max_age) => max_age,
             Err(e) => {
                 tracing::warn!(event = "duty_bucket_unreadable", bucket = %self.bucket, error = %e, "the duty bucket's settings could not be read: this tick purges nothing");
                 None
@@ -113,17 +112,15 @@ impl Duty {
         };
         if let Some(max_age) = self.bucket_max_age {
             if !max_age.is_zero() && max_age < self.ttl {
+                let (bucket, want) = (&self.bucket, crate::config::Dur(self.ttl));
+                let (has, grant) = (
+                    crate::config::Dur(max_age),
+                    crate::config::Dur(self.window().unwrap_or_default()),
+                );
                 tracing::warn!(
                     event = "duty_bucket_short",
-                    bucket = %self.bucket,
-                    "the duty bucket {} expires its lease after {} (max_age), sooner than this sidecar's {} (three ticks): each fence grants its purge only {}; give every sidecar the same retention.tick, and the bucket a max_age of {} (nats stream edit KV_{} --max-age {})",
-                    self.bucket,
-                    crate::config::Dur(max_age),
-                    crate::config::Dur(self.ttl),
-                    crate::config::Dur(self.window().unwrap_or_default()),
-                    crate::config::Dur(self.ttl),
-                    self.bucket,
-                    crate::config::Dur(self.ttl),
+                    bucket = %bucket,
+                    "the duty bucket {bucket} expires its lease after {has} (max_age), sooner than this sidecar's {want} (three ticks): each fence grants its purge only {grant}; give every sidecar the same retention.tick, and the bucket a max_age of {want} (nats stream edit KV_{bucket} --max-age {want})"
                 );
             }
         }
