@@ -653,7 +653,11 @@ async fn watch<T: Patch>(
                     s.changed.push(key.to_string());
                 }
                 let kept = Kept {
-                    value: (!deleted).then(|| msg.payload.clone()),
+                    // A copy of its own: the payload is a slice of the
+                    // connection's read buffer, and keeping the slice would
+                    // keep the whole buffer it came in for as long as the
+                    // key is unchanged.
+                    value: (!deleted).then(|| bytes::Bytes::copy_from_slice(&msg.payload)),
                     revision,
                     published,
                 };
