@@ -113,6 +113,12 @@ impl Broker {
             missing: false,
             message,
         };
+        // The bucket's stream as it is now, from its leader: when it is as
+        // it was at the last listing, the listing is the same (proof below).
+        let stamp = self.object_stamp(bucket).await;
+        if let Some(all) = stamp.as_ref().and_then(|s| self.listings.hit(bucket, s)) {
+            return Ok(of_generation(&all, stream, generation));
+        }
         let store = match self.js.get_object_store(bucket).await {
             Ok(s) => s,
             Err(e) => {
@@ -133,15 +139,14 @@ impl Broker {
                 .list()
                 .await
                 .map_err(|e| failed(format!("listing {bucket}: {e}")))?;
-            let prefix = format!("{stream}/{generation}/");
-            let mut out = Vec::new();
+            let mut all = Vec::new();
             while let Some(info) = list.next().await {
                 let info = info.map_err(|e| failed(format!("listing {bucket}: {e}")))?;
-                if info.deleted || !info.name.starts_with(&prefix) {
+                if info.deleted {
                     continue;
                 }
                 if let Some((_, _, first_seq, last_seq)) = segment::parse_name(&info.name) {
-                    out.push(Listed {
+                    all.push(Listed {
                         name: info.name,
                         first_seq,
                         last_seq,
@@ -149,18 +154,97 @@ impl Broker {
                     });
                 }
             }
-            out.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(out)
+            all.sort_by(|a, b| a.name.cmp(&b.name));
+            Ok(all)
         };
-        tokio::time::timeout(self.read_timeout, list)
+        let all = tokio::time::timeout(self.read_timeout, list)
             .await
             .map_err(|_| {
                 failed(format!(
                     "listing {bucket}: no answer within {}",
                     crate::config::Dur(self.read_timeout)
                 ))
-            })?
+            })??;
+        let out = of_generation(&all, stream, generation);
+        match stamp {
+            Some(stamp) => self.listings.keep(bucket, stamp, all),
+            None => self.listings.forget(bucket),
+        }
+        Ok(out)
     }
+
+    /// The Object Store bucket's stream state, from its leader; `None`
+    /// when it could not be had (the listing is then taken afresh).
+    async fn object_stamp(&self, bucket: &str) -> Option<Stamp> {
+        let info = async {
+            // Getting the stream is its stream-info request; the answer is
+            // kept in the handle.
+            let stream = self.js.get_stream(format!("OBJ_{bucket}")).await.ok()?;
+            let info = stream.cached_info();
+            Some(Stamp {
+                created: info.created,
+                last_seq: info.state.last_sequence,
+                messages: info.state.messages,
+            })
+        };
+        tokio::time::timeout(self.read_timeout, info)
+            .await
+            .ok()
+            .flatten()
+    }
+}
+
+/// What a listing was taken at: the bucket's stream incarnation, its last
+/// sequence and its message count. Every change to an Object Store bucket
+/// moves one of them: a put or a delete appends (last sequence), a purge
+/// or an expiry removes (message count; putting the count back would
+/// append), and a bucket deleted and created again has another creation
+/// time. So the same stamp means the same stream, and the same listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Stamp {
+    created: time::OffsetDateTime,
+    last_seq: u64,
+    messages: u64,
+}
+
+/// The last listing of each Object Store bucket: every segment in it (not
+/// deleted), with the stamp taken before the listing was asked for. A
+/// write between the stamp and the listing leaves a stamp that the next
+/// tick's does not match, so it lists again: the cache can be stale only
+/// towards listing more often.
+#[derive(Debug, Default)]
+pub(super) struct Listings {
+    by_bucket: std::sync::Mutex<std::collections::HashMap<String, (Stamp, Vec<Listed>)>>,
+}
+
+impl Listings {
+    fn hit(&self, bucket: &str, stamp: &Stamp) -> Option<Vec<Listed>> {
+        let kept = self.by_bucket.lock().ok()?;
+        kept.get(bucket)
+            .filter(|(s, _)| s == stamp)
+            .map(|(_, all)| all.clone())
+    }
+
+    fn keep(&self, bucket: &str, stamp: Stamp, all: Vec<Listed>) {
+        if let Ok(mut kept) = self.by_bucket.lock() {
+            kept.insert(bucket.to_string(), (stamp, all));
+        }
+    }
+
+    fn forget(&self, bucket: &str) {
+        if let Ok(mut kept) = self.by_bucket.lock() {
+            kept.remove(bucket);
+        }
+    }
+}
+
+/// The segments of `stream` at `generation`, in sequence order.
+fn of_generation(all: &[Listed], stream: &str, generation: u64) -> Vec<Listed> {
+    let prefix = format!("{stream}/{generation}/");
+    all.iter()
+        .filter(|l| l.name.starts_with(&prefix))
+        .cloned()
+        .collect()
 }
 
 /// A record's headers as a NATS header block, names in sorted order and

@@ -28,6 +28,9 @@ pub struct Broker {
     pub(super) link: std::sync::Arc<Link>,
     /// The buckets' incremental views, kept across ticks (`view.rs`).
     pub(super) views: std::sync::Arc<super::view::Views>,
+    /// Each Object Store bucket's last listing, with the stream state it
+    /// was taken at (`archive.rs`).
+    pub(super) listings: std::sync::Arc<super::archive::Listings>,
 }
 
 /// The connection as the client library's events told it: whether it was
@@ -275,6 +278,7 @@ pub async fn connect(
         read_timeout: super::read::READ_TIMEOUT,
         link,
         views: Default::default(),
+        listings: Default::default(),
     })
 }
 

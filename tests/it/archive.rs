@@ -342,6 +342,50 @@ async fn segments_missing_below_the_published_frontier_make_the_archive_unreadab
     assert_eq!(row["archive"]["frontier"], 80, "{}", row["archive"]);
 }
 
+/// The tick keeps an Object Store bucket's listing while the bucket's
+/// stream is unchanged. A purge of the objects' entries appends nothing
+/// (the last sequence stays), yet the segments are gone: the next tick
+/// must list again and see them missing, not answer from what it kept.
+#[tokio::test]
+async fn segments_purged_from_the_object_store_between_ticks_are_seen_missing() {
+    let store = Store::ObjectStore(BUCKET.into());
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    for _ in 0..3 {
+        s.tick().await;
+    }
+    let first = f.first_seq().await;
+    let frontier = f.floors_row().await.expect("row")["archive"]["frontier"].clone();
+    // A tick that folds nothing: its listing is the one the next keeps.
+    s.tick().await;
+    assert_eq!(f.first_seq().await, first);
+    assert_eq!(
+        f.floors_row().await.expect("row")["archive"]["frontier"],
+        frontier
+    );
+    let stream = format!("OBJ_{BUCKET}");
+    let mut obj = f.js.get_stream(&stream).await.expect("stream");
+    let before = obj.info().await.expect("info").state.last_sequence;
+    obj.purge()
+        .filter(format!("$O.{BUCKET}.M.>"))
+        .await
+        .expect("purge the entries");
+    assert_eq!(
+        obj.info().await.expect("info").state.last_sequence,
+        before,
+        "the purge appended nothing"
+    );
+    let r = s.tick().await;
+    assert!(
+        term_state(&r, TermName::ArchiveFloor).contains("missing"),
+        "{}",
+        term_state(&r, TermName::ArchiveFloor)
+    );
+    assert_eq!(f.first_seq().await, first, "nothing purged");
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(row["archive"]["frontier"], frontier, "{}", row["archive"]);
+}
+
 /// A crash between writing segments and publishing: the segments past the
 /// published frontier are verified and adopted; one with other content is
 /// never overwritten and holds the trim at the frontier.
