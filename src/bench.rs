@@ -458,6 +458,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
             first_seq: 1,
             last_seq: 200_000,
             bytes: 1,
+            messages: 200_000,
             max_bytes: 1 << 30,
             created,
             facts: Default::default(),

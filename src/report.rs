@@ -5,6 +5,7 @@ use chrono::{DateTime, Utc};
 
 use crate::floor::{Answer, NodeState, NotReady, TermName, TermState};
 use crate::human;
+use std::time::Duration;
 
 /// Is this domain trimming? (docs/runbook.md, Reading status): not when NOT READY, in dry
 /// run with something it would purge, or when this tick licenses no purge
@@ -47,6 +48,15 @@ pub fn not_trimming(a: &Answer, now: DateTime<Utc>) -> Option<String> {
     }
     let first = a.blocked_by.first()?;
     let reason = blocked_reason(a, *first, now);
+    let reason = match a
+        .terms
+        .iter()
+        .find(|t| t.term == *first)
+        .and_then(|t| t.held)
+    {
+        Some(h) => format!("{reason}{}", held_phrase(&h, now)),
+        None => reason,
+    };
     // Everything the terms permit is already gone: the log was trimmed up
     // to there and waits on the term, which "nothing is being trimmed"
     // would misstate.
@@ -115,6 +125,27 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
         );
     }
     format!("NOT READY {}: {why}.", a.domain)
+}
+
+/// What a pin costs, after the sentence that names it: " since 02:14 (3 h
+/// 10 min), holding back 1.2 M records, about 1.4 GiB". The bytes are an
+/// estimate from the log's mean record size, and say so.
+pub fn held_phrase(h: &crate::floor::Held, now: DateTime<Utc>) -> String {
+    let age = now
+        .signed_duration_since(h.since.0)
+        .to_std()
+        .unwrap_or_default();
+    let when = if age < Duration::from_secs(86_400) {
+        h.since.0.format("%H:%M").to_string()
+    } else {
+        h.since.0.format("%Y-%m-%d %H:%M").to_string()
+    };
+    format!(
+        " since {when} ({}), holding back {} records, about {}",
+        human::age(age),
+        human::count(h.records),
+        human::bytes(h.bytes)
+    )
 }
 
 /// Why `term` holds the trim back, in words an on-call engineer acts on.

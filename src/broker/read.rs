@@ -440,6 +440,7 @@ impl Broker {
                 first_seq: info.state.first_sequence,
                 last_seq: info.state.last_sequence,
                 bytes: info.state.bytes,
+                messages: info.state.messages,
                 max_bytes: info.config.max_bytes,
                 created: instant_of(info.created),
                 facts: super::streams::facts_of(&info.config),

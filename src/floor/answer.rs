@@ -103,6 +103,24 @@ pub struct Term {
     pub detail: Option<String>,
     /// This term's value is `trim_to` (before clamping to the log).
     pub binding: bool,
+    /// What it holds back, on a term that binds or blocks (else `None`).
+    pub held: Option<Held>,
+}
+
+/// What one pin costs (docs/status-json.md, What a pin holds): the records
+/// the trim would also delete were this term not there, their bytes, and
+/// since when it has held the trim at or below its current value.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Held {
+    /// Records on the log between `trim_to` and the trim without this
+    /// term (0 when another term binds at the same point).
+    pub records: u64,
+    /// An estimate: `records` times the log's mean record size (its bytes
+    /// over its message count).
+    pub bytes: u64,
+    /// The broker time this term first bound at or below its current value
+    /// (an unreadable term counts as 0), carried in the floors row.
+    pub since: Instant,
 }
 
 impl Term {
@@ -138,6 +156,9 @@ impl Serialize for Term {
         }
         m.serialize_entry("detail", &self.detail)?;
         m.serialize_entry("binding", &self.binding)?;
+        m.serialize_entry("held_records", &self.held.map(|h| h.records))?;
+        m.serialize_entry("held_bytes", &self.held.map(|h| h.bytes))?;
+        m.serialize_entry("pinned_since", &self.held.map(|h| h.since))?;
         m.end()
     }
 }
@@ -536,6 +557,23 @@ pub struct PublishedFloor {
     /// that does not parse makes `archive_floor` unreadable, not the row.
     #[serde(default)]
     pub archive: Option<serde_json::Value>,
+    /// The terms as published, for their `pinned_since` (read leniently:
+    /// a row of an older version has none, and starts the pins afresh).
+    #[serde(default, deserialize_with = "lenient")]
+    pub terms: Option<Vec<PublishedTerm>>,
+}
+
+/// The part of a published term the next answer needs: where it stood and
+/// since when it pinned.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct PublishedTerm {
+    pub term: TermName,
+    #[serde(default)]
+    pub state: String,
+    #[serde(default)]
+    pub seq: Option<u64>,
+    #[serde(default)]
+    pub pinned_since: Option<Instant>,
 }
 
 /// The part of a published gates view the next reader needs.
@@ -631,6 +669,22 @@ pub fn compute(
         at,
     );
     let blocked_by = blocked_by_of(&terms);
+    let fresh_request = requested
+        .as_ref()
+        .filter(|r| r.error.is_none() && !r.stale)
+        .map(|r| r.seq);
+    hold_costs(
+        &mut terms,
+        &blocked_by,
+        Costs {
+            trim_to,
+            ready: not_ready.is_none(),
+            request: fresh_request,
+            state,
+            before: published.and_then(|(p, _)| p.terms.as_deref()),
+            at,
+        },
+    );
     let held_since = if blocked_by.is_empty() {
         None
     } else {
@@ -865,6 +919,7 @@ fn seven_terms(
             state: TermState::NotApplicable,
             detail: None,
             binding: false,
+            held: None,
         },
     });
     (terms, backup_age, archive)
@@ -961,6 +1016,82 @@ fn requested_view(
             error: Some(format!("{e}; the request raises nothing until it is fixed")),
             stale: false,
         }),
+    }
+}
+
+/// What [`hold_costs`] weighs a pin against.
+struct Costs<'a> {
+    trim_to: u64,
+    /// No NOT READY reason: the answer would conclude with every term read.
+    ready: bool,
+    /// An explicit trim's watermark that applies (docs/http.md).
+    request: Option<u64>,
+    state: Option<&'a super::StreamState>,
+    /// The terms of the floors row this answer follows.
+    before: Option<&'a [PublishedTerm]>,
+    at: Instant,
+}
+
+/// The seq a pin is judged at: its value, or 0 for an unreadable term (it
+/// permits nothing).
+fn pin_seq(t: &Term) -> u64 {
+    t.seq().unwrap_or(0)
+}
+
+/// Step 5b: what each binding or blocking term holds back. The records are
+/// those the trim would also delete without the term: the answer computed
+/// again with the term left out (the others, `last_seq`, an applying
+/// explicit trim), counted on the log above `trim_to`. `pinned_since` is
+/// kept from the row while the term stays pinned at or above where it
+/// was (it has held the trim at or below its current value since then),
+/// and starts now when it is new or moved lower.
+fn hold_costs(terms: &mut [Term], blocked_by: &[TermName], c: Costs) {
+    let (first_seq, last_seq) = c.state.map_or((0, 0), |s| (s.first_seq, s.last_seq));
+    // The log's mean record size, from its own counts.
+    let per_record = c
+        .state
+        .filter(|s| s.messages > 0)
+        .map_or(0.0, |s| s.bytes as f64 / s.messages as f64);
+    let pinned: Vec<usize> = (0..terms.len())
+        .filter(|&i| terms[i].binding || blocked_by.contains(&terms[i].term))
+        .collect();
+    for i in pinned {
+        let others: Vec<Term> = terms
+            .iter()
+            .enumerate()
+            .filter(|(j, _)| *j != i)
+            .map(|(_, t)| t.clone())
+            .collect();
+        let concludes = c.ready && !others.iter().any(Term::state_is_unreadable);
+        let mut without = if concludes {
+            others
+                .iter()
+                .filter_map(Term::seq)
+                .min()
+                .unwrap_or(last_seq)
+                .min(last_seq)
+        } else {
+            0
+        };
+        if let (Some(r), true) = (c.request, concludes) {
+            without = without.max(explicit_point(&others, r, last_seq).0);
+        }
+        let lower = c.trim_to.max(first_seq.saturating_sub(1));
+        let records = without.min(last_seq).saturating_sub(lower);
+        let seq = pin_seq(&terms[i]);
+        let since = c
+            .before
+            .and_then(|b| b.iter().find(|p| p.term == terms[i].term))
+            .and_then(|p| {
+                let was = if p.state == "unreadable" { 0 } else { p.seq? };
+                p.pinned_since.filter(|_| seq >= was)
+            })
+            .unwrap_or(c.at);
+        terms[i].held = Some(Held {
+            records,
+            bytes: (records as f64 * per_record).round() as u64,
+            since,
+        });
     }
 }
 

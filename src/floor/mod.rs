@@ -23,8 +23,9 @@ use std::time::Duration;
 /// The retention answer for one domain.
 pub use answer::compute;
 pub use answer::{
-    explicit_point, Answer, Cause, FloorState, GateFault, GateView, NodeRow, NodeState, NotReady,
-    Outage, PublishedFloor, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
+    explicit_point, Answer, Cause, FloorState, GateFault, GateView, Held, NodeRow, NodeState,
+    NotReady, Outage, PublishedFloor, PurgeClamp, RequestedView, Term, TermName, TermState,
+    WouldPurge,
 };
 pub use parsed::ParsedRows;
 pub use pins::{clamp_to_pins, Pins, ReadPresence};
@@ -74,6 +75,9 @@ pub struct StreamState {
     pub first_seq: u64,
     pub last_seq: u64,
     pub bytes: u64,
+    /// How many records it holds (its own count: gaps left by deletes are
+    /// not counted).
+    pub messages: u64,
     /// -1 when unset.
     pub max_bytes: i64,
     /// The stream's incarnation (generations are keyed to it).

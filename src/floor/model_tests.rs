@@ -235,6 +235,7 @@ fn world(c: &Case) -> World {
         first_seq: c.first,
         last_seq: c.last,
         bytes: 1,
+        messages: (c.last + 1).saturating_sub(c.first),
         max_bytes: 1 << 30,
         created: Instant::parse(CREATED).expect("valid"),
         facts: Default::default(),

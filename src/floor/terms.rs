@@ -20,6 +20,7 @@ fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String
         state: TermState::Value { seq, reason },
         detail,
         binding: false,
+        held: None,
     }
 }
 
@@ -32,6 +33,7 @@ fn unreadable(name: TermName, cause: Cause, error: impl Into<String>) -> Term {
         },
         detail: None,
         binding: false,
+        held: None,
     }
 }
 
@@ -50,6 +52,7 @@ fn plain(name: TermName, state: TermState) -> Term {
         state,
         detail: None,
         binding: false,
+        held: None,
     }
 }
 
@@ -352,5 +355,6 @@ pub fn archive_floor(a: &crate::archive::state::ArchiveState) -> Term {
         state,
         detail: Some(a.store.clone()),
         binding: false,
+        held: None,
     }
 }

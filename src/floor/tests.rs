@@ -58,6 +58,7 @@ impl World {
                 first_seq: 1,
                 last_seq: 1000,
                 bytes: 1 << 20,
+                messages: 1000,
                 max_bytes: 1 << 30,
                 created: Instant::parse(CREATED).expect("valid"),
                 facts: Default::default(),
@@ -1000,4 +1001,96 @@ fn purge_bounds() {
     assert_eq!(check_purge(10, 1, 10), Some(11), "up to the tail");
     assert_eq!(check_purge(11, 1, 10), None, "never past the tail");
     assert_eq!(check_purge(u64::MAX, 1, u64::MAX), None);
+}
+
+#[test]
+fn a_binding_term_holds_the_records_up_to_the_trim_without_it() {
+    // The backup binds at 800; without it, applied binds at 900.
+    let a = World::new().answer();
+    assert_eq!(a.trim_to, 800);
+    let held = term(&a, TermName::BackupFloor).held.expect("binds");
+    assert_eq!(held.records, 100);
+    // 1 MiB over 1 000 records: 1 048.576 bytes a record.
+    assert_eq!(held.bytes, 104_858);
+    assert_eq!(held.since, Instant(now()));
+    // applied (900) blocks too, below the age policy's 1000, but without
+    // it the backup still binds: it holds nothing on its own.
+    assert!(a.blocked_by.contains(&TermName::Applied));
+    assert_eq!(term(&a, TermName::Applied).held.map(|h| h.records), Some(0));
+    // Terms that neither bind nor block carry nothing.
+    assert_eq!(term(&a, TermName::MinHold).held, None);
+    assert_eq!(term(&a, TermName::AgeFloor).held, None);
+
+    // Only records still on the log are counted: from 851 on, 50.
+    let mut w = World::new();
+    w.stream = Ok(StreamState {
+        first_seq: 851,
+        ..w.stream.clone().expect("ok")
+    });
+    let held = term(&w.answer(), TermName::BackupFloor)
+        .held
+        .expect("binds");
+    assert_eq!(held.records, 50);
+}
+
+#[test]
+fn two_terms_at_the_same_value_each_hold_nothing_alone() {
+    let mut w = World::new();
+    w.node("node-2", true, Some(800));
+    let a = w.answer();
+    assert_eq!(a.trim_to, 800);
+    assert_eq!(term(&a, TermName::Applied).held.map(|h| h.records), Some(0));
+    assert_eq!(
+        term(&a, TermName::BackupFloor).held.map(|h| h.records),
+        Some(0)
+    );
+}
+
+#[test]
+fn an_unreadable_term_holds_what_the_others_would_license() {
+    let mut w = World::new();
+    w.holds = None;
+    let a = w.answer();
+    assert_eq!(a.trim_to, 0);
+    assert_eq!(
+        term(&a, TermName::MinHold).held.map(|h| h.records),
+        Some(800)
+    );
+}
+
+#[test]
+fn pinned_since_is_kept_while_the_pin_holds_at_or_above_where_it_was() {
+    let row = |seq: u64, since: &str| {
+        json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 701, "trim_floor_state": "published",
+            "blocked_by": ["backup_floor"], "held_since": since, "at": ts(-10),
+            "terms": [{"term": "backup_floor", "state": "value", "seq": seq, "pinned_since": since}]})
+    };
+    // It held at 700 an hour ago and holds at 800 now: pinned at or below
+    // 800 for that hour.
+    let mut w = World::new();
+    w.floor_row(row(700, &ts(-3600)));
+    let since = term(&w.answer(), TermName::BackupFloor)
+        .held
+        .map(|h| h.since.to_rfc3339());
+    assert_eq!(since, Some(ts(-3600)));
+    // It held at 850 and moved down to 800: at or below 800 only from now.
+    let mut w = World::new();
+    w.floor_row(row(850, &ts(-3600)));
+    let since = term(&w.answer(), TermName::BackupFloor)
+        .held
+        .map(|h| h.since);
+    assert_eq!(since, Some(Instant(now())));
+    // A row of an older version, without pinned_since: from now.
+    let mut w = World::new();
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 701, "trim_floor_state": "published",
+        "blocked_by": ["backup_floor"], "held_since": ts(-3600), "at": ts(-10), "terms": "not a list"}));
+    let a = w.answer();
+    assert_eq!(
+        a.not_ready, None,
+        "an unreadable terms field never makes the row unreadable"
+    );
+    assert_eq!(
+        term(&a, TermName::BackupFloor).held.map(|h| h.since),
+        Some(Instant(now()))
+    );
 }

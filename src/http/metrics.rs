@@ -110,6 +110,18 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
         "1 for each term's current state",
         term_state.clone(),
     );
+    let held_records = Family::<TermLabels, Gauge>::default();
+    r.register(
+        "term_held_records",
+        "records the trim would also delete without this term (terms that bind or block)",
+        held_records.clone(),
+    );
+    let held_bytes = Family::<TermLabels, Gauge>::default();
+    r.register(
+        "term_held_bytes",
+        "an estimate of those records' bytes, from the log's mean record size",
+        held_bytes.clone(),
+    );
     let blocked = gauge(&mut r, "blocked", "1 while blocked_by is not empty");
     let blocked_seconds = Family::<DomainLabels, FloatGauge>::default();
     r.register(
@@ -161,6 +173,15 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
         trim_to.get_or_create(&l).set(i(a.trim_to));
         for t in &a.terms {
             let term = t.term.as_str().to_string();
+            if let Some(h) = t.held {
+                let labels = TermLabels {
+                    domain: a.domain.clone(),
+                    stream: a.stream.clone(),
+                    term: term.clone(),
+                };
+                held_records.get_or_create(&labels).set(i(h.records));
+                held_bytes.get_or_create(&labels).set(i(h.bytes));
+            }
             let state = match &t.state {
                 TermState::Value { seq, .. } => {
                     term_seq
