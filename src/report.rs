@@ -48,15 +48,6 @@ pub fn not_trimming(a: &Answer, now: DateTime<Utc>) -> Option<String> {
     }
     let first = a.blocked_by.first()?;
     let reason = blocked_reason(a, *first, now);
-    let reason = match a
-        .terms
-        .iter()
-        .find(|t| t.term == *first)
-        .and_then(|t| t.held)
-    {
-        Some(h) => format!("{reason}{}", held_phrase(&h, now)),
-        None => reason,
-    };
     // Everything the terms permit is already gone: the log was trimmed up
     // to there and waits on the term, which "nothing is being trimmed"
     // would misstate.
@@ -127,9 +118,12 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
     format!("NOT READY {}: {why}.", a.domain)
 }
 
-/// What a pin costs, after the sentence that names it: " since 02:14 (3 h
-/// 10 min), holding back 1.2 M records, about 1.4 GiB". The bytes are an
-/// estimate from the log's mean record size, and say so.
+/// What a pin costs, right after the words that name the pin (before any
+/// remedy, so that a printed command stays last): " since 02:14 (3 hours),
+/// holding back 1 204 311 records, about 1.4 GiB". The bytes are an
+/// estimate from the log's mean record size, and "about" says so. A pin
+/// that holds nothing on its own (another term binds at the same point)
+/// says only since when.
 pub fn held_phrase(h: &crate::floor::Held, now: DateTime<Utc>) -> String {
     let age = now
         .signed_duration_since(h.since.0)
@@ -140,6 +134,9 @@ pub fn held_phrase(h: &crate::floor::Held, now: DateTime<Utc>) -> String {
     } else {
         h.since.0.format("%Y-%m-%d %H:%M").to_string()
     };
+    if h.records == 0 {
+        return format!(" since {when} ({})", human::age(age));
+    }
     format!(
         " since {when} ({}), holding back {} records, about {}",
         human::age(age),
@@ -153,8 +150,11 @@ pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String 
     let Some(t) = a.terms.iter().find(|t| t.term == term) else {
         return term.as_str().to_string();
     };
+    let cost = t.held.map(|h| held_phrase(&h, now)).unwrap_or_default();
     match &t.state {
-        TermState::Unreadable { error, .. } => format!("{} is unreadable: {error}", term.as_str()),
+        TermState::Unreadable { error, .. } => {
+            format!("{} is unreadable{cost}: {error}", term.as_str())
+        }
         TermState::Value { seq, reason } => {
             if term == TermName::Applied {
                 if let Some(node) = t
@@ -175,25 +175,28 @@ pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String 
                             })
                             .unwrap_or_default();
                         return format!(
-                            "{} is not live and pins applied at {seq}{since}; start it, or {}",
+                            "{} is not live and pins applied at {seq}{cost}{since}; start it, or {}",
                             node.node,
                             crate::alarms::evict_advice(a, node)
                         );
                     }
                     if let Some(r) = reason {
-                        return r.clone();
+                        return format!("{r}{cost}");
                     }
                     return format!(
-                        "{} has applied up to {seq} and pins applied there",
+                        "{} has applied up to {seq} and pins applied there{cost}",
                         node.node
                     );
                 }
             }
             match reason {
-                Some(r) => r.clone(),
+                Some(r) => format!("{r}{cost}"),
                 None => match &t.detail {
-                    Some(d) => format!("{} ({d}) permits deleting only up to {seq}", term.as_str()),
-                    None => format!("{} permits deleting only up to {seq}", term.as_str()),
+                    Some(d) => format!(
+                        "{} ({d}) permits deleting only up to {seq}{cost}",
+                        term.as_str()
+                    ),
+                    None => format!("{} permits deleting only up to {seq}{cost}", term.as_str()),
                 },
             }
         }

@@ -22,6 +22,7 @@ mod model;
 mod node;
 mod operator;
 mod packaging;
+mod pins;
 mod run;
 mod safety;
 mod samples;

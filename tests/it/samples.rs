@@ -19,7 +19,10 @@ fn mask(text: &str) -> String {
     let port = regex::Regex::new(r"nats://127\.0\.0\.1:\d+").expect("regex");
     // Compressed sizes move with the records' timestamps inside them.
     let size = regex::Regex::new(r"\d+(\.\d+)? (B|KiB|MiB)\b").expect("regex");
+    // The clock time a pin started ("since 02:14").
+    let clock = regex::Regex::new(r"since \d\d:\d\d\b").expect("regex");
     let text = time.replace_all(text, "<time>");
+    let text = clock.replace_all(&text, "since <clock>");
     let text = size.replace_all(&text, "<size>");
     let text = port.replace_all(&text, "nats://127.0.0.1:<port>");
     age.replace_all(&text, "<age>").into_owned()

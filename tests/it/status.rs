@@ -41,7 +41,11 @@ async fn a_pinned_fleet_reads_in_one_sentence() {
     let run = op.status();
     assert_eq!(run.code, 1, "{run:?}");
     let first = run.stdout.lines().next().unwrap_or_default();
-    assert!(first.starts_with("tracker is trimmed up to 40 and held there: node-3 is not live and pins applied at 40, last reported"), "{first}");
+    assert!(first.starts_with("tracker is trimmed up to 40 and held there: node-3 is not live and pins applied at 40 since "), "{first}");
+    assert!(
+        first.contains("), holding back 60 records, about ") && first.contains(", last reported"),
+        "{first}"
+    );
     assert!(
         first.ends_with("start it, or if it is not coming back, evict it: crewlet retention evict node-3 -confirm node-3."),
         "{first}"
@@ -276,11 +280,22 @@ async fn json_schema_is_stable_and_stream_filters() {
     assert_eq!(keys(d), want);
     assert_eq!(
         keys(&d["terms"][0]),
-        ["binding", "detail", "reason", "seq", "state", "term"]
+        [
+            "binding",
+            "detail",
+            "held_bytes",
+            "held_records",
+            "pinned_since",
+            "reason",
+            "seq",
+            "state",
+            "term"
+        ]
     );
     assert_eq!(
         d["terms"][1],
-        json!({"term": "min_hold", "state": "unbounded", "detail": null, "binding": false})
+        json!({"term": "min_hold", "state": "unbounded", "detail": null, "binding": false,
+            "held_records": null, "held_bytes": null, "pinned_since": null})
     );
     assert_eq!(
         keys(&d["nodes"][0]),
