@@ -275,6 +275,12 @@ async fn the_dashboard_shows_why_and_the_fix_and_contacts_only_the_sidecar() {
         "applied binds: {dom}"
     );
     assert!(d.contains("applied 40 node-3 (binding)"), "{d}");
+    // What the pin holds: 41..=100 would go without node-3.
+    assert!(
+        d.contains("applied 40 node-3 (binding) — holding back 60 records, about ")
+            && d.contains(", pinned since "),
+        "{d}"
+    );
     assert!(
         d.contains("min_hold unbounded: does not bound the trim"),
         "{d}"
