@@ -307,7 +307,7 @@ async fn judge_eviction(broker: &Broker, config: &Config, args: &Ask) -> Result<
 
 /// Whether the fleet has ever seen `node`: a positions row on a configured
 /// log, a presence lease, or a gate row of any incarnation.
-fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> bool {
+pub fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> bool {
     let positions = rows.positions.as_ref().map_or(true, |p| {
         config
             .domains
@@ -450,7 +450,7 @@ pub fn join_hold_id(op: &OpId) -> String {
     format!("{}{op}", crate::rows::JOIN_HOLD_PREFIX)
 }
 
-fn readmit_facts(
+pub fn readmit_facts(
     rows: &floor::ParsedRows,
     state: &floor::StreamState,
     d: &Domain,

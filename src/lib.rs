@@ -66,6 +66,7 @@ pub mod hold;
 pub mod http;
 pub mod human;
 pub mod node;
+pub mod preview;
 pub mod proven;
 pub mod report;
 pub mod requested;

@@ -208,6 +208,9 @@ pub struct Fresh {
     pub answers: Vec<Answer>,
     /// How far the broker's clock is ahead of ours (none read: `None`).
     pub offset: Option<chrono::Duration>,
+    /// Each domain's reads beyond the buckets (a preview computes on them
+    /// again).
+    pub reads: Vec<DomainRead>,
 }
 
 /// Every domain's answer from one fresh read (the buckets once, then each
@@ -224,6 +227,7 @@ pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateT
         parsed: parsed.into_inner(),
         answers,
         offset: clock_offset(&reads),
+        reads,
     }
 }
 

@@ -42,6 +42,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         parsed,
         answers,
         offset,
+        ..
     } = crate::trim::answers(&broker, &config, "", now).await;
     // The generation opens at the broker's instant.
     let now = crate::clock::broker_now(offset, now);

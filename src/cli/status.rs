@@ -9,6 +9,7 @@ use crate::alarms::{self, AlarmPolicy};
 use crate::duty::{Duty, DutyStatus};
 use crate::exit::Exit;
 use crate::floor::FloorState;
+use crate::preview;
 use crate::report::{self, DomainStatus, Status};
 use crate::rows::Instant;
 
@@ -33,6 +34,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         parsed,
         answers,
         offset,
+        reads,
     } = crate::trim::answers(&broker, &config, "", now).await;
     // Nothing could be read: one broker_unreachable condition, every term
     // unreadable for that reason alone, exit 3 (never row remedies for
@@ -49,6 +51,31 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let answers: Vec<crate::floor::Answer> = match &outage {
         Some(o) => answers.into_iter().map(|a| a.unreachable(o)).collect(),
         None => answers,
+    };
+    // A preview: the same reads with the gestures applied in memory.
+    let ask = args.preview();
+    let previews = if ask.is_empty() || outage.is_some() {
+        None
+    } else {
+        let policy = crate::floor::Policy::from_config(&config, "");
+        let at = crate::clock::broker_now(offset, now);
+        match preview::apply(&config, &parsed, &reads, &ask, policy.fence_window, at) {
+            Ok(changed) => {
+                let after = preview::answers(&config, &policy, &changed, &reads, at);
+                Some(preview::compare(&ask, &answers, &after, &reads))
+            }
+            Err(refused) => {
+                if cli.json {
+                    println!(
+                        "{}",
+                        serde_json::json!({"error": refused.code(), "message": refused.to_string()})
+                    );
+                } else {
+                    crate::cli::say::error(format_args!("{refused}; nothing is previewed"));
+                }
+                return refused.class().exit();
+            }
+        }
     };
 
     let view = match &duty {
@@ -111,8 +138,18 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         alarms: active,
     };
     if cli.json {
-        println!("{}", report::status_json(&status));
+        let mut v = report::status_json(&status);
+        if let (Some(p), Some(obj)) = (&previews, v.as_object_mut()) {
+            obj.insert(
+                "preview".into(),
+                serde_json::json!({"asked": preview::asked_json(&ask), "domains": p}),
+            );
+        }
+        println!("{v}");
     } else {
+        if let Some(p) = &previews {
+            print!("{}", preview::text(p));
+        }
         print!("{}", report::status_text(&status, now));
     }
     for a in &status.alarms {

@@ -465,6 +465,39 @@ pub struct StatusArgs {
     /// Only this stream (or domain name).
     #[arg(long, value_name = "STREAM")]
     pub stream: Option<String>,
+    /// Preview: the trim as it would be once these nodes are evicted (and
+    /// their fence window has passed). Nothing is written.
+    #[arg(long, value_name = "NODE[,NODE…]", value_delimiter = ',')]
+    pub if_evicted: Vec<String>,
+    /// Preview: the trim as it would be without this hold (repeatable).
+    /// Nothing is written.
+    #[arg(long, value_name = "HOLD_ID")]
+    pub if_released: Vec<String>,
+    /// Preview: the trim as it would be once a copy of STREAM up to SEQ is
+    /// acknowledged (backup_floor: operator; repeatable). Nothing is written.
+    #[arg(long, value_name = "STREAM=SEQ", value_parser = crate::preview::parse_ack)]
+    pub if_acked: Vec<(String, u64)>,
+    /// Preview: the trim as it would be once these evicted nodes are
+    /// readmitted. Nothing is written.
+    #[arg(long, value_name = "NODE[,NODE…]", value_delimiter = ',')]
+    pub if_readmitted: Vec<String>,
+    /// With --if-evicted: preview past a live lease or a node never seen,
+    /// as `evict -force` would go.
+    #[arg(long, requires = "if_evicted")]
+    pub force: bool,
+}
+
+impl StatusArgs {
+    /// The gestures to preview (empty: plain status).
+    pub fn preview(&self) -> crate::preview::Ask {
+        crate::preview::Ask {
+            evict: self.if_evicted.clone(),
+            release: self.if_released.clone(),
+            ack: self.if_acked.clone(),
+            readmit: self.if_readmitted.clone(),
+            force: self.force,
+        }
+    }
 }
 
 /// `ack` options.

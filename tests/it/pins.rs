@@ -129,3 +129,172 @@ async fn a_pin_says_what_it_holds_and_since_when_as_it_moves_and_across_a_restar
     assert!(h.since > first);
     s.duty.release(&s.broker).await;
 }
+
+/// Every stream on the server (the buckets and the logs) with its last
+/// sequence and message count: any write to any of them moves one.
+async fn everything(f: &Fleet) -> Vec<(String, u64, u64)> {
+    use futures::StreamExt;
+    let mut names: Vec<String> =
+        f.js.stream_names()
+            .filter_map(|n| async move { n.ok() })
+            .collect()
+            .await;
+    names.sort();
+    let mut out = Vec::new();
+    for n in names {
+        let mut s = f.js.get_stream(&n).await.expect("stream");
+        let st = s.info().await.expect("info").state.clone();
+        out.push((n, st.last_sequence, st.messages));
+    }
+    out
+}
+
+fn preview_of(run: &crate::support::Run) -> Value {
+    let v: Value = serde_json::from_str(&run.stdout).expect("json");
+    v["preview"]["domains"][0].clone()
+}
+
+/// The preview of an eviction against the tick after the real gesture and
+/// its fence window, on `f` (one server or a cluster).
+async fn eviction_preview_is_exact(f: &Fleet) {
+    let mut s = f.sidecar().await;
+    let r = s.tick().await;
+    assert_eq!(r.domains[0].answer.trim_to, 40);
+    let yaml = serde_yaml::to_string(&f.config).expect("yaml");
+    let op = Operator::with_yaml(&yaml);
+
+    let before = everything(f).await;
+    let run = op.run(&["retention", "status", "--if-evicted", "node-3"]);
+    let sentence = run
+        .stdout
+        .lines()
+        .nth(1)
+        .unwrap_or_default()
+        .trim()
+        .to_string();
+    assert!(
+        sentence.starts_with(
+            "evicting node-3 would move tracker's trim from 40 to 100 (60 records, about "
+        ) && sentence.contains("; the next binding term would be applied (node-"),
+        "{run:?}"
+    );
+    let json = op.run(&["retention", "status", "--json", "--if-evicted", "node-3"]);
+    let p = preview_of(&json);
+    assert_eq!(
+        (p["trim_to"].as_u64(), p["would_trim_to"].as_u64()),
+        (Some(40), Some(100)),
+        "{p}"
+    );
+    assert_eq!(p["records"], 60, "{p}");
+    assert_eq!(p["would_bind"]["term"], "applied", "{p}");
+    // The answers themselves are as they are, not as they would be.
+    let v: Value = serde_json::from_str(&json.stdout).expect("json");
+    assert_eq!(v["domains"][0]["trim_to"], 40);
+    assert_eq!(everything(f).await, before, "a preview writes nothing");
+
+    // The real gesture, its record absorbed, its fence window passed: the
+    // next tick trims to what the preview printed.
+    let run = op.run(&["retention", "evict", "node-3", "-confirm", "node-3"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    s.tick().await;
+    tokio::time::sleep(f.config.retention.fence_window.0 + std::time::Duration::from_millis(100))
+        .await;
+    let r = s.tick().await;
+    assert_eq!(
+        r.domains[0].answer.trim_to,
+        p["would_trim_to"].as_u64().unwrap_or_default()
+    );
+    s.duty.release(&s.broker).await;
+}
+
+#[tokio::test]
+async fn a_preview_of_an_eviction_writes_nothing_and_is_exact() {
+    let f = pinned(40).await;
+    eviction_preview_is_exact(&f).await;
+}
+
+#[tokio::test]
+async fn a_preview_on_a_cluster_is_exact() {
+    let mut f = Fleet::cluster(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    f.position("node-3", 40).await;
+    f.snapshot("node-3", 40).await;
+    f.config.retention.min_age = crewlet::config::Dur::secs(3);
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+    eviction_preview_is_exact(&f).await;
+}
+
+#[tokio::test]
+async fn a_preview_takes_the_real_gestures_refusals_and_bad_input_names_its_flag() {
+    let f = pinned(40).await;
+    f.hold("h1", 30, 600).await;
+    let mut s = f.sidecar().await;
+    assert_eq!(s.tick().await.domains[0].answer.trim_to, 29);
+    let yaml = serde_yaml::to_string(&f.config).expect("yaml");
+    let op = Operator::with_yaml(&yaml);
+    let before = everything(&f).await;
+    let status = |args: &[&str]| {
+        let mut all = vec!["retention", "status"];
+        all.extend_from_slice(args);
+        op.run(&all)
+    };
+
+    // A live node: node_live, unless forced.
+    let run = status(&["--if-evicted", "node-1"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("--if-evicted node-1: node_live"),
+        "{run:?}"
+    );
+    let run = status(&["--if-evicted", "node-1", "--force"]);
+    assert!(
+        run.stdout
+            .contains("evicting node-1 would leave tracker's trim at 29"),
+        "{run:?}"
+    );
+    // A node the fleet has never seen.
+    let run = status(&["--if-evicted", "node-9"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("unknown_node"), "{run:?}");
+    // Readmitting a node that is not evicted.
+    let run = status(&["--if-readmitted", "node-3"]);
+    assert!(run.stderr.contains("not_evicted"), "{run:?}");
+    // Under backup_floor: engine an acknowledgement is never read.
+    let run = status(&["--if-acked", &format!("{STREAM}=100")]);
+    assert!(run.stderr.contains("policy_engine"), "{run:?}");
+    // Bad input: exit 2 naming the flag, nothing read or written.
+    let run = status(&["--if-released", "nope"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--if-released nope"), "{run:?}");
+    for bad in [STREAM, "CREWLET_TRACKER_LOG=ten", "=5"] {
+        let run = status(&["--if-acked", bad]);
+        assert_eq!(run.code, 2, "{bad}: {run:?}");
+        assert!(run.stderr.contains("--if-acked"), "{bad}: {run:?}");
+    }
+    let run = status(&["--if-evicted", "bad id!"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stderr.contains("--if-evicted"), "{run:?}");
+
+    // Releasing the hold, then evicting node-3 too, in one preview.
+    let run = status(&["--if-released", "h1"]);
+    assert!(
+        run.stdout.contains(
+            "releasing hold h1 would move tracker's trim from 29 to 40 (11 records, about "
+        ),
+        "{run:?}"
+    );
+    let run = status(&["--if-released", "h1", "--if-evicted", "node-3"]);
+    assert!(
+        run.stdout.contains(
+            "evicting node-3 and releasing hold h1 would move tracker's trim from 29 to 100"
+        ),
+        "{run:?}"
+    );
+    assert_eq!(everything(&f).await, before, "no preview wrote anything");
+
+    // The real release: the next tick trims where the preview said.
+    let run = op.run(&["retention", "release", "-stream", STREAM, "h1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(s.tick().await.domains[0].answer.trim_to, 40);
+    s.duty.release(&s.broker).await;
+}
