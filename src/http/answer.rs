@@ -65,9 +65,16 @@ pub(super) async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
     }
 }
 
-pub(super) async fn retention(State(shared): State<Arc<Shared>>, headers: HeaderMap) -> Response {
+pub(super) async fn retention(
+    State(shared): State<Arc<Shared>>,
+    axum::extract::Query(query): axum::extract::Query<Vec<(String, String)>>,
+    headers: HeaderMap,
+) -> Response {
     if let Err(r) = reachable(&shared) {
         return r.into_response();
+    }
+    if !query.is_empty() {
+        return previewed(&shared, &query).await;
     }
     match shared.last() {
         Some(l) => cached(&headers, &l.status, &l.status_gzip, "application/json"),
@@ -78,4 +85,99 @@ pub(super) async fn retention(State(shared): State<Arc<Shared>>, headers: Header
         )
         .into_response(),
     }
+}
+
+/// `GET /v1/retention?if_evicted=…&if_released=…&if_acked=…&if_readmitted=…`
+/// (docs/http.md, Previews): a fresh read, as `status` makes, with the
+/// gestures applied in memory; the answer is `status --json`'s with its
+/// `preview`. Nothing is written.
+async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
+    let ask = match preview_ask(query) {
+        Ok(a) => a,
+        Err(message) => {
+            return error(StatusCode::BAD_REQUEST, "bad_request", message).into_response()
+        }
+    };
+    let config = &shared.config;
+    let now = chrono::Utc::now();
+    let fresh = crate::trim::answers(&shared.broker, config, "", now).await;
+    let policy = crate::floor::Policy::from_config(config, "");
+    let at = crate::clock::broker_now(fresh.offset, now);
+    let changed = match crate::preview::apply(
+        config,
+        &fresh.parsed,
+        &fresh.reads,
+        &ask,
+        policy.fence_window,
+        at,
+    ) {
+        Ok(c) => c,
+        Err(refused) => {
+            let status =
+                StatusCode::from_u16(refused.class().http_status()).unwrap_or(StatusCode::CONFLICT);
+            // The refusal names the CLI's flag; here it came as a parameter.
+            let mut message = refused.to_string();
+            for (flag, param) in [
+                ("--if-evicted", "if_evicted"),
+                ("--if-released", "if_released"),
+                ("--if-acked", "if_acked"),
+                ("--if-readmitted", "if_readmitted"),
+            ] {
+                message = message.replace(flag, param);
+            }
+            return error(status, refused.code(), message).into_response();
+        }
+    };
+    let after = crate::preview::answers(config, &policy, &changed, &fresh.reads, at);
+    let previews = crate::preview::compare(&ask, &fresh.answers, &after, &fresh.reads);
+    let domains: Vec<serde_json::Value> = fresh
+        .answers
+        .iter()
+        .map(|a| serde_json::to_value(a).unwrap_or_default())
+        .collect();
+    json_ok(json!({
+        "at": crate::rows::Instant(now),
+        "node": config.node.id,
+        "domains": domains,
+        "preview": {"asked": crate::preview::asked_json(&ask), "domains": previews},
+    }))
+}
+
+/// The query's gestures: `if_evicted` and `if_readmitted` take NODE[,NODE…],
+/// `if_released` a hold id, `if_acked` STREAM=SEQ, `force` true or false;
+/// each may repeat. Anything else is refused, naming the parameter.
+fn preview_ask(query: &[(String, String)]) -> Result<crate::preview::Ask, String> {
+    let mut ask = crate::preview::Ask::default();
+    let nodes = |v: &str| {
+        v.split(',')
+            .filter(|n| !n.is_empty())
+            .map(str::to_string)
+            .collect::<Vec<_>>()
+    };
+    for (k, v) in query {
+        match k.as_str() {
+            "if_evicted" => ask.evict.extend(nodes(v)),
+            "if_readmitted" => ask.readmit.extend(nodes(v)),
+            "if_released" => ask.release.push(v.clone()),
+            "if_acked" => ask
+                .ack
+                .push(crate::preview::parse_ack(v).map_err(|e| format!("if_acked: {e}"))?),
+            "force" => {
+                ask.force = match v.as_str() {
+                    "true" => true,
+                    "false" => false,
+                    _ => return Err(format!("force: {v:?} is not true or false")),
+                }
+            }
+            other => {
+                return Err(format!(
+                    "{other:?} is not a parameter of /v1/retention (if_evicted, if_released, if_acked, if_readmitted, force)"
+                ))
+            }
+        }
+    }
+    if ask.is_empty() {
+        return Err("force alone previews nothing: give if_evicted with it".into());
+    }
+    Ok(ask)
 }

@@ -1293,3 +1293,63 @@ async fn every_route_checks_the_scope_its_table_row_names() {
     }
     s.stop();
 }
+
+/// `GET /v1/retention?if_evicted=…` (docs/http.md, Previews): scope read,
+/// the real gesture's refusals, bad parameters 400 naming them.
+#[tokio::test]
+async fn a_preview_over_http_is_a_read_with_the_gestures_refusals() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    f.position("node-3", 40).await;
+    f.snapshot("node-3", 40).await;
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let s = Served::start(&f);
+    let reader = s.token("grafana", "read");
+    assert!(
+        eventually(20, || async {
+            s.get("/v1/retention", Some(&reader))
+                .1
+                .contains("\"trim_to\":40")
+        })
+        .await,
+        "the first tick"
+    );
+    assert_eq!(s.get("/v1/retention?if_evicted=node-3", None).0, 401);
+    let (code, body) = s.get("/v1/retention?if_evicted=node-3", Some(&reader));
+    assert_eq!(code, 200, "{body}");
+    let v: serde_json::Value = serde_json::from_str(&body).expect("json");
+    let p = &v["preview"]["domains"][0];
+    assert_eq!(
+        (p["trim_to"].as_u64(), p["would_trim_to"].as_u64()),
+        (Some(40), Some(100)),
+        "{p}"
+    );
+    assert!(
+        p["sentence"].as_str().is_some_and(
+            |t| t.starts_with("evicting node-3 would move tracker's trim from 40 to 100")
+        ),
+        "{p}"
+    );
+    assert_eq!(
+        v["preview"]["asked"]["if_evicted"],
+        serde_json::json!(["node-3"])
+    );
+    let (code, body) = s.get("/v1/retention?if_evicted=node-1", Some(&reader));
+    assert_eq!(code, 409, "{body}");
+    assert!(
+        body.contains("\"node_live\"") && body.contains("if_evicted node-1"),
+        "{body}"
+    );
+    let (code, body) = s.get("/v1/retention?if_acked=CREWLET_TRACKER_LOG", Some(&reader));
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("if_acked"), "{body}");
+    let (code, body) = s.get("/v1/retention?if_released=nope", Some(&reader));
+    assert_eq!(code, 400, "{body}");
+    assert!(body.contains("if_released nope"), "{body}");
+    let (code, body) = s.get("/v1/retention?evict=node-3", Some(&reader));
+    assert_eq!(code, 400, "{body}");
+    assert!(
+        body.contains(r#"\"evict\" is not a parameter of /v1/retention"#),
+        "{body}"
+    );
+}
