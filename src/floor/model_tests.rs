@@ -691,7 +691,7 @@ proptest! {
         }
         prop_assert_eq!(a.trim_to, expect, "case {:?}\ngesture {:?}\nterms {:?}", c, g, a.terms);
         let before = w.answer();
-        let p = &crate::preview::compare(&ask, &[before.clone()], &[a.clone()], &reads)[0];
+        let p = &crate::preview::compare(&ask, std::slice::from_ref(&before), std::slice::from_ref(a), &reads)[0];
         prop_assert_eq!((p.trim_to, p.would_trim_to), (before.trim_to, expect));
     }
 }
