@@ -1009,6 +1009,30 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             Some(1.5),
             None,
         ));
+        // The same status with a preview (a hold released on every log),
+        // against status without, interleaved.
+        let (mut with, mut without) = (Vec::new(), Vec::new());
+        let plain = ["retention", "status", "--json", "--config", cfg];
+        let previewed = [
+            "retention",
+            "status",
+            "--json",
+            "--if-released",
+            "h0",
+            "--config",
+            cfg,
+        ];
+        for _ in 0..samples {
+            with.push(time_process(&bin, &previewed, 1)?.median);
+            without.push(time_process(&bin, &plain, 1)?.median);
+        }
+        lines.push(line(
+            "status --json with a preview (4 × 100)",
+            &stats(with),
+            Some(&stats(without)),
+            Some(1.1),
+            None,
+        ));
     }
 
     // 5. Peak RSS of `run` over 50 ticks at 10,000 rows. The tick is as

@@ -1,5 +1,7 @@
-//! PURE: what a gesture would change before it is made (docs/runbook.md,
-//! Previews). `crewlet retention status --if-evicted NODE --if-released
+//! What a gesture would change before it is made (docs/runbook.md,
+//! Previews). No IO: it sits with the gestures (docs/architecture.md,
+//! Layers) because it takes their own judgements and refusals, and
+//! works on rows and reads the caller made. `crewlet retention status --if-evicted NODE --if-released
 //! HOLD_ID --if-acked STREAM=SEQ --if-readmitted NODE` and `GET
 //! /v1/retention?if_evicted=…` apply the gestures to the rows status read,
 //! in memory only, compute the answer again, and say per domain the trim
@@ -525,3 +527,6 @@ pub fn text(previews: &[DomainPreview]) -> String {
     out.push('\n');
     out
 }
+
+#[cfg(test)]
+mod model_tests;

@@ -65,13 +65,12 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
                 Some(preview::compare(&ask, &answers, &after, &reads))
             }
             Err(refused) => {
-                if cli.json {
-                    println!(
-                        "{}",
-                        serde_json::json!({"error": refused.code(), "message": refused.to_string()})
-                    );
-                } else {
-                    crate::cli::say::error(format_args!("{refused}; nothing is previewed"));
+                let message = format!("{refused}; nothing is previewed");
+                match refused.class() {
+                    crate::exit::Class::BadInput | crate::exit::Class::Unconfigured => {
+                        crate::cli::say::error_coded(refused.code(), message)
+                    }
+                    _ => crate::cli::say::refused(refused.code(), message),
                 }
                 return refused.class().exit();
             }

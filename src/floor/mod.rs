@@ -13,7 +13,7 @@ mod row;
 mod terms;
 
 #[cfg(test)]
-mod model_tests;
+pub(crate) mod model_tests;
 #[cfg(test)]
 pub(crate) mod tests;
 

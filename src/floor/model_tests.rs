@@ -13,46 +13,46 @@
 use proptest::prelude::*;
 use serde_json::json;
 
-use super::tests::{now, ts, World, CREATED, S};
+use super::tests::{ts, World, CREATED, S};
 use super::*;
 
 #[derive(Debug, Clone)]
-struct NodeCase {
-    row: Option<u64>,
-    current_gen: bool,
-    diverged: bool,
-    live_data: bool,
+pub(crate) struct NodeCase {
+    pub(crate) row: Option<u64>,
+    pub(crate) current_gen: bool,
+    pub(crate) diverged: bool,
+    pub(crate) live_data: bool,
     /// 0: no gate, 1: evicting (inside the window), 2: evicted, 3: an
     /// eviction of another incarnation of the log, 4: readmitted.
-    gate: u8,
-    snapshot: Option<(u64, bool, bool)>,
+    pub(crate) gate: u8,
+    pub(crate) snapshot: Option<(u64, bool, bool)>,
 }
 
 #[derive(Debug, Clone)]
-struct Case {
-    first: u64,
-    last: u64,
-    nodes: Vec<NodeCase>,
-    holds: Vec<(u64, bool)>,
+pub(crate) struct Case {
+    pub(crate) first: u64,
+    pub(crate) last: u64,
+    pub(crate) nodes: Vec<NodeCase>,
+    pub(crate) holds: Vec<(u64, bool)>,
     /// position, verified, complete, stale
-    backup: Option<(u64, bool, bool, bool)>,
+    pub(crate) backup: Option<(u64, bool, bool, bool)>,
     /// ack_floor, delivered, ack_pending, pending; or an unreadable consumer
-    feed: Option<Option<(u64, u64, u64, u64)>>,
-    young: Option<u64>,
-    k: u32,
-    missing: [bool; 5],
+    pub(crate) feed: Option<Option<(u64, u64, u64, u64)>>,
+    pub(crate) young: Option<u64>,
+    pub(crate) k: u32,
+    pub(crate) missing: [bool; 5],
     /// The log takes gate records; its view's cursor.
-    gates: Option<CursorCase>,
+    pub(crate) gates: Option<CursorCase>,
     /// The floors row belongs to another `created`: NOT READY.
-    recreated: bool,
-    archive: Option<ArchiveCase>,
+    pub(crate) recreated: bool,
+    pub(crate) archive: Option<ArchiveCase>,
     /// An explicit trim's requested watermark `R`.
-    requested: Option<u64>,
+    pub(crate) requested: Option<u64>,
 }
 
 /// An archived domain's archive as listed this tick.
 #[derive(Debug, Clone)]
-struct ArchiveCase {
+pub(crate) struct ArchiveCase {
     /// (first, last, verified this tick: None when not read back).
     segments: Vec<(u64, u64, Option<bool>)>,
     /// (first_archived, frontier) the floors row published, when it had
@@ -115,7 +115,7 @@ fn archive_case(first: u64, last: u64) -> impl Strategy<Value = ArchiveCase> {
 
 /// The gates view's cursor for the log.
 #[derive(Debug, Clone, Copy)]
-enum CursorCase {
+pub(crate) enum CursorCase {
     /// Not read yet: nothing is purged.
     None,
     /// Absorbed up to this sequence, in this incarnation.
@@ -160,7 +160,7 @@ fn node_case(last: u64) -> impl Strategy<Value = NodeCase> {
         )
 }
 
-fn case() -> impl Strategy<Value = Case> {
+pub(crate) fn case() -> impl Strategy<Value = Case> {
     (1u64..60).prop_flat_map(|last| {
         (
             1..=last + 1,
@@ -225,7 +225,7 @@ fn case() -> impl Strategy<Value = Case> {
     })
 }
 
-fn world(c: &Case) -> World {
+pub(crate) fn world(c: &Case) -> World {
     let mut w = World::new();
     w.presence = Some(vec![]);
     w.positions = Some(vec![]);
@@ -484,7 +484,7 @@ fn may_go_requested(c: &Case, r: u64) -> bool {
 }
 
 /// May `r` go: the six rules and the archive's, or the watermark's.
-fn may_go_req(c: &Case, r: u64) -> bool {
+pub(crate) fn may_go_req(c: &Case, r: u64) -> bool {
     may_go_all(c, r) || may_go_requested(c, r)
 }
 
@@ -608,90 +608,5 @@ proptest! {
             "trim_floor_state": "published", "at": ts(-10)}));
         let a = w.answer();
         prop_assert!(a.floor.is_some_and(|f| f >= prev));
-    }
-}
-
-/// A gesture to preview on a case: 0 release hold `i`, 1 evict node `i`
-/// (forced: the model counts an evicted node out whether it is live or
-/// not), 2 readmit node `i`.
-#[derive(Debug, Clone, Copy)]
-struct GestureCase {
-    kind: u8,
-    index: usize,
-}
-
-fn gesture_case() -> impl Strategy<Value = GestureCase> {
-    (0u8..3, 0usize..6).prop_map(|(kind, index)| GestureCase { kind, index })
-}
-
-/// The configuration the preview judges against: the world's one domain
-/// and backup policy.
-fn preview_config(w: &World) -> crate::config::Config {
-    let mut config = crate::config::check(
-        "node: {id: node-1}\nnats: {url: \"nats://127.0.0.1:4222\"}\ndomains: [{name: tracker, stream: CREWLET_TRACKER_LOG}]\n",
-    )
-    .config
-    .expect("a valid configuration");
-    config.domains = vec![w.domain.clone()];
-    config.retention.backup_floor = w.policy.backup_floor;
-    config
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
-
-    /// A preview of a gesture is the model's answer for the fleet with the
-    /// gesture made: the same rules, asked of the changed case.
-    #[test]
-    fn a_preview_is_the_models_answer_for_the_changed_fleet(c in case(), g in gesture_case()) {
-        let mut c = c;
-        let mut g = g;
-        prop_assume!(!c.nodes.is_empty());
-        if g.kind == 0 && c.holds.is_empty() {
-            g.kind = 1;
-        }
-        g.index %= if g.kind == 0 { c.holds.len() } else { c.nodes.len() };
-        // Gestures on nodes need a log that takes gate records; where the
-        // case has none, one whose view has no cursor yet (the trim is the
-        // same, only the purge waits for the view).
-        if g.kind != 0 && c.gates.is_none() {
-            c.gates = Some(CursorCase::None);
-        }
-        let w = world(&c);
-        let config = preview_config(&w);
-        let rows = ParsedRows::from_rows(&w.rows());
-        let reads = vec![w.read()];
-        let mut changed = c.clone();
-        let mut ask = crate::preview::Ask { force: true, ..Default::default() };
-        match g.kind {
-            0 => {
-                ask.release.push(format!("h{}", g.index));
-                changed.holds.remove(g.index);
-            }
-            1 => {
-                ask.evict.push(format!("node-{}", g.index));
-                changed.nodes[g.index].gate = 2;
-            }
-            _ => {
-                ask.readmit.push(format!("node-{}", g.index));
-                changed.nodes[g.index].gate = 4;
-            }
-        }
-        let after = match crate::preview::apply(&config, &rows, &reads, &ask, w.policy.fence_window, now()) {
-            Ok(after) => after,
-            // Refused as the real gesture would be (a readmission below the
-            // floor, a node not evicted): nothing to compare.
-            Err(crate::preview::Refused::Readmit { .. }) => return Ok(()),
-            Err(e) => return Err(TestCaseError::fail(format!("refused: {e}"))),
-        };
-        let a = &crate::preview::answers(&config, &w.policy, &after, &reads, now())[0];
-        let mut expect = 0;
-        while expect < changed.last && may_go_req(&changed, expect + 1) {
-            expect += 1;
-        }
-        prop_assert_eq!(a.trim_to, expect, "case {:?}\ngesture {:?}\nterms {:?}", c, g, a.terms);
-        let before = w.answer();
-        let p = &crate::preview::compare(&ask, std::slice::from_ref(&before), std::slice::from_ref(a), &reads)[0];
-        prop_assert_eq!((p.trim_to, p.would_trim_to), (before.trim_to, expect));
     }
 }

@@ -89,8 +89,8 @@ pub(super) async fn retention(
 
 /// `GET /v1/retention?if_evicted=…&if_released=…&if_acked=…&if_readmitted=…`
 /// (docs/http.md, Previews): a fresh read, as `status` makes, with the
-/// gestures applied in memory; the answer is `status --json`'s with its
-/// `preview`. Nothing is written.
+/// gestures applied in memory; the answer is `/v1/retention`'s (the last
+/// tick's) with the `preview` of this read beside it. Nothing is written.
 async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
     let ask = match preview_ask(query) {
         Ok(a) => a,
@@ -130,17 +130,26 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
     };
     let after = crate::preview::answers(config, &policy, &changed, &fresh.reads, at);
     let previews = crate::preview::compare(&ask, &fresh.answers, &after, &fresh.reads);
-    let domains: Vec<serde_json::Value> = fresh
-        .answers
-        .iter()
-        .map(|a| serde_json::to_value(a).unwrap_or_default())
-        .collect();
-    json_ok(json!({
-        "at": crate::rows::Instant(now),
-        "node": config.node.id,
-        "domains": domains,
-        "preview": {"asked": crate::preview::asked_json(&ask), "domains": previews},
-    }))
+    // The answer `/v1/retention` gives (the last tick's), with the preview
+    // beside it; before the first tick, this read's answers.
+    let mut body = shared
+        .last()
+        .and_then(|l| serde_json::from_slice::<serde_json::Value>(&l.status).ok())
+        .unwrap_or_else(|| {
+            let domains: Vec<serde_json::Value> = fresh
+                .answers
+                .iter()
+                .map(|a| serde_json::to_value(a).unwrap_or_default())
+                .collect();
+            json!({"at": crate::rows::Instant(now), "node": config.node.id, "domains": domains})
+        });
+    if let Some(obj) = body.as_object_mut() {
+        obj.insert(
+            "preview".into(),
+            json!({"asked": crate::preview::asked_json(&ask), "domains": previews}),
+        );
+    }
+    json_ok(body)
 }
 
 /// The query's gestures: `if_evicted` and `if_readmitted` take NODE[,NODE…],

@@ -298,3 +298,87 @@ async fn a_preview_takes_the_real_gestures_refusals_and_bad_input_names_its_flag
     assert_eq!(s.tick().await.domains[0].answer.trim_to, 40);
     s.duty.release(&s.broker).await;
 }
+
+#[tokio::test]
+async fn a_preview_of_an_acknowledgement_is_exact_and_refuses_what_ack_refuses() {
+    let mut f = pinned(40).await;
+    f.config.retention.backup_floor = crewlet::config::BackupPolicy::Operator;
+    let mut s = f.sidecar().await;
+    // Nothing acknowledged: the backup term permits nothing.
+    assert_eq!(s.tick().await.domains[0].answer.trim_to, 0);
+    let op = Operator::with_yaml(&serde_yaml::to_string(&f.config).expect("yaml"));
+    let before = everything(&f).await;
+    let acked = format!("{STREAM}=100");
+    let json = op.run(&["retention", "status", "--json", "--if-acked", &acked]);
+    let p = preview_of(&json);
+    assert_eq!(
+        (p["trim_to"].as_u64(), p["would_trim_to"].as_u64()),
+        (Some(0), Some(40)),
+        "{p}"
+    );
+    assert_eq!(p["would_bind"]["term"], "applied", "{p}");
+    assert_eq!(everything(&f).await, before, "a preview writes nothing");
+    // Past the log's end: refused as ack refuses it, naming the flag.
+    let run = op.run(&[
+        "retention",
+        "status",
+        "--if-acked",
+        &format!("{STREAM}=500"),
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("--if-acked {STREAM}=500: position 500 is past")),
+        "{run:?}"
+    );
+    let run = op.run(&["retention", "status", "--if-acked", "NOPE=5"]);
+    assert_eq!(run.code, 2, "{run:?}");
+
+    let run = op.run(&["retention", "ack", "-stream", STREAM, "-position", "100"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(s.tick().await.domains[0].answer.trim_to, 40);
+    // Below the acknowledgement in force: would_lower, as ack without -lower.
+    let run = op.run(&["retention", "status", "--if-acked", &format!("{STREAM}=50")]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("would_lower"), "{run:?}");
+    s.duty.release(&s.broker).await;
+}
+
+#[tokio::test]
+async fn a_preview_of_a_readmission_is_exact() {
+    let f = pinned(40).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let op = Operator::with_yaml(&serde_yaml::to_string(&f.config).expect("yaml"));
+    let run = op.run(&["retention", "evict", "node-3", "-confirm", "node-3"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    s.tick().await;
+    tokio::time::sleep(f.config.retention.fence_window.0 + std::time::Duration::from_millis(100))
+        .await;
+    assert_eq!(s.tick().await.domains[0].answer.trim_to, 100);
+    // node-3 comes back caught up to 100; the others move on to 121 (the
+    // gate record is 101). Before the next tick purges past node-3 (then
+    // a readmission is refused below_floor), status would trim to 121.
+    f.publish(20).await;
+    f.healthy(&[("node-1", 121), ("node-2", 121)], 121).await;
+    f.position("node-3", 100).await;
+    f.snapshot("node-3", 100).await;
+    tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
+
+    let before = everything(&f).await;
+    let json = op.run(&["retention", "status", "--json", "--if-readmitted", "node-3"]);
+    let p = preview_of(&json);
+    assert!(p.is_object(), "{json:?}");
+    assert_eq!(
+        (p["trim_to"].as_u64(), p["would_trim_to"].as_u64()),
+        (Some(121), Some(100)),
+        "{p}"
+    );
+    assert_eq!(p["would_bind"]["detail"], "node-3", "{p}");
+    assert_eq!(everything(&f).await, before, "a preview writes nothing");
+
+    let run = op.run(&["retention", "readmit", "node-3", "-confirm", "node-3"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(s.tick().await.domains[0].answer.trim_to, 100);
+    s.duty.release(&s.broker).await;
+}

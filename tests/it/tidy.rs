@@ -252,6 +252,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "gesture",
             "erase",
             "ack",
+            "preview",
             "requested",
             "resize",
             "node",
