@@ -158,7 +158,8 @@ async fn without_an_archive_the_seventh_term_is_n_a() {
     assert!(row["archive"].is_null());
     assert_eq!(
         row["terms"][6],
-        serde_json::json!({"term": "archive_floor", "state": "n/a", "detail": null, "binding": false})
+        serde_json::json!({"term": "archive_floor", "state": "n/a", "detail": null, "binding": false,
+            "held_records": null, "held_bytes": null, "pinned_since": null})
     );
 }
 
