@@ -386,14 +386,7 @@ pub fn answers(
     reads: &[DomainRead],
     now: DateTime<Utc>,
 ) -> Vec<Answer> {
-    config
-        .domains
-        .iter()
-        .zip(reads)
-        .map(|(d, read)| {
-            floor::compute(d, policy, rows, read, read.clock.map_or(now, |c| c.broker))
-        })
-        .collect()
+    crate::trim::compute_each(config, policy, rows, reads, now)
 }
 
 /// The term that would bind, with its value and what binds it.

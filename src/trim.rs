@@ -304,14 +304,26 @@ pub fn compute_all(
     reads: &[DomainRead],
     now: DateTime<Utc>,
 ) -> Vec<Answer> {
+    compute_each(config, policy, parsed.get(), reads, now)
+}
+
+/// Every domain's answer from `rows` and its reads, each at the broker's
+/// instant in its own stream info. [`compute_all`] gives it proven rows;
+/// a preview (`crate::preview`) gives it rows changed in memory, whose
+/// answers are never published or purged by.
+pub fn compute_each(
+    config: &Config,
+    policy: &Policy,
+    rows: &ParsedRows,
+    reads: &[DomainRead],
+    now: DateTime<Utc>,
+) -> Vec<Answer> {
     config
         .domains
         .iter()
         .zip(reads)
         .map(|(d, read)| {
-            // Each answer at the broker's instant in its own stream info.
-            let at = read.clock.map_or(now, |c| c.broker);
-            floor::compute(d, policy, parsed.get(), read, at)
+            floor::compute(d, policy, rows, read, read.clock.map_or(now, |c| c.broker))
         })
         .collect()
 }
