@@ -4,8 +4,8 @@
 //! works on rows and reads the caller made. `crewlet retention status --if-evicted NODE --if-released
 //! HOLD_ID --if-acked STREAM=SEQ --if-readmitted NODE` and `GET
 //! /v1/retention?if_evicted=…` apply the gestures to the rows status read,
-//! in memory only, compute the answer again, and say per domain the trim
-//! as it is and as it would be.
+//! in memory only, compute the answer again (`trim::compute_each`, as the
+//! tick does), and say per domain the trim as it is and as it would be.
 //!
 //! Each gesture is applied as its effect stands once it has landed and
 //! its fence window has passed: an eviction is a gate row past the window
@@ -20,7 +20,7 @@ use serde::Serialize;
 
 use crate::config::{BackupPolicy, Config};
 use crate::exit::Class;
-use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy, TermName};
+use crate::floor::{self, Answer, DomainRead, ParsedRows, TermName};
 use crate::gate::{self, Presence, Refusal};
 use crate::rows::{AckRow, GateRow, GateState, Instant};
 
@@ -376,17 +376,6 @@ fn acknowledge(
         );
     }
     Ok(())
-}
-
-/// The answers for the changed rows, as status computes them.
-pub fn answers(
-    config: &Config,
-    policy: &Policy,
-    rows: &ParsedRows,
-    reads: &[DomainRead],
-    now: DateTime<Utc>,
-) -> Vec<Answer> {
-    crate::trim::compute_each(config, policy, rows, reads, now)
 }
 
 /// The term that would bind, with its value and what binds it.

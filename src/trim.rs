@@ -309,8 +309,8 @@ pub fn compute_all(
 
 /// Every domain's answer from `rows` and its reads, each at the broker's
 /// instant in its own stream info. [`compute_all`] gives it proven rows;
-/// a preview (`crate::preview`) gives it rows changed in memory, whose
-/// answers are never published or purged by.
+/// a preview of a gesture gives it rows changed in memory, whose answers
+/// are never published or purged by.
 pub fn compute_each(
     config: &Config,
     policy: &Policy,

@@ -61,7 +61,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         let at = crate::clock::broker_now(offset, now);
         match preview::apply(&config, &parsed, &reads, &ask, policy.fence_window, at) {
             Ok(changed) => {
-                let after = preview::answers(&config, &policy, &changed, &reads, at);
+                let after = crate::trim::compute_each(&config, &policy, &changed, &reads, at);
                 Some(preview::compare(&ask, &answers, &after, &reads))
             }
             Err(refused) => {

@@ -128,7 +128,7 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
             return error(status, refused.code(), message).into_response();
         }
     };
-    let after = crate::preview::answers(config, &policy, &changed, &fresh.reads, at);
+    let after = crate::trim::compute_each(config, &policy, &changed, &fresh.reads, at);
     let previews = crate::preview::compare(&ask, &fresh.answers, &after, &fresh.reads);
     // The answer `/v1/retention` gives (the last tick's), with the preview
     // beside it; before the first tick, this read's answers.
