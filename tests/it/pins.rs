@@ -154,6 +154,25 @@ fn preview_of(run: &crate::support::Run) -> Value {
     v["preview"]["domains"][0].clone()
 }
 
+/// `status --json` with the preview flags `args`: the first domain's
+/// preview, checked to go from `trim` (as it is, as it would be) and to
+/// have written nothing to any stream.
+async fn previewed(f: &Fleet, op: &Operator, args: &[&str], trim: (u64, u64)) -> Value {
+    let before = everything(f).await;
+    let mut all = vec!["retention", "status", "--json"];
+    all.extend_from_slice(args);
+    let json = op.run(&all);
+    let p = preview_of(&json);
+    assert!(p.is_object(), "{json:?}");
+    assert_eq!(
+        (p["trim_to"].as_u64(), p["would_trim_to"].as_u64()),
+        (Some(trim.0), Some(trim.1)),
+        "{p}"
+    );
+    assert_eq!(everything(f).await, before, "a preview writes nothing");
+    p
+}
+
 /// The preview of an eviction against the tick after the real gesture and
 /// its fence window, on `f` (one server or a cluster).
 async fn eviction_preview_is_exact(f: &Fleet) {
@@ -307,17 +326,9 @@ async fn a_preview_of_an_acknowledgement_is_exact_and_refuses_what_ack_refuses()
     // Nothing acknowledged: the backup term permits nothing.
     assert_eq!(s.tick().await.domains[0].answer.trim_to, 0);
     let op = Operator::with_yaml(&serde_yaml::to_string(&f.config).expect("yaml"));
-    let before = everything(&f).await;
     let acked = format!("{STREAM}=100");
-    let json = op.run(&["retention", "status", "--json", "--if-acked", &acked]);
-    let p = preview_of(&json);
-    assert_eq!(
-        (p["trim_to"].as_u64(), p["would_trim_to"].as_u64()),
-        (Some(0), Some(40)),
-        "{p}"
-    );
+    let p = previewed(&f, &op, &["--if-acked", &acked], (0, 40)).await;
     assert_eq!(p["would_bind"]["term"], "applied", "{p}");
-    assert_eq!(everything(&f).await, before, "a preview writes nothing");
     // Past the log's end: refused as ack refuses it, naming the flag.
     let run = op.run(&[
         "retention",
@@ -365,17 +376,8 @@ async fn a_preview_of_a_readmission_is_exact() {
     f.snapshot("node-3", 100).await;
     tokio::time::sleep(std::time::Duration::from_millis(3100)).await;
 
-    let before = everything(&f).await;
-    let json = op.run(&["retention", "status", "--json", "--if-readmitted", "node-3"]);
-    let p = preview_of(&json);
-    assert!(p.is_object(), "{json:?}");
-    assert_eq!(
-        (p["trim_to"].as_u64(), p["would_trim_to"].as_u64()),
-        (Some(121), Some(100)),
-        "{p}"
-    );
+    let p = previewed(&f, &op, &["--if-readmitted", "node-3"], (121, 100)).await;
     assert_eq!(p["would_bind"]["detail"], "node-3", "{p}");
-    assert_eq!(everything(&f).await, before, "a preview writes nothing");
 
     let run = op.run(&["retention", "readmit", "node-3", "-confirm", "node-3"]);
     assert_eq!(run.code, 0, "{run:?}");
