@@ -190,7 +190,7 @@ pub enum NodeState {
 /// A row of the node table.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodeRow {
-    pub node: std::sync::Arc<str>,
+    pub node: smol_str::SmolStr,
     /// Holds a presence lease now.
     pub live: bool,
     /// The position it reported (whatever its generation).

@@ -12,9 +12,7 @@ use chrono::{DateTime, Utc};
 use super::answer::{Cause, NodeRow, NodeState};
 use super::parsed::{ByNode, ParsedRows};
 use super::StreamState;
-use crate::rows::{
-    GateRow, GateState, Incarnation, Instant, PositionRow, PositionStatus, PresenceRow,
-};
+use crate::rows::{GateRow, GateState, Incarnation, Instant, PositionStatus, PresenceRow};
 
 /// Why a counted node is assumed to hold nothing; worded only when it binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -81,7 +79,7 @@ fn bucket_cause(e: &super::BucketError) -> (String, Cause) {
     };
     (e.to_string(), cause)
 }
-static NO_POSITIONS: ByNode<PositionRow> = BTreeMap::new();
+static NO_POSITIONS: ByNode<super::parsed::Position> = BTreeMap::new();
 
 pub fn counted_set<'a>(
     stream: &str,
@@ -148,46 +146,45 @@ pub fn counted_set<'a>(
     // Nodes with a row on this log and live data nodes without one, in
     // name order, each with whether it is live: both maps are sorted, so
     // one merge answers all three questions without a lookup per node.
-    type Seen<'r> = Option<&'r super::parsed::Parsed<PositionRow>>;
-    let mut names: Vec<(&std::sync::Arc<str>, Seen, bool)> = Vec::with_capacity(positions.len());
+    // Each node is judged as the merge reaches it, while its row is in
+    // cache: a second pass over 100,000 rows missed the cache on every one
+    // (docs/performance.md, The pure floor).
+    type Seen<'r> = Option<&'r super::parsed::Parsed<super::parsed::Position>>;
+    out.nodes.reserve(positions.len());
+    out.counted.reserve(positions.len());
     let mut rows_it = positions.iter().peekable();
     let mut live_it = presence.iter().peekable();
     loop {
-        match (rows_it.peek(), live_it.peek()) {
-            (None, None) => break,
-            (Some((a, _)), Some((b, _))) if a == b => {
-                if let (Some((n, r)), Some(_)) = (rows_it.next(), live_it.next()) {
-                    names.push((n, Some(r), true));
+        let (name, seen, live): (&'a smol_str::SmolStr, Seen<'a>, bool) =
+            match (rows_it.peek(), live_it.peek()) {
+                (None, None) => break,
+                (Some((a, _)), Some((b, _))) if a == b => {
+                    let (Some((n, r)), Some(_)) = (rows_it.next(), live_it.next()) else {
+                        break;
+                    };
+                    (n, Some(r), true)
                 }
-            }
-            (Some((a, _)), Some((b, _))) if a < b => {
-                if let Some((n, r)) = rows_it.next() {
-                    names.push((n, Some(r), false));
+                (Some((a, _)), Some((b, _))) if a < b => {
+                    let Some((n, r)) = rows_it.next() else { break };
+                    (n, Some(r), false)
                 }
-            }
-            (Some(_), None) => {
-                if let Some((n, r)) = rows_it.next() {
-                    names.push((n, Some(r), false));
+                (Some(_), None) => {
+                    let Some((n, r)) = rows_it.next() else { break };
+                    (n, Some(r), false)
                 }
-            }
-            _ => {
-                if let Some((n, p)) = live_it.next() {
-                    if matches!(p, Ok(p) if p.is_data()) {
-                        names.push((n, None, true));
+                _ => {
+                    let Some((n, p)) = live_it.next() else { break };
+                    if !matches!(p, Ok(p) if p.is_data()) {
+                        continue;
                     }
+                    (n, None, true)
                 }
-            }
-        }
-    }
-    out.nodes.reserve(names.len());
-    out.counted.reserve(names.len());
-
-    for (name, seen, live) in names {
-        let node: &str = name;
+            };
+        let node: &'a str = name;
         let gate = gate_state(node);
         let evicted = gate == Some(NodeState::Evicted);
         let mut row = NodeRow {
-            node: std::sync::Arc::clone(name),
+            node: name.clone(),
             live,
             seq: None,
             generation: None,

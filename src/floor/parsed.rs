@@ -6,6 +6,8 @@
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 
+use smol_str::SmolStr;
+
 use super::answer::PublishedFloor;
 use super::{Bucket, BucketError, Rows};
 use crate::gate::{Cursor, CURSOR_PREFIX};
@@ -14,12 +16,16 @@ use crate::rows::{
     SnapshotRow, ACK_PREFIX, OP_PREFIX,
 };
 
-/// A row as parsed, or why it was refused.
-pub type Parsed<T> = Result<T, RowError>;
+/// A row as parsed, or why it was refused. The refusal is boxed: it is
+/// rare, and unboxed it would set every row's size (72 bytes against 48
+/// for a position).
+pub type Parsed<T> = Result<T, Box<RowError>>;
 
-/// By node. Names are shared (`Arc<str>`) with the node table built from
-/// them, which then costs no allocation per node.
-pub type ByNode<T> = BTreeMap<Arc<str>, Parsed<T>>;
+/// By node. A name is held inline (up to 23 bytes; longer ones share one
+/// allocation), so the sorted merges over 100,000 of them compare keys in
+/// the map's own nodes, and the node table built from them copies them
+/// without touching the heap.
+pub type ByNode<T> = BTreeMap<SmolStr, Parsed<T>>;
 
 /// The backups bucket: manifests, and operator acknowledgements by stream.
 #[derive(Debug, Clone, Default)]
@@ -67,7 +73,7 @@ impl Floors {
 pub struct ParsedRows {
     pub presence: Result<Arc<ByNode<PresenceRow>>, BucketError>,
     /// Stream → node → row.
-    pub positions: Result<Arc<BTreeMap<String, ByNode<PositionRow>>>, BucketError>,
+    pub positions: Result<Arc<BTreeMap<String, ByNode<Position>>>, BucketError>,
     /// Stream → holds on it.
     pub holds: Result<Arc<HoldsByStream>, BucketError>,
     pub backups: Result<Arc<Backups>, BucketError>,
@@ -96,30 +102,59 @@ fn each<T: Default>(bucket: &Bucket, add: Sink<T>) -> Result<Arc<T>, BucketError
 pub type Sink<T> = fn(&mut T, &str, &[u8], u64);
 
 pub fn add_presence(m: &mut ByNode<PresenceRow>, k: &str, v: &[u8], _: u64) {
-    m.insert(Arc::from(k), PresenceRow::parse(k, v));
+    m.insert(SmolStr::new(k), PresenceRow::parse(k, v).map_err(Box::new));
 }
 
 /// A key without the contract's `<stream>.<id>` shape is malformed, not
 /// skipped: one that names a stream (all of it) is filed under that
 /// stream, so that its term is unreadable and names the key.
-fn shapeless(k: &str) -> RowError {
-    RowError::Malformed {
+fn shapeless(k: &str) -> Box<RowError> {
+    Box::new(RowError::Malformed {
         key: k.to_string(),
         message: "expected a key <stream>.<id>".into(),
+    })
+}
+
+/// A positions row as the floor keeps it: its key names the stream and the
+/// node, which parsing proved the row repeats, so the two strings are not
+/// kept a second time. 100,000 rows are scanned on every computation, and
+/// half their size was those two strings (docs/performance.md, The pure
+/// floor).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub seq: u64,
+    pub generation: u64,
+    pub stream_created: crate::rows::Instant,
+    pub updated_at: crate::rows::Instant,
+    pub status: crate::rows::PositionStatus,
+}
+
+impl From<PositionRow> for Position {
+    fn from(r: PositionRow) -> Position {
+        Position {
+            seq: r.seq,
+            generation: r.generation,
+            stream_created: r.stream_created,
+            updated_at: r.updated_at,
+            status: r.status,
+        }
     }
 }
 
-pub fn add_position(m: &mut BTreeMap<String, ByNode<PositionRow>>, k: &str, v: &[u8], _: u64) {
+pub fn add_position(m: &mut BTreeMap<String, ByNode<Position>>, k: &str, v: &[u8], _: u64) {
     match split_stream(k) {
         Some((stream, node)) => {
-            m.entry(stream.to_string())
-                .or_default()
-                .insert(Arc::from(node), PositionRow::parse(k, v));
+            m.entry(stream.to_string()).or_default().insert(
+                SmolStr::new(node),
+                PositionRow::parse(k, v)
+                    .map(Position::from)
+                    .map_err(Box::new),
+            );
         }
         None => {
             m.entry(k.to_string())
                 .or_default()
-                .insert(Arc::from(""), Err(shapeless(k)));
+                .insert(SmolStr::default(), Err(shapeless(k)));
         }
     }
 }
@@ -129,21 +164,23 @@ pub fn add_hold(m: &mut HoldsByStream, k: &str, v: &[u8], _: u64) {
         Some((stream, _)) => m
             .entry(stream.to_string())
             .or_default()
-            .push(HoldRow::parse(k, v)),
+            .push(HoldRow::parse(k, v).map_err(Box::new)),
         None => m.entry(k.to_string()).or_default().push(Err(shapeless(k))),
     }
 }
 
 pub fn add_backup(b: &mut Backups, k: &str, v: &[u8], _: u64) {
     if let Some(stream) = k.strip_prefix(ACK_PREFIX) {
-        b.acks.insert(stream.to_string(), AckRow::parse(k, v));
+        b.acks
+            .insert(stream.to_string(), AckRow::parse(k, v).map_err(Box::new));
     } else {
-        b.manifests.push(BackupManifest::parse(k, v));
+        b.manifests
+            .push(BackupManifest::parse(k, v).map_err(Box::new));
     }
 }
 
 pub fn add_snapshot(m: &mut ByNode<SnapshotRow>, k: &str, v: &[u8], _: u64) {
-    m.insert(Arc::from(k), SnapshotRow::parse(k, v));
+    m.insert(SmolStr::new(k), SnapshotRow::parse(k, v).map_err(Box::new));
 }
 
 pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
@@ -219,7 +256,7 @@ impl<R: Clone + Send + Sync + 'static> Patch for ByNode<R> {
     }
 }
 
-impl Patch for BTreeMap<String, ByNode<PositionRow>> {
+impl Patch for BTreeMap<String, ByNode<Position>> {
     fn forget(&mut self, keys: &HashSet<String>) {
         forget_in(
             self,

@@ -69,7 +69,7 @@ pub fn clamp_to_pins(
         // sorted maps): a binary search per lease, not a scan.
         let known = answer
             .nodes
-            .binary_search_by(|n| n.node.as_ref().cmp(node.as_ref()))
+            .binary_search_by(|n| n.node.as_str().cmp(node.as_ref()))
             .ok()
             .and_then(|i| answer.nodes.get(i));
         // An evicted node stays out whatever its lease says.

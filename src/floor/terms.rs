@@ -227,11 +227,11 @@ pub fn snapshot_floor(
     // Both are in node order: a merge, not a lookup per node.
     let mut snaps = rows.iter().peekable();
     for c in &set.counted {
-        while snaps.peek().is_some_and(|(n, _)| n.as_ref() < c.node) {
+        while snaps.peek().is_some_and(|(n, _)| n.as_str() < c.node) {
             snaps.next();
         }
         let row = match snaps.peek() {
-            Some((n, r)) if n.as_ref() == c.node => r,
+            Some((n, r)) if n.as_str() == c.node => r,
             _ => continue,
         };
         let row = match row {
