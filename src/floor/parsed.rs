@@ -115,41 +115,24 @@ fn shapeless(k: &str) -> Box<RowError> {
     })
 }
 
-/// A positions row as the floor keeps it: its key names the stream and the
-/// node, which parsing proved the row repeats, so the two strings are not
-/// kept a second time. 100,000 rows are scanned on every computation, and
-/// half their size was those two strings (docs/performance.md, The pure
+/// A positions row as the floor keeps it (docs/performance.md, The pure
 /// floor).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Position {
-    pub seq: u64,
-    pub generation: u64,
-    pub stream_created: crate::rows::Instant,
-    pub updated_at: crate::rows::Instant,
-    pub status: crate::rows::PositionStatus,
-}
-
-impl From<PositionRow> for Position {
-    fn from(r: PositionRow) -> Position {
-        Position {
-            seq: r.seq,
-            generation: r.generation,
-            stream_created: r.stream_created,
-            updated_at: r.updated_at,
-            status: r.status,
-        }
-    }
-}
+pub use crate::rows::Position;
 
 pub fn add_position(m: &mut BTreeMap<String, ByNode<Position>>, k: &str, v: &[u8], _: u64) {
     match split_stream(k) {
         Some((stream, node)) => {
-            m.entry(stream.to_string()).or_default().insert(
-                SmolStr::new(node),
-                PositionRow::parse(k, v)
-                    .map(Position::from)
-                    .map_err(Box::new),
-            );
+            // The stream's map looked up before it is made: a String per
+            // row was an allocation per row.
+            if !m.contains_key(stream) {
+                m.insert(stream.to_string(), ByNode::new());
+            }
+            if let Some(by_node) = m.get_mut(stream) {
+                by_node.insert(
+                    SmolStr::new(node),
+                    PositionRow::parse_values(k, v).map_err(Box::new),
+                );
+            }
         }
         None => {
             m.entry(k.to_string())
@@ -161,10 +144,14 @@ pub fn add_position(m: &mut BTreeMap<String, ByNode<Position>>, k: &str, v: &[u8
 
 pub fn add_hold(m: &mut HoldsByStream, k: &str, v: &[u8], _: u64) {
     match split_stream(k) {
-        Some((stream, _)) => m
-            .entry(stream.to_string())
-            .or_default()
-            .push(HoldRow::parse(k, v).map_err(Box::new)),
+        Some((stream, _)) => {
+            if !m.contains_key(stream) {
+                m.insert(stream.to_string(), Vec::new());
+            }
+            if let Some(on) = m.get_mut(stream) {
+                on.push(HoldRow::parse(k, v).map_err(Box::new));
+            }
+        }
         None => m.entry(k.to_string()).or_default().push(Err(shapeless(k))),
     }
 }
