@@ -118,6 +118,9 @@ impl Drop for Watched {
     }
 }
 
+/// A watcher's consumer: ordered, on the bucket's stream.
+type WatcherConsumer = async_nats::jetstream::consumer::Consumer<OrderedConfig>;
+
 /// What the watcher delivered so far.
 #[derive(Default)]
 struct Seen {
@@ -222,10 +225,25 @@ impl Broker {
             bucket: name.to_string(),
             reason,
         };
-        let cut = match self.bucket_cut(name).await {
+        // A full read by choice asks for the cut and the new watcher's
+        // consumer together: the watcher delivers the bucket as of its
+        // creation and everything after, so it reaches the cut whichever
+        // of the two the broker answers first. (A kept view needs the cut
+        // first, to be proven against it.)
+        let (cut, made) = if mode == Mode::Fresh {
+            self.forget_view(name);
+            let (cut, made) = tokio::join!(self.bucket_cut(name), self.watcher_consumer(name));
+            (cut, Some(made))
+        } else {
+            (self.bucket_cut(name).await, None)
+        };
+        let cut = match cut {
             Ok(c) => c,
             Err(e) => {
                 self.forget_view(name);
+                if let Some(Ok(consumer)) = made {
+                    self.delete_unused(name, consumer);
+                }
                 return (Err(e.clone()), Err(e), false);
             }
         };
@@ -245,7 +263,11 @@ impl Broker {
         // A full read: a view built afresh on the bucket's last message per
         // key, proven like any other, and kept for the next tick.
         self.forget_view(name);
-        let w = match self.build_view(name, &cut, add).await {
+        let made = match made {
+            Some(m) => m,
+            None => self.watcher_consumer(name).await,
+        };
+        let w = match self.build_view(name, &cut, add, made) {
             Ok(w) => w,
             Err(e) => {
                 let e = failed(e);
@@ -275,11 +297,44 @@ impl Broker {
         }
     }
 
-    /// Drops the view of `name` (its watcher stops).
+    /// Drops the view of `name` (its watcher stops). What it held is let
+    /// go beside the read, not on its path: a view of 10,000 rows took
+    /// 1.5 ms to free, inside the full read that replaces it.
     fn forget_view(&self, name: &str) {
-        if let Ok(mut m) = self.views.by_bucket.lock() {
-            m.remove(name);
+        let gone = match self.views.by_bucket.lock() {
+            Ok(mut m) => m.remove(name),
+            Err(_) => None,
+        };
+        if let Some(w) = gone {
+            if tokio::runtime::Handle::try_current().is_ok() {
+                tokio::task::spawn_blocking(move || drop(w));
+            }
         }
+    }
+
+    /// The consumer a new watcher of bucket `name` reads from: the
+    /// bucket's last message per key, then every message after.
+    async fn watcher_consumer(&self, name: &str) -> Result<WatcherConsumer, String> {
+        let config = super::read::last_per_key(name);
+        self.bounded(
+            "the watcher",
+            self.js
+                .create_consumer_on_stream(config, format!("KV_{name}")),
+        )
+        .await
+        .map_err(|e| e.to_string())
+    }
+
+    /// Deletes a watcher's consumer that no view took (the cut failed).
+    fn delete_unused(&self, name: &str, consumer: WatcherConsumer) {
+        let (js, stream, name) = (
+            self.js.clone(),
+            format!("KV_{name}"),
+            consumer.cached_info().name.clone(),
+        );
+        tokio::spawn(async move {
+            let _ = js.delete_consumer_from_stream(name, stream).await;
+        });
     }
 
     /// Turns the kept views' proof off (tests: a stale answer must then
@@ -338,22 +393,15 @@ impl Broker {
     /// A new watcher on bucket `name` from its last message per key.
     /// Its first pass is parsed by `add` as it arrives (as a full read
     /// parses), so that the view's first answer only has to be patched.
-    async fn build_view<T: Patch>(
+    fn build_view<T: Patch>(
         &self,
         name: &str,
         cut: &Cut,
         add: Sink<T>,
+        consumer: Result<WatcherConsumer, String>,
     ) -> Result<Arc<Watched>, String> {
         let prefix = format!("$KV.{name}.");
-        let config = super::read::last_per_key(name);
-        let consumer = self
-            .bounded(
-                "the watcher",
-                self.js
-                    .create_consumer_on_stream(config, format!("KV_{name}")),
-            )
-            .await
-            .map_err(|e| e.to_string())?;
+        let consumer = consumer?;
         // A bucket with no key to deliver is whole at once.
         let empty = consumer.cached_info().num_pending == 0;
         let seen = Arc::new(Mutex::new(Seen {
