@@ -217,10 +217,13 @@ pub struct Fresh {
 /// domain's stream concurrently), without absorbing gate records. `status`
 /// uses this.
 pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateTime<Utc>) -> Fresh {
-    let (raw, parsed) = broker.read_all(&config.buckets).await;
+    let ((raw, parsed), listings) = tokio::join!(
+        broker.read_all(&config.buckets),
+        prefetch_archives(broker, config)
+    );
     let policy = Policy::from_config(config, session);
     let mut reads = read_domains(broker, config, &policy, now).await;
-    read_archives(broker, config, parsed.get(), &mut reads).await;
+    read_archives(broker, config, parsed.get(), &mut reads, listings).await;
     let answers = compute_all(config, &policy, &parsed, &reads, now);
     Fresh {
         raw,
@@ -273,22 +276,55 @@ fn published_archive(
     serde_json::from_value(p.archive?).ok()
 }
 
+/// Each domain's store listing where it is an Object Store (`None`
+/// otherwise), taken beside the bucket reads: the listing does not depend
+/// on the log's incarnation, only what is taken from it does, so its
+/// round trips need not wait for stream info. Taken a little earlier in
+/// the tick, it can only miss a segment written since (a lower archive
+/// floor, never a higher one).
+pub async fn prefetch_archives(broker: &Broker, config: &Config) -> Vec<Option<Listing>> {
+    futures::future::join_all(config.domains.iter().map(|d| async move {
+        let archive = d.archive.as_ref()?;
+        archive.store().prefetch(broker).await
+    }))
+    .await
+}
+
+/// A store's whole listing, or why it could not be had.
+pub type Listing = Result<Vec<crate::archive::state::Listed>, crate::archive::state::ListError>;
+
 /// Reads every archived domain's archive, concurrently, after stream info
-/// (which names the incarnation its segments belong to).
+/// (which names the incarnation its segments belong to), from the
+/// listings [`prefetch_archives`] took.
 pub async fn read_archives(
     broker: &Broker,
     config: &Config,
     parsed: &ParsedRows,
     reads: &mut [DomainRead],
+    listings: Vec<Option<Listing>>,
 ) {
-    let found = futures::future::join_all(config.domains.iter().zip(reads.iter()).map(
-        |(d, read)| async move {
-            let archive = d.archive.as_ref()?;
-            let target = archive_target(parsed, d, read)?;
-            let published = published_archive(parsed, &d.stream);
-            Some(crate::archive::read(broker, &archive.store(), &target, published.as_ref()).await)
-        },
-    ))
+    let found = futures::future::join_all(
+        config
+            .domains
+            .iter()
+            .zip(reads.iter())
+            .zip(listings.into_iter().chain(std::iter::repeat_with(|| None)))
+            .map(|((d, read), listing)| async move {
+                let archive = d.archive.as_ref()?;
+                let target = archive_target(parsed, d, read)?;
+                let published = published_archive(parsed, &d.stream);
+                Some(
+                    crate::archive::read(
+                        broker,
+                        &archive.store(),
+                        &target,
+                        published.as_ref(),
+                        listing,
+                    )
+                    .await,
+                )
+            }),
+    )
     .await;
     for (read, found) in reads.iter_mut().zip(found) {
         read.archive = found;
@@ -388,17 +424,19 @@ impl Sidecar {
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let mode = self.read_mode();
         let held_before = self.duty.holds();
-        let (duty, (mut raw, mut parsed, mut views)) = tokio::join!(
+        let (duty, (mut raw, mut parsed, mut views), mut listings) = tokio::join!(
             self.duty.claim_or_renew(&self.broker, now),
-            self.broker.read_all_viewed(&self.config.buckets, mode)
+            self.broker.read_all_viewed(&self.config.buckets, mode),
+            prefetch_archives(&self.broker, &self.config)
         );
         // A sidecar that newly claims the duty reads every bucket whole
         // before it acts on them (docs/architecture.md, Incremental views).
         if !held_before && self.duty.holds() && views.kept > 0 {
-            (raw, parsed, views) = self
-                .broker
-                .read_all_viewed(&self.config.buckets, crate::broker::view::Mode::Fresh)
-                .await;
+            ((raw, parsed, views), listings) = tokio::join!(
+                self.broker
+                    .read_all_viewed(&self.config.buckets, crate::broker::view::Mode::Fresh),
+                prefetch_archives(&self.broker, &self.config)
+            );
         }
         self.ticks += 1;
         let policy = Policy::from_config(&self.config, self.duty.session());
@@ -412,7 +450,14 @@ impl Sidecar {
         if self.duty.holds() && self.absorb_gates(&mut raw, parsed.get(), &mut reads).await {
             parsed = self.broker.with_gates_absorbed(parsed, &raw.gates);
         }
-        read_archives(&self.broker, &self.config, parsed.get(), &mut reads).await;
+        read_archives(
+            &self.broker,
+            &self.config,
+            parsed.get(),
+            &mut reads,
+            listings,
+        )
+        .await;
         let mut answers = compute_all(&self.config, &policy, &parsed, &reads, now);
         let parsed = parsed.into_inner();
         if self.duty.holds() {

@@ -78,6 +78,33 @@ impl Store {
         }
     }
 
+    /// An Object Store's whole listing, asked for before the log's
+    /// incarnation is known (a tick reads it beside its buckets); a
+    /// directory is listed when it is read (`None`).
+    pub async fn prefetch(&self, broker: &Broker) -> Option<Result<Vec<Listed>, ListError>> {
+        match self {
+            Store::ObjectStore(bucket) => Some(broker.object_listing(bucket).await),
+            Store::Dir(_) => None,
+        }
+    }
+
+    /// As [`Store::list`], from a listing [`Store::prefetch`] took when
+    /// there is one.
+    pub async fn list_from(
+        &self,
+        broker: &Broker,
+        stream: &str,
+        generation: u64,
+        prefetched: Option<Result<Vec<Listed>, ListError>>,
+    ) -> Result<Vec<Listed>, ListError> {
+        match prefetched {
+            Some(all) => {
+                all.map(|all| crate::broker::archive::segments_of(&all, stream, generation))
+            }
+            None => self.list(broker, stream, generation).await,
+        }
+    }
+
     /// Every segment of `stream` at `generation`, in sequence order.
     pub async fn list(
         &self,

@@ -26,14 +26,19 @@ pub const VERIFY_PER_TICK: usize = 64;
 /// Reads one domain's archive for a tick or `status`: the listing of the
 /// current generation, and every segment past the published frontier read
 /// back and checked (normally none: the holder publishes what it folds).
+/// `prefetched` is the store's whole listing when the caller took it
+/// already ([`Store::prefetch`]).
 pub async fn read(
     broker: &Broker,
     store: &Store,
     target: &Target,
     published: Option<&ArchiveState>,
+    prefetched: Option<Result<Vec<state::Listed>, state::ListError>>,
 ) -> ArchiveRead {
     let published = published.filter(|p| p.store == store.id());
-    let listing = store.list(broker, &target.stream, target.generation).await;
+    let listing = store
+        .list_from(broker, &target.stream, target.generation, prefetched)
+        .await;
     let mut verified = Vec::new();
     if let Ok(l) = &listing {
         for name in state::to_verify(l, published, VERIFY_PER_TICK) {

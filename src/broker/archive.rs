@@ -109,6 +109,16 @@ impl Broker {
         stream: &str,
         generation: u64,
     ) -> Result<Vec<Listed>, ListError> {
+        self.object_listing(bucket)
+            .await
+            .map(|all| segments_of(&all, stream, generation))
+    }
+
+    /// Every segment in the bucket (deleted objects and other names are
+    /// not listed), in name order: what [`Broker::list_segments`] takes
+    /// one log's generation from. A tick asks for it beside its bucket
+    /// reads, before it knows the log's incarnation.
+    pub async fn object_listing(&self, bucket: &str) -> Result<Vec<Listed>, ListError> {
         let failed = |message: String| ListError {
             missing: false,
             message,
@@ -117,7 +127,7 @@ impl Broker {
         // it was at the last listing, the listing is the same (proof below).
         let stamp = self.object_stamp(bucket).await;
         if let Some(all) = stamp.as_ref().and_then(|s| self.listings.hit(bucket, s)) {
-            return Ok(of_generation(&all, stream, generation));
+            return Ok(all);
         }
         let store = match self.js.get_object_store(bucket).await {
             Ok(s) => s,
@@ -165,12 +175,11 @@ impl Broker {
                     crate::config::Dur(self.read_timeout)
                 ))
             })??;
-        let out = of_generation(&all, stream, generation);
         match stamp {
-            Some(stamp) => self.listings.keep(bucket, stamp, all),
+            Some(stamp) => self.listings.keep(bucket, stamp, all.clone()),
             None => self.listings.forget(bucket),
         }
-        Ok(out)
+        Ok(all)
     }
 
     /// The Object Store bucket's stream state, from its leader; `None`
@@ -238,8 +247,9 @@ impl Listings {
     }
 }
 
-/// The segments of `stream` at `generation`, in sequence order.
-fn of_generation(all: &[Listed], stream: &str, generation: u64) -> Vec<Listed> {
+/// The segments of `stream` at `generation` in a store's whole listing,
+/// in sequence order.
+pub fn segments_of(all: &[Listed], stream: &str, generation: u64) -> Vec<Listed> {
     let prefix = format!("{stream}/{generation}/");
     all.iter()
         .filter(|l| l.name.starts_with(&prefix))
