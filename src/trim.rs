@@ -630,6 +630,14 @@ impl Sidecar {
             ) else {
                 continue;
             };
+            // Nothing to fold (the other terms hold the trim at or below
+            // the frontier): no fold runs, so none is reported, and the
+            // answer stands as computed. A fold that failed earlier stays
+            // failing (its finding is kept while the frontier has not
+            // moved) instead of being cleared by a fold that never ran.
+            if to <= from {
+                continue;
+            }
             let Some(target) = archive_target(parsed, d, read) else {
                 continue;
             };

@@ -261,6 +261,44 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     nothing_purged_unarchived(&f, &store).await;
 }
 
+/// A fold that failed is not forgotten while the trim is pinned at or
+/// below the frontier: with nothing to fold, the holder tried nothing, so
+/// `archive_failing` stays (it was cleared by a fold that never ran).
+#[tokio::test]
+async fn a_failing_fold_stays_failing_while_nothing_reaches_past_the_frontier() {
+    let scratch = tempfile::tempdir().expect("dir");
+    let root = scratch.path().join("archive");
+    let store = Store::Dir(root.clone());
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 41);
+    let gen = root.join(STREAM).join("0");
+    let next = "00000000000000000041-00000000000000000060.seg";
+    let blocker = gen.join(format!(".{next}.tmp-{}", std::process::id()));
+    std::fs::create_dir(&blocker).expect("blocker");
+    let failing = |r: &TickReport| {
+        alarms(r)
+            .into_iter()
+            .filter(|a| a.starts_with("ALARM archive_failing tracker"))
+            .count()
+    };
+    let r = s.tick().await;
+    assert_eq!(failing(&r), 1, "{:?}", alarms(&r));
+    // A hold at 30: the trim (and the fold) may not go past 29, below the
+    // frontier (40). The next segment still cannot be written.
+    f.hold("pin", 30, 600).await;
+    for _ in 0..2 {
+        let r = s.tick().await;
+        assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 40");
+        assert_eq!(failing(&r), 1, "still failing: {:?}", alarms(&r));
+        let row = f.floors_row().await.expect("row");
+        assert!(row["archive"]["error"].is_string(), "{}", row["archive"]);
+    }
+    assert_eq!(f.first_seq().await, 41);
+    nothing_purged_unarchived(&f, &store).await;
+}
+
 #[tokio::test]
 async fn an_object_store_that_fills_up_holds_the_trim_at_the_frontier() {
     let f = archived_fleet(&Store::Dir(PathBuf::from("/unused"))).await;
