@@ -11,7 +11,7 @@ use crate::support::Scratch;
 use crewlet::archive::fold::Store;
 use crewlet::config::{size::Size, ArchiveConfig};
 use crewlet::floor::{TermName, TermState};
-use crewlet::trim::TickReport;
+use crewlet::trim::{Sidecar, TickReport};
 
 const BUCKET: &str = "crewlet_archive";
 
@@ -194,11 +194,10 @@ async fn a_tick_that_concludes_nothing_folds_nothing() {
     assert_eq!(f.first_seq().await, 1);
 }
 
-/// Any fold error: the frontier stays at the last durable segment, nothing
-/// past it is purged, `archive_failing` says where and why, and a later
-/// tick retries.
-#[tokio::test]
-async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
+/// A fleet archiving into a fresh directory (`root`), after a first tick
+/// folded 1..=40 and purged them; the scratch directory lasts as long as
+/// the first value.
+async fn folded_into_a_directory() -> (tempfile::TempDir, PathBuf, Store, Fleet, Sidecar) {
     let scratch = tempfile::tempdir().expect("dir");
     let root = scratch.path().join("archive");
     let store = Store::Dir(root.clone());
@@ -206,6 +205,26 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     let mut s = f.sidecar().await;
     s.tick().await;
     assert_eq!(f.first_seq().await, 41);
+    (scratch, root, store, f, s)
+}
+
+/// A directory where the next segment's temporary file goes (root is
+/// refused that too): the fold of 41..=60 fails. The segment's name, and
+/// the blocker to remove.
+fn block_the_next_segment(root: &Path) -> (&'static str, PathBuf) {
+    let next = "00000000000000000041-00000000000000000060.seg";
+    let gen = root.join(STREAM).join("0");
+    let blocker = gen.join(format!(".{next}.tmp-{}", std::process::id()));
+    std::fs::create_dir(&blocker).expect("blocker");
+    (next, blocker)
+}
+
+/// Any fold error: the frontier stays at the last durable segment, nothing
+/// past it is purged, `archive_failing` says where and why, and a later
+/// tick retries.
+#[tokio::test]
+async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
+    let (scratch, root, store, f, mut s) = folded_into_a_directory().await;
     // The generation's directory becomes a file: no segment can be made.
     let gen = root.join(STREAM).join("0");
     let aside = scratch.path().join("aside");
@@ -225,9 +244,7 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     // the fold fails and the term stays at 40.
     std::fs::remove_file(&gen).expect("unblock");
     std::fs::rename(&aside, &gen).expect("back");
-    let next = "00000000000000000041-00000000000000000060.seg";
-    let blocker = gen.join(format!(".{next}.tmp-{}", std::process::id()));
-    std::fs::create_dir(&blocker).expect("blocker");
+    let (next, blocker) = block_the_next_segment(&root);
     let r = s.tick().await;
     assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 40");
     assert_eq!(f.first_seq().await, 41, "nothing past the frontier");
@@ -266,17 +283,8 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
 /// `archive_failing` stays (it was cleared by a fold that never ran).
 #[tokio::test]
 async fn a_failing_fold_stays_failing_while_nothing_reaches_past_the_frontier() {
-    let scratch = tempfile::tempdir().expect("dir");
-    let root = scratch.path().join("archive");
-    let store = Store::Dir(root.clone());
-    let f = archived_fleet(&store).await;
-    let mut s = f.sidecar().await;
-    s.tick().await;
-    assert_eq!(f.first_seq().await, 41);
-    let gen = root.join(STREAM).join("0");
-    let next = "00000000000000000041-00000000000000000060.seg";
-    let blocker = gen.join(format!(".{next}.tmp-{}", std::process::id()));
-    std::fs::create_dir(&blocker).expect("blocker");
+    let (_scratch, root, store, f, mut s) = folded_into_a_directory().await;
+    block_the_next_segment(&root);
     let failing = |r: &TickReport| {
         alarms(r)
             .into_iter()
