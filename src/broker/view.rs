@@ -403,9 +403,14 @@ impl Broker {
         let prefix = format!("$KV.{name}.");
         let consumer = consumer?;
         // A bucket with no key to deliver is whole at once.
-        let empty = consumer.cached_info().num_pending == 0;
+        let announced = consumer.cached_info().num_pending;
+        let empty = announced == 0;
+        // Sized for the keys the first pass announces: growing to 10,000
+        // keys one doubling at a time hashed every key again at each.
+        let keys = HashMap::with_capacity(usize::try_from(announced).unwrap_or(0).min(1 << 20));
         let seen = Arc::new(Mutex::new(Seen {
             whole: empty,
+            keys,
             ..Seen::default()
         }));
         let consumer_name = consumer.cached_info().name.clone();
@@ -686,8 +691,29 @@ async fn watch<T: Patch>(
             s.consumer_seq = consumer_seq;
             s.delivered = s.delivered.max(revision);
             if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
+                let kept = Kept {
+                    // A copy of its own: the payload is a slice of the
+                    // connection's read buffer, and keeping the slice would
+                    // keep the whole buffer it came in for as long as the
+                    // key is unchanged.
+                    value: (!deleted).then(|| bytes::Bytes::copy_from_slice(&msg.payload)),
+                    revision,
+                    published,
+                };
+                // A key seen before is updated in place: no new string,
+                // and one lookup says whether it was seen.
+                let again = match s.keys.get_mut(key) {
+                    Some(k) => {
+                        *k = kept;
+                        true
+                    }
+                    None => {
+                        s.keys.insert(key.to_string(), kept);
+                        false
+                    }
+                };
                 if let Some((parsed, by_age)) = &mut building {
-                    if s.keys.contains_key(key) {
+                    if again {
                         // A key written again during the first pass.
                         parsed.forget(&HashSet::from([key.to_string()]));
                     }
@@ -699,22 +725,6 @@ async fn watch<T: Patch>(
                     }
                 } else if s.answered.is_some() {
                     s.changed.push(key.to_string());
-                }
-                let kept = Kept {
-                    // A copy of its own: the payload is a slice of the
-                    // connection's read buffer, and keeping the slice would
-                    // keep the whole buffer it came in for as long as the
-                    // key is unchanged.
-                    value: (!deleted).then(|| bytes::Bytes::copy_from_slice(&msg.payload)),
-                    revision,
-                    published,
-                };
-                // A key seen before is updated in place: no new string.
-                match s.keys.get_mut(key) {
-                    Some(k) => *k = kept,
-                    None => {
-                        s.keys.insert(key.to_string(), kept);
-                    }
                 }
             }
             if pending == 0 {
