@@ -1471,29 +1471,30 @@ async fn archive_lines(
         // lease or hold aging out) patches them for both. Alternating
         // which goes first cancels that, and the cache's favour to the
         // second.
-        let without_first = i % 2 == 1;
-        if without_first {
+        let order = if i % 2 == 1 {
+            [false, true]
+        } else {
+            [true, false]
+        };
+        for archived in order {
             let t = Instant::now();
-            without.tick().await;
-            b.push(ms(t.elapsed()));
-        }
-        let t = Instant::now();
-        let r = with.tick().await;
-        a.push(ms(t.elapsed()));
-        let folded = r.domains[0]
-            .answer
-            .archive
-            .as_ref()
-            .and_then(|s| s.frontier);
-        if folded != Some(150) {
-            return Err(format!(
-                "the archived tick's frontier is {folded:?}, not 150"
-            ));
-        }
-        if !without_first {
-            let t = Instant::now();
-            without.tick().await;
-            b.push(ms(t.elapsed()));
+            if !archived {
+                without.tick().await;
+                b.push(ms(t.elapsed()));
+                continue;
+            }
+            let r = with.tick().await;
+            a.push(ms(t.elapsed()));
+            let folded = r.domains[0]
+                .answer
+                .archive
+                .as_ref()
+                .and_then(|s| s.frontier);
+            if folded != Some(150) {
+                return Err(format!(
+                    "the archived tick's frontier is {folded:?}, not 150"
+                ));
+            }
         }
     }
     with.duty.release(&with.broker).await;

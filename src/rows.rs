@@ -327,42 +327,41 @@ pub struct PositionRow {
 
 impl PositionRow {
     pub fn parse(key: &str, body: &[u8]) -> Result<Self, RowError> {
-        let row: Self = parse_json(key, body)?;
-        node_id_field(key, "node", &row.node)?;
-        check_stream_name(&row.stream)
-            .map_err(|e| RowError::malformed(key, format!("stream {e}")))?;
-        expect_key(key, Self::key(&row.stream, &row.node))?;
-        Ok(row)
+        let row = Self::parse_checked(key, body)?;
+        Ok(PositionRow {
+            node: row.node.into_owned(),
+            stream: row.stream.into_owned(),
+            seq: row.seq,
+            generation: row.generation,
+            stream_created: row.stream_created,
+            updated_at: row.updated_at,
+            status: row.status,
+        })
     }
 
     pub fn key(stream: &str, node: &str) -> String {
         format!("{stream}.{node}")
     }
 
-    /// As [`PositionRow::parse`], with the same checks and the same
-    /// errors, keeping only the values: the node and stream are read
-    /// where they lie in the body and checked against the key, never
-    /// copied. A tick parses every row of the fleet; the copies were four
-    /// allocations a row.
+    /// As [`PositionRow::parse`], keeping only the values: the node and
+    /// stream are read where they lie in the body and checked against the
+    /// key, never copied. A tick parses every row of the fleet; the copies
+    /// were four allocations a row.
     pub fn parse_values(key: &str, body: &[u8]) -> Result<Position, RowError> {
-        use std::borrow::Cow;
-        // The same fields as PositionRow, in the same order (the tests
-        // below compare the two parses, errors included).
-        // Named as the row is: serde's words for a row of the wrong shape
-        // name the struct ("expected struct PositionRow with 7 elements").
-        #[derive(Deserialize)]
-        struct PositionRow<'a> {
-            #[serde(borrow)]
-            node: Cow<'a, str>,
-            #[serde(borrow)]
-            stream: Cow<'a, str>,
-            seq: u64,
-            generation: u64,
-            stream_created: Instant,
-            updated_at: Instant,
-            status: PositionStatus,
-        }
-        let row: PositionRow = parse_json(key, body)?;
+        let row = Self::parse_checked(key, body)?;
+        Ok(Position {
+            seq: row.seq,
+            generation: row.generation,
+            stream_created: row.stream_created,
+            updated_at: row.updated_at,
+            status: row.status,
+        })
+    }
+
+    /// The row as it lies in the body, with every check both parses make:
+    /// the node id, the stream name, and the key naming both.
+    fn parse_checked<'a>(key: &str, body: &'a [u8]) -> Result<wire::PositionRow<'a>, RowError> {
+        let row: wire::PositionRow = parse_json(key, body)?;
         node_id_field(key, "node", &row.node)?;
         check_stream_name(&row.stream)
             .map_err(|e| RowError::malformed(key, format!("stream {e}")))?;
@@ -373,13 +372,33 @@ impl PositionRow {
         if !named {
             expect_key(key, Self::key(&row.stream, &row.node))?;
         }
-        Ok(Position {
-            seq: row.seq,
-            generation: row.generation,
-            stream_created: row.stream_created,
-            updated_at: row.updated_at,
-            status: row.status,
-        })
+        Ok(row)
+    }
+}
+
+/// A positions row borrowed from its body.
+mod wire {
+    use std::borrow::Cow;
+
+    use serde::Deserialize;
+
+    use super::{Instant, PositionStatus};
+
+    /// The fields of [`super::PositionRow`], in its order, its strings
+    /// borrowed where they are not escaped. Named as the row is: serde's
+    /// words for a row of the wrong shape name the struct ("expected
+    /// struct PositionRow with 7 elements").
+    #[derive(Deserialize)]
+    pub(super) struct PositionRow<'a> {
+        #[serde(borrow)]
+        pub node: Cow<'a, str>,
+        #[serde(borrow)]
+        pub stream: Cow<'a, str>,
+        pub seq: u64,
+        pub generation: u64,
+        pub stream_created: Instant,
+        pub updated_at: Instant,
+        pub status: PositionStatus,
     }
 }
 

@@ -231,7 +231,6 @@ impl Broker {
         // of the two the broker answers first. (A kept view needs the cut
         // first, to be proven against it.)
         let (cut, made) = if mode == Mode::Fresh {
-            self.forget_view(name);
             let (cut, made) = tokio::join!(self.bucket_cut(name), self.watcher_consumer(name));
             (cut, Some(made))
         } else {

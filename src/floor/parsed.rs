@@ -119,20 +119,27 @@ fn shapeless(k: &str) -> Box<RowError> {
 /// floor).
 pub use crate::rows::Position;
 
+/// Applies `f` to the rows of `stream`, made empty when there are none
+/// yet. The map is looked up before a key is made: a String per row was an
+/// allocation per row.
+fn in_stream<V: Default>(m: &mut BTreeMap<String, V>, stream: &str, f: impl FnOnce(&mut V)) {
+    if !m.contains_key(stream) {
+        m.insert(stream.to_string(), V::default());
+    }
+    if let Some(rows) = m.get_mut(stream) {
+        f(rows);
+    }
+}
+
 pub fn add_position(m: &mut BTreeMap<String, ByNode<Position>>, k: &str, v: &[u8], _: u64) {
     match split_stream(k) {
         Some((stream, node)) => {
-            // The stream's map looked up before it is made: a String per
-            // row was an allocation per row.
-            if !m.contains_key(stream) {
-                m.insert(stream.to_string(), ByNode::new());
-            }
-            if let Some(by_node) = m.get_mut(stream) {
+            in_stream(m, stream, |by_node| {
                 by_node.insert(
                     SmolStr::new(node),
                     PositionRow::parse_values(k, v).map_err(Box::new),
                 );
-            }
+            });
         }
         None => {
             m.entry(k.to_string())
@@ -144,14 +151,9 @@ pub fn add_position(m: &mut BTreeMap<String, ByNode<Position>>, k: &str, v: &[u8
 
 pub fn add_hold(m: &mut HoldsByStream, k: &str, v: &[u8], _: u64) {
     match split_stream(k) {
-        Some((stream, _)) => {
-            if !m.contains_key(stream) {
-                m.insert(stream.to_string(), Vec::new());
-            }
-            if let Some(on) = m.get_mut(stream) {
-                on.push(HoldRow::parse(k, v).map_err(Box::new));
-            }
-        }
+        Some((stream, _)) => in_stream(m, stream, |on| {
+            on.push(HoldRow::parse(k, v).map_err(Box::new));
+        }),
         None => m.entry(k.to_string()).or_default().push(Err(shapeless(k))),
     }
 }
