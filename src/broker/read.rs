@@ -55,10 +55,10 @@ pub(super) fn is_deletion(headers: &async_nats::HeaderMap) -> bool {
 
 /// Converts the broker's `created` (nanoseconds preserved).
 pub fn instant_of(t: time::OffsetDateTime) -> Instant {
-    let nanos = t.unix_timestamp_nanos();
-    let secs = nanos.div_euclid(1_000_000_000) as i64;
-    let sub = nanos.rem_euclid(1_000_000_000) as u32;
-    Instant(DateTime::<Utc>::from_timestamp(secs, sub).unwrap_or_default())
+    // Seconds and nanoseconds apart, not one i128 of nanoseconds divided:
+    // a watcher converts every message's time, and the 128-bit division
+    // showed in a full read's profile.
+    Instant(DateTime::<Utc>::from_timestamp(t.unix_timestamp(), t.nanosecond()).unwrap_or_default())
 }
 
 impl Broker {
@@ -666,6 +666,31 @@ impl Broker {
                 "age lookup on {stream}: {} ({}/{})",
                 error.description, error.code, error.err_code
             ))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::instant_of;
+
+    /// The broker's times convert to the nanosecond, before the epoch too
+    /// (where the whole seconds round down and the fraction counts up).
+    #[test]
+    fn broker_times_convert_to_the_nanosecond() {
+        for nanos in [
+            0i128,
+            1,
+            999_999_999,
+            1_764_745_200_123_456_789,
+            -1,
+            -1_500_000_000,
+        ] {
+            let t = time::OffsetDateTime::from_unix_timestamp_nanos(nanos).expect("in range");
+            let got = instant_of(t).0;
+            let back = i128::from(got.timestamp()) * 1_000_000_000
+                + i128::from(chrono::Timelike::nanosecond(&got));
+            assert_eq!(back, nanos, "{t}");
         }
     }
 }

@@ -36,6 +36,7 @@ use std::time::Duration;
 use async_nats::jetstream::consumer::pull::OrderedConfig;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
+use smol_str::SmolStr;
 
 use super::Broker;
 use crate::floor::parsed::{Patch, Sink};
@@ -124,9 +125,14 @@ type WatcherConsumer = async_nats::jetstream::consumer::Consumer<OrderedConfig>;
 /// What the watcher delivered so far.
 #[derive(Default)]
 struct Seen {
-    /// The last message of each key: its value (`None`: deleted or
-    /// purged), revision and broker timestamp.
-    keys: HashMap<String, Kept>,
+    /// The last message of each key: its revision, broker timestamp and
+    /// what is held of its value. Names inline: a key is short, and an
+    /// allocation per key was a good part of a rebuild's cost.
+    keys: HashMap<SmolStr, Kept>,
+    /// Every live key's bytes are kept: the bucket's raw entries are
+    /// asked for (the tick writes those buckets back). Other views keep a
+    /// key's bytes only until they are parsed into an answer.
+    keeps_values: bool,
     /// The newest stream sequence delivered.
     delivered: u64,
     /// The watcher's consumer sequence (1, 2, 3, … when nothing was lost).
@@ -167,12 +173,34 @@ struct Answered {
 
 /// Live entries that can age out, oldest first: (published, revision) →
 /// key.
-type ByAge = std::collections::BTreeMap<(DateTime<Utc>, u64), String>;
+type ByAge = std::collections::BTreeMap<(DateTime<Utc>, u64), SmolStr>;
 
 struct Kept {
-    value: Option<bytes::Bytes>,
+    value: Held,
     revision: u64,
     published: DateTime<Utc>,
+}
+
+impl Kept {
+    fn live(&self) -> bool {
+        !matches!(self.value, Held::Gone)
+    }
+}
+
+/// What a view holds of a key's value. The parsed answer is the view's
+/// copy of a value once it is in it: keeping the bytes as well doubled
+/// what a rebuild wrote and what the view held between ticks (a rebuild
+/// took 1.4× a bare read, docs/performance.md).
+enum Held {
+    /// Deleted or purged.
+    Gone,
+    /// Live, and in the view's last answer; its bytes are not kept. A
+    /// view that would have to parse it again (its answer cannot be
+    /// patched) is rebuilt instead.
+    InAnswer,
+    /// Live, with its bytes: changed since the last answer, or kept
+    /// because the bucket's raw entries are asked for.
+    Bytes(bytes::Bytes),
 }
 
 /// How the tick reads a bucket.
@@ -248,13 +276,14 @@ impl Broker {
         };
         if mode == Mode::Kept {
             if let Some(w) = self.kept_view(name) {
-                match self.prove(&w, &cut, true).await {
-                    Ok(()) => {
-                        let (raw, parsed) = emit(&w, &cut, add, keep_raw);
-                        return (Ok(raw), Ok(parsed), true);
-                    }
+                let answer = match self.prove(&w, &cut, true).await {
+                    Ok(()) => emit(&w, &cut, add, keep_raw),
+                    Err(why) => Err(why),
+                };
+                match answer {
+                    Ok((raw, parsed)) => return (Ok(raw), Ok(parsed), true),
                     Err(why) => {
-                        tracing::info!(event = "view_dropped", bucket = name, reason = %why, "the bucket's view could not be proven current: reading it whole");
+                        tracing::info!(event = "view_dropped", bucket = name, reason = %why, "the bucket's view could not answer at this cut: reading it whole");
                     }
                 }
             }
@@ -266,16 +295,19 @@ impl Broker {
             Some(m) => m,
             None => self.watcher_consumer(name).await,
         };
-        let w = match self.build_view(name, &cut, add, made) {
+        let w = match self.build_view(name, &cut, add, keep_raw, made) {
             Ok(w) => w,
             Err(e) => {
                 let e = failed(e);
                 return (Err(e.clone()), Err(e), false);
             }
         };
-        match self.prove(&w, &cut, false).await {
-            Ok(()) => {
-                let (raw, parsed) = emit(&w, &cut, add, keep_raw);
+        match self
+            .prove(&w, &cut, false)
+            .await
+            .and_then(|()| emit(&w, &cut, add, keep_raw))
+        {
+            Ok((raw, parsed)) => {
                 self.keep_view(name, w);
                 (Ok(raw), Ok(parsed), false)
             }
@@ -397,6 +429,7 @@ impl Broker {
         name: &str,
         cut: &Cut,
         add: Sink<T>,
+        keeps_values: bool,
         consumer: Result<WatcherConsumer, String>,
     ) -> Result<Arc<Watched>, String> {
         let prefix = format!("$KV.{name}.");
@@ -410,6 +443,7 @@ impl Broker {
         let seen = Arc::new(Mutex::new(Seen {
             whole: empty,
             keys,
+            keeps_values,
             ..Seen::default()
         }));
         let consumer_name = consumer.cached_info().name.clone();
@@ -522,16 +556,27 @@ fn aged(published: DateTime<Utc>, cut: &Cut) -> bool {
 /// `keep_raw`) as entries in revision order, the order a full read
 /// delivers them in. The parsed form is the view's last answer patched
 /// with the keys changed or aged out since ([`Patch`]), so an idle tick
-/// parses nothing; it is parsed whole when there is no last answer, or
-/// the broker's clock went back (an entry aged out then could be live at
-/// this cut), or the bucket's max age changed.
-fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<Entry>, Arc<T>) {
-    let Ok(mut guard) = w.seen.lock() else {
-        return (Vec::new(), Arc::default());
-    };
+/// parses nothing; it is parsed whole when there is no last answer yet.
+///
+/// An error: the view cannot answer at this cut, and is to be dropped and
+/// the bucket read whole. That is so when its answer cannot be patched
+/// (the broker's clock went back, so an entry aged out then could be live
+/// now; or the bucket's max age changed) and it no longer holds the bytes
+/// of what its answer holds; or when raw entries are asked of a view that
+/// does not keep them.
+fn emit<T: Patch>(
+    w: &Watched,
+    cut: &Cut,
+    add: Sink<T>,
+    keep_raw: bool,
+) -> Result<(Vec<Entry>, Arc<T>), String> {
+    let mut guard = w
+        .seen
+        .lock()
+        .map_err(|_| "the view is poisoned".to_string())?;
     let s = &mut *guard;
     let raw = if keep_raw {
-        raw_entries(s, cut)
+        raw_entries(s, cut)?
     } else {
         Vec::new()
     };
@@ -543,8 +588,8 @@ fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<
         s.answered = None;
     }
     let Some(answered) = &mut s.answered else {
-        let parsed = parse_whole(s, cut, add);
-        return (raw, parsed);
+        let parsed = parse_whole(s, cut, add)?;
+        return Ok((raw, parsed));
     };
     let mut touched: HashSet<String> = std::mem::take(&mut s.changed).into_iter().collect();
     if !cut.max_age.is_zero() {
@@ -555,55 +600,71 @@ fn emit<T: Patch>(w: &Watched, cut: &Cut, add: Sink<T>, keep_raw: bool) -> (Vec<
             let revision = *revision;
             if let Some((_, key)) = answered.by_age.pop_first() {
                 if s.keys.get(&key).is_some_and(|k| k.revision == revision) {
-                    touched.insert(key);
+                    touched.insert(key.to_string());
                 }
             }
         }
     }
     let Some(shared) = answered.parsed.downcast_mut::<Arc<T>>() else {
-        return (raw, Arc::default());
+        return Err("the view's answer is of another kind".into());
     };
     if !touched.is_empty() {
+        // What goes in again: the touched keys still live at this cut,
+        // each with the bytes the watcher kept for it (a key changes, and
+        // so is touched, only by a message the watcher kept the bytes of).
+        let mut again = Vec::new();
+        for key in &touched {
+            let Some((key, k)) = s.keys.get_key_value(key.as_str()) else {
+                continue;
+            };
+            if !k.live() || aged_out(k, cut) {
+                continue;
+            }
+            let Held::Bytes(bytes) = &k.value else {
+                return Err(format!("the view no longer holds key {key}'s value"));
+            };
+            again.push((key.clone(), k.revision, k.published, bytes.clone()));
+        }
+        again.sort_unstable_by_key(|(_, revision, _, _)| *revision);
         let parsed = Arc::make_mut(shared);
         parsed.forget(&touched);
-        let mut again: Vec<(&String, &Kept)> = touched
-            .iter()
-            .filter_map(|key| s.keys.get_key_value(key))
-            .filter(|(_, k)| k.value.is_some() && !aged_out(k, cut))
-            .collect();
-        again.sort_unstable_by_key(|(_, k)| k.revision);
-        for (key, k) in again {
-            add(
-                parsed,
-                key,
-                k.value.as_deref().unwrap_or_default(),
-                k.revision,
-            );
+        for (key, revision, published, bytes) in again {
+            add(parsed, &key, &bytes, revision);
             if !cut.max_age.is_zero() {
-                answered
-                    .by_age
-                    .insert((k.published, k.revision), key.clone());
+                answered.by_age.insert((published, revision), key.clone());
+            }
+            if !s.keeps_values {
+                if let Some(k) = s.keys.get_mut(&key) {
+                    k.value = Held::InAnswer;
+                }
             }
         }
     }
     answered.at = cut.broker;
-    (raw, shared.clone())
+    Ok((raw, shared.clone()))
 }
 
 /// Every live entry of the view parsed afresh, kept as the view's answer
 /// to patch at the next.
-fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> Arc<T> {
+fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> Result<Arc<T>, String> {
     let mut parsed = T::default();
     let mut by_age = std::collections::BTreeMap::new();
     for (key, k) in live_in_order(s, cut) {
-        add(
-            &mut parsed,
-            key,
-            k.value.as_deref().unwrap_or_default(),
-            k.revision,
-        );
+        let Held::Bytes(bytes) = &k.value else {
+            return Err(format!(
+                "the view's answer cannot be patched at this cut (the broker's clock went back, or the bucket's max age changed), and the view no longer holds key {key}'s value"
+            ));
+        };
+        add(&mut parsed, key, bytes, k.revision);
         if !cut.max_age.is_zero() {
             by_age.insert((k.published, k.revision), key.clone());
+        }
+    }
+    if !s.keeps_values {
+        for k in s.keys.values_mut() {
+            if k.live() {
+                k.value = Held::InAnswer;
+            }
         }
     }
     let parsed = Arc::new(parsed);
@@ -614,27 +675,33 @@ fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> Arc<T> {
         max_age: cut.max_age,
         by_age,
     });
-    parsed
+    Ok(parsed)
 }
 
 /// The view's live entries at the cut, in revision order.
-fn live_in_order<'s>(s: &'s Seen, cut: &Cut) -> Vec<(&'s String, &'s Kept)> {
-    let mut live: Vec<(&String, &Kept)> = s
+fn live_in_order<'s>(s: &'s Seen, cut: &Cut) -> Vec<(&'s SmolStr, &'s Kept)> {
+    let mut live: Vec<(&SmolStr, &Kept)> = s
         .keys
         .iter()
-        .filter(|(_, k)| k.value.is_some() && !aged_out(k, cut))
+        .filter(|(_, k)| k.live() && !aged_out(k, cut))
         .collect();
     live.sort_unstable_by_key(|(_, k)| k.revision);
     live
 }
 
-fn raw_entries(s: &Seen, cut: &Cut) -> Vec<Entry> {
+fn raw_entries(s: &Seen, cut: &Cut) -> Result<Vec<Entry>, String> {
+    if !s.keeps_values {
+        return Err("the view keeps no raw entries".into());
+    }
     live_in_order(s, cut)
         .into_iter()
-        .map(|(key, k)| Entry {
-            key: key.clone(),
-            value: k.value.as_deref().unwrap_or_default().to_vec(),
-            revision: k.revision,
+        .map(|(key, k)| match &k.value {
+            Held::Bytes(bytes) => Ok(Entry {
+                key: key.to_string(),
+                value: bytes.to_vec(),
+                revision: k.revision,
+            }),
+            _ => Err(format!("the view no longer holds key {key}'s value")),
         })
         .collect()
 }
@@ -690,12 +757,21 @@ async fn watch<T: Patch>(
             s.consumer_seq = consumer_seq;
             s.delivered = s.delivered.max(revision);
             if let Some(key) = msg.subject.as_str().strip_prefix(&prefix) {
-                let kept = Kept {
+                let value = if deleted {
+                    Held::Gone
+                } else if building.is_some() && !s.keeps_values {
+                    // Parsed below into the first answer, which is then
+                    // the view's only copy of it.
+                    Held::InAnswer
+                } else {
                     // A copy of its own: the payload is a slice of the
-                    // connection's read buffer, and keeping the slice would
-                    // keep the whole buffer it came in for as long as the
-                    // key is unchanged.
-                    value: (!deleted).then(|| bytes::Bytes::copy_from_slice(&msg.payload)),
+                    // connection's read buffer, and keeping the slice
+                    // would keep the whole buffer it came in for as long
+                    // as the key is unchanged.
+                    Held::Bytes(bytes::Bytes::copy_from_slice(&msg.payload))
+                };
+                let kept = Kept {
+                    value,
                     revision,
                     published,
                 };
@@ -707,7 +783,7 @@ async fn watch<T: Patch>(
                         true
                     }
                     None => {
-                        s.keys.insert(key.to_string(), kept);
+                        s.keys.insert(SmolStr::new(key), kept);
                         false
                     }
                 };
@@ -719,7 +795,7 @@ async fn watch<T: Patch>(
                     if !deleted {
                         (first.add)(parsed, key, &msg.payload, revision);
                         if !first.max_age.is_zero() {
-                            by_age.insert((published, revision), key.to_string());
+                            by_age.insert((published, revision), SmolStr::new(key));
                         }
                     }
                 } else if s.answered.is_some() {

@@ -319,3 +319,55 @@ async fn leases_that_age_out_leave_a_kept_view_as_a_fresh_one_answers() {
     assert_eq!(live(&v), ["node-1", "node-4"], "the kept view");
     assert_eq!(format!("{:?}", v.get()), format!("{:?}", full.get()));
 }
+
+/// A view keeps a key's bytes only until they are in its answer. When the
+/// answer cannot be patched at a cut (here the presence bucket's max age
+/// changed between ticks, so every lease's expiry moved), the view cannot
+/// parse its rows again: it is read whole in the same tick, and answers as
+/// a full read at that cut does, with the leases the new max age ends.
+#[tokio::test]
+async fn a_view_whose_bucket_max_age_changed_is_read_whole() {
+    let f = Fleet::new(10).await;
+    f.js.delete_key_value("crewlet_presence")
+        .await
+        .expect("delete");
+    f.js.create_key_value(async_nats::jetstream::kv::Config {
+        bucket: "crewlet_presence".into(),
+        max_age: Duration::from_secs(60),
+        ..Default::default()
+    })
+    .await
+    .expect("a presence bucket whose leases last 60 s");
+    for n in ["node-1", "node-2"] {
+        f.presence(n, &["data"]).await;
+    }
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    f.presence("node-3", &["data"]).await;
+    let viewed = f.broker().await;
+    let fresh = f.broker().await;
+    viewed.read_all_viewed(&f.config.buckets, Mode::Fresh).await;
+    let mut stream =
+        f.js.get_stream("KV_crewlet_presence")
+            .await
+            .expect("the presence stream");
+    let mut config = stream.info().await.expect("its info").config.clone();
+    config.max_age = Duration::from_secs(2);
+    config.duplicate_window = Duration::from_secs(2);
+    f.js.update_stream(config).await.expect("max age 2 s");
+    let (_, v, took) = viewed.read_all_viewed(&f.config.buckets, Mode::Kept).await;
+    let (_, full) = fresh.read_all(&f.config.buckets).await;
+    assert_eq!(
+        (took.kept, took.rebuilt),
+        (6, 1),
+        "the presence view is read whole"
+    );
+    let live = |p: &crewlet::proven::Proven<crewlet::floor::parsed::ParsedRows>| {
+        let presence = p.get().presence.as_ref().expect("presence read");
+        presence.keys().map(|k| k.to_string()).collect::<Vec<_>>()
+    };
+    assert_eq!(live(&v), ["node-3"], "the leases older than 2 s are gone");
+    assert_eq!(format!("{:?}", v.get()), format!("{:?}", full.get()));
+    // And the rebuilt view is kept again.
+    let (_, _, took) = viewed.read_all_viewed(&f.config.buckets, Mode::Kept).await;
+    assert_eq!(took.kept, 7, "{took:?}");
+}
