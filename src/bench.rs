@@ -1166,12 +1166,14 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
         .map_err(|e| e.to_string())?;
     let mut sidecar = Sidecar::new(config.clone(), broker.clone());
     sidecar.log_alarms = false;
+    // As `retention run` records each tick's answer.
     let record = |s: &Sidecar, r: &crate::trim::TickReport| {
-        let answers: Vec<floor::Answer> = r.domains.iter().map(|d| d.answer.clone()).collect();
-        shared.record(crate::http::Last::new(
-            &crate::report::status_json(&r.status(s, None)),
-            crate::http::metrics::encode(&answers, &r.alarms, true, &shared.lasting),
-        ));
+        shared.record(crate::http::Recorded {
+            status: r.status(s, None),
+            answers: r.domains.iter().map(|d| d.answer.clone()).collect(),
+            alarms: r.alarms.clone(),
+            duty_held: true,
+        });
     };
     let r = sidecar.tick().await;
     record(&sidecar, &r);

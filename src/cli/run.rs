@@ -226,14 +226,12 @@ async fn start_http(
                 recorder.met_outage(o.clone());
                 return;
             }
-            let status = report.status(s, Some(server.clone()));
-            let answers: Vec<crate::floor::Answer> =
-                report.domains.iter().map(|d| d.answer.clone()).collect();
-            let held = matches!(report.duty, crate::duty::DutyStatus::Held);
-            recorder.record(crate::http::Last::new(
-                &crate::report::status_json(&status),
-                crate::http::metrics::encode(&answers, &report.alarms, held, &recorder.lasting),
-            ));
+            recorder.record(crate::http::Recorded {
+                status: report.status(s, Some(server.clone())),
+                answers: report.domains.iter().map(|d| d.answer.clone()).collect(),
+                alarms: report.alarms.clone(),
+                duty_held: matches!(report.duty, crate::duty::DutyStatus::Held),
+            });
         },
     ));
     let stopped = crate::http::serve_apart(listener, shared, stop).map_err(|e| {

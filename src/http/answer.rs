@@ -43,13 +43,8 @@ pub(super) async fn metrics_route(
     let plain = axum::body::Bytes::from(text);
     // Compressed per request: the exposition is small (per domain, not
     // per node), and its live lines differ from one scrape to the next.
-    let compressed = std::sync::OnceLock::new();
-    if takes_gzip(&headers) {
-        if let Some(gz) = gzip(&plain) {
-            let _ = compressed.set(gz);
-        }
-    }
-    cached(&headers, &plain, &compressed, OPENMETRICS)
+    let compressed = takes_gzip(&headers).then(|| gzip(&plain)).flatten();
+    cached(&headers, &plain, compressed.as_ref(), OPENMETRICS)
 }
 
 pub(super) async fn readyz(State(shared): State<Arc<Shared>>) -> Response {
@@ -77,7 +72,12 @@ pub(super) async fn retention(
         return previewed(&shared, &query).await;
     }
     match shared.last() {
-        Some(l) => cached(&headers, &l.status, &l.status_gzip, "application/json"),
+        Some(l) => cached(
+            &headers,
+            &l.status,
+            l.status_gzip.as_ref(),
+            "application/json",
+        ),
         None => error(
             StatusCode::SERVICE_UNAVAILABLE,
             "not_ready",

@@ -40,17 +40,15 @@ pub(super) fn takes_gzip(headers: &HeaderMap) -> bool {
     }
 }
 
-/// An answer from the last tick: compressed when the client takes gzip and
-/// the compressed copy is ready, plain otherwise.
+/// An answer: compressed when the client takes gzip and there is a
+/// compressed copy, plain otherwise.
 pub(super) fn cached(
     headers: &HeaderMap,
     plain: &axum::body::Bytes,
-    compressed: &std::sync::OnceLock<axum::body::Bytes>,
+    compressed: Option<&axum::body::Bytes>,
     content_type: &'static str,
 ) -> Response {
-    let gz = takes_gzip(headers)
-        .then(|| compressed.get().cloned())
-        .flatten();
+    let gz = takes_gzip(headers).then(|| compressed.cloned()).flatten();
     match gz {
         Some(body) => (
             StatusCode::OK,

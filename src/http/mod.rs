@@ -43,11 +43,9 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 /// The largest request body taken.
 pub const MAX_BODY: usize = 64 * 1024;
 
-/// What the last tick left for the HTTP surface, encoded once per tick so
-/// that a request only copies bytes out (a status of 10,000 nodes is
-/// megabytes), and compressed once per tick beside the loop: a request
-/// that asks for gzip before that is done gets the plain answer, never a
-/// wait.
+/// What the last tick left for the HTTP surface, encoded and compressed
+/// once per tick so that a request only copies bytes out (a status of
+/// 10,000 nodes is megabytes).
 #[derive(Debug)]
 pub struct Last {
     /// The `status --json` object of that tick, serialized.
@@ -57,16 +55,33 @@ pub struct Last {
     /// When it was recorded: what `crewlet_answer_age_seconds` and an
     /// unreachable answer's `last_answer_at` count from.
     pub at: chrono::DateTime<chrono::Utc>,
-    status_gzip: std::sync::OnceLock<axum::body::Bytes>,
+    /// `status` gzip-compressed (none if compression failed: then the
+    /// plain answer goes to every client).
+    status_gzip: Option<axum::body::Bytes>,
+}
+
+/// A tick's answer as the loop hands it over ([`Shared::record`]).
+pub struct Recorded {
+    /// What `status --json` shows for that tick.
+    pub status: crate::report::Status,
+    /// Each domain's answer, for the exposition.
+    pub answers: Vec<crate::floor::Answer>,
+    /// The tick's alarms, for the exposition.
+    pub alarms: Vec<crate::alarms::Alarm>,
+    /// Whether this sidecar held the trim duty in that tick.
+    pub duty_held: bool,
 }
 
 impl Last {
-    pub fn new(status: &serde_json::Value, metrics: String) -> Last {
+    /// Encodes and compresses a recorded answer.
+    fn encode(r: &Recorded, lasting: &metrics::Lasting, at: chrono::DateTime<chrono::Utc>) -> Last {
+        let status = axum::body::Bytes::from(crate::report::status_json(&r.status).to_string());
+        let metrics = metrics::encode(&r.answers, &r.alarms, r.duty_held, lasting);
         Last {
-            status: axum::body::Bytes::from(status.to_string()),
+            status_gzip: gzip(&status),
+            status,
             metrics: axum::body::Bytes::from(metrics),
-            at: chrono::Utc::now(),
-            status_gzip: std::sync::OnceLock::new(),
+            at,
         }
     }
 }
@@ -102,10 +117,7 @@ impl Shared {
     /// A tick that met an outage: the last answer stays the last one read
     /// while the broker answered, and is no longer served as current.
     pub fn met_outage(&self, outage: crate::floor::Outage) {
-        match self.outage.write() {
-            Ok(mut g) => *g = Some(outage),
-            Err(p) => *p.into_inner() = Some(outage),
-        }
+        *self.outage.write().unwrap_or_else(|p| p.into_inner()) = Some(outage);
     }
 
     /// The broker cannot be reached now: the connection is down, or the
@@ -114,38 +126,22 @@ impl Shared {
         if let Some(down) = self.broker.outage() {
             return Some(down);
         }
-        match self.outage.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        self.outage
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
-    /// Records a tick's answer for the routes that answer from it, and
-    /// compresses it on a thread of its own.
-    pub fn record(&self, last: Last) {
-        match self.outage.write() {
-            Ok(mut g) => *g = None,
-            Err(p) => *p.into_inner() = None,
-        }
-        let last = Arc::new(last);
-        {
-            let mut guard = match self.last.write() {
-                Ok(g) => g,
-                Err(p) => p.into_inner(),
-            };
-            *guard = Some(last.clone());
-        }
-        let spawned = std::thread::Builder::new()
-            .name("crewlet-gzip".into())
-            .spawn(move || {
-                if let Some(gz) = gzip(&last.status) {
-                    let _ = last.status_gzip.set(gz);
-                }
-            });
-        if let Err(e) = spawned {
-            // Only compression is lost: answers go out plain.
-            tracing::warn!(event = "gzip_unavailable", error = %e, "answers are sent uncompressed this tick");
-        }
+    /// Records a tick's answer for the routes that answer from it:
+    /// encoded and compressed here, on the caller's thread, then served
+    /// whole (a client that takes gzip always gets the compressed copy).
+    /// Compressing on a thread spawned per tick made the scrapes' tail
+    /// worse, not better (docs/performance.md, The HTTP surface).
+    pub fn record(&self, recorded: Recorded) {
+        let last = Arc::new(Last::encode(&recorded, &self.lasting, chrono::Utc::now()));
+        drop(recorded);
+        *self.outage.write().unwrap_or_else(|p| p.into_inner()) = None;
+        *self.last.write().unwrap_or_else(|p| p.into_inner()) = Some(last);
     }
 
     /// The sizes of the last `/v1/retention` and `/metrics` answers.
@@ -155,10 +151,7 @@ impl Shared {
     }
 
     fn last(&self) -> Option<Arc<Last>> {
-        match self.last.read() {
-            Ok(g) => g.clone(),
-            Err(p) => p.into_inner().clone(),
-        }
+        self.last.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 }
 
