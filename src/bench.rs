@@ -725,18 +725,22 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
                 Some(0.25),
                 None,
             ));
+            // A rebuild stands in for the tick's full read of the buckets
+            // (read and parsed, no view kept), which is what its target is
+            // against (docs/decisions.md, The rebuild's baseline); against
+            // the bare read, which parses nothing, it is reported.
             let rebuilt = stats(t_rebuild);
             lines.push(line(
-                "views rebuilt (a full read)",
+                "views rebuilt, against the tick's full read",
                 &rebuilt,
-                Some(&full),
+                Some(&stats(t_parsed)),
                 Some(1.3),
                 None,
             ));
             lines.push(line(
-                "  rebuilt, against read and parse",
+                "  rebuilt, against the bare read",
                 &rebuilt,
-                Some(&stats(t_parsed)),
+                Some(&full),
                 None,
                 None,
             ));
