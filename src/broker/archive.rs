@@ -380,10 +380,19 @@ impl Broker {
             }
             let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
             let mut bytes = 0usize;
+            // One timer for the whole walk, checked before each message
+            // (a timeout per message set and cleared a timer 100,000 times
+            // a fold).
+            let expiry = tokio::time::sleep_until(deadline);
+            tokio::pin!(expiry);
             loop {
-                let m = match tokio::time::timeout_at(deadline, messages.next()).await {
-                    Err(_) | Ok(None) => break,
-                    Ok(Some(m)) => m.map_err(|e| err(e.to_string()))?,
+                let m = tokio::select! {
+                    biased;
+                    () = &mut expiry => break,
+                    m = messages.next() => match m {
+                        None => break,
+                        Some(m) => m.map_err(|e| err(e.to_string()))?,
+                    },
                 };
                 let info = m.info().map_err(|e| err(e.to_string()))?;
                 let seq = info.stream_sequence;
