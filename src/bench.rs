@@ -727,7 +727,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             ));
             // A rebuild stands in for the tick's full read of the buckets
             // (read and parsed, no view kept), which is what its target is
-            // against (docs/decisions.md, The rebuild's baseline); against
+            // against (docs/decisions.md, Incremental views (issue 24), "The rebuild's baseline"); against
             // the bare read, which parses nothing, it is reported.
             let rebuilt = stats(t_rebuild);
             lines.push(line(
