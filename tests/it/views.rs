@@ -279,23 +279,29 @@ async fn with_its_proof_off_a_slow_watcher_lets_a_purge_past_a_hold() {
     }
 }
 
-/// Presence leases that age out between ticks leave a kept view, which
-/// patches its parsed rows rather than parsing them again, exactly as a
-/// view built afresh at that cut answers: aged leases gone, renewed and
-/// new ones kept, though no event said any lease expired.
-#[tokio::test]
-async fn leases_that_age_out_leave_a_kept_view_as_a_fresh_one_answers() {
+/// A fleet whose presence bucket keeps a lease for `max_age`.
+async fn leases_lasting(max_age: Duration) -> Fleet {
     let f = Fleet::new(10).await;
     f.js.delete_key_value("crewlet_presence")
         .await
         .expect("delete");
     f.js.create_key_value(async_nats::jetstream::kv::Config {
         bucket: "crewlet_presence".into(),
-        max_age: Duration::from_secs(2),
+        max_age,
         ..Default::default()
     })
     .await
-    .expect("a presence bucket whose leases last 2 s");
+    .expect("a presence bucket with a max age");
+    f
+}
+
+/// Presence leases that age out between ticks leave a kept view, which
+/// patches its parsed rows rather than parsing them again, exactly as a
+/// view built afresh at that cut answers: aged leases gone, renewed and
+/// new ones kept, though no event said any lease expired.
+#[tokio::test]
+async fn leases_that_age_out_leave_a_kept_view_as_a_fresh_one_answers() {
+    let f = leases_lasting(Duration::from_secs(2)).await;
     for n in ["node-1", "node-2", "node-3"] {
         f.presence(n, &["data"]).await;
     }
@@ -327,17 +333,7 @@ async fn leases_that_age_out_leave_a_kept_view_as_a_fresh_one_answers() {
 /// a full read at that cut does, with the leases the new max age ends.
 #[tokio::test]
 async fn a_view_whose_bucket_max_age_changed_is_read_whole() {
-    let f = Fleet::new(10).await;
-    f.js.delete_key_value("crewlet_presence")
-        .await
-        .expect("delete");
-    f.js.create_key_value(async_nats::jetstream::kv::Config {
-        bucket: "crewlet_presence".into(),
-        max_age: Duration::from_secs(60),
-        ..Default::default()
-    })
-    .await
-    .expect("a presence bucket whose leases last 60 s");
+    let f = leases_lasting(Duration::from_secs(60)).await;
     for n in ["node-1", "node-2"] {
         f.presence(n, &["data"]).await;
     }
