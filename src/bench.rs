@@ -551,7 +551,7 @@ fn peak_rss(bin: &Path, cfg: &Path, ticks: u32) -> Result<(u64, Duration), Strin
 #[command(
     name = "crewlet-bench",
     version,
-    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about two minutes in all (2026-12-02, 2 cores), --only for one scenario. Build and run it with scripts/bench."
+    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about four minutes in all (2026-12-03, 2 cores), --only for one scenario. Build and run it with scripts/bench."
 )]
 pub struct BenchArgs {
     /// Samples per scenario.
@@ -1175,12 +1175,7 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     sidecar.log_alarms = false;
     // As `retention run` records each tick's answer.
     let record = |s: &Sidecar, r: &crate::trim::TickReport| {
-        shared.record(crate::http::Recorded {
-            status: r.status(s, None),
-            answers: r.domains.iter().map(|d| d.answer.clone()).collect(),
-            alarms: r.alarms.clone(),
-            duty_held: true,
-        });
+        shared.record(crate::http::Recorded::of(s, r, None));
     };
     let r = sidecar.tick().await;
     record(&sidecar, &r);

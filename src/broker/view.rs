@@ -185,6 +185,14 @@ impl Kept {
     fn live(&self) -> bool {
         !matches!(self.value, Held::Gone)
     }
+
+    /// The value's bytes, or why the view cannot answer without them.
+    fn bytes(&self, key: &str) -> Result<&bytes::Bytes, String> {
+        match &self.value {
+            Held::Bytes(bytes) => Ok(bytes),
+            _ => Err(format!("the view no longer holds key {key}'s value")),
+        }
+    }
 }
 
 /// What a view holds of a key's value. The parsed answer is the view's
@@ -612,31 +620,30 @@ fn emit<T: Patch>(
         // What goes in again: the touched keys still live at this cut,
         // each with the bytes the watcher kept for it (a key changes, and
         // so is touched, only by a message the watcher kept the bytes of).
+        // A view that keeps no values lets each go as it goes in.
         let mut again = Vec::new();
         for key in &touched {
-            let Some((key, k)) = s.keys.get_key_value(key.as_str()) else {
+            let Some(k) = s.keys.get_mut(key.as_str()) else {
                 continue;
             };
             if !k.live() || aged_out(k, cut) {
                 continue;
             }
-            let Held::Bytes(bytes) = &k.value else {
-                return Err(format!("the view no longer holds key {key}'s value"));
-            };
-            again.push((key.clone(), k.revision, k.published, bytes.clone()));
+            let bytes = k.bytes(key)?.clone();
+            if !s.keeps_values {
+                k.value = Held::InAnswer;
+            }
+            again.push((key.as_str(), k.revision, k.published, bytes));
         }
         again.sort_unstable_by_key(|(_, revision, _, _)| *revision);
         let parsed = Arc::make_mut(shared);
         parsed.forget(&touched);
         for (key, revision, published, bytes) in again {
-            add(parsed, &key, &bytes, revision);
+            add(parsed, key, &bytes, revision);
             if !cut.max_age.is_zero() {
-                answered.by_age.insert((published, revision), key.clone());
-            }
-            if !s.keeps_values {
-                if let Some(k) = s.keys.get_mut(&key) {
-                    k.value = Held::InAnswer;
-                }
+                answered
+                    .by_age
+                    .insert((published, revision), SmolStr::new(key));
             }
         }
     }
@@ -650,11 +657,9 @@ fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> Result<Arc<T>
     let mut parsed = T::default();
     let mut by_age = std::collections::BTreeMap::new();
     for (key, k) in live_in_order(s, cut) {
-        let Held::Bytes(bytes) = &k.value else {
-            return Err(format!(
-                "the view's answer cannot be patched at this cut (the broker's clock went back, or the bucket's max age changed), and the view no longer holds key {key}'s value"
-            ));
-        };
+        let bytes = k.bytes(key).map_err(|e| {
+            format!("the view's answer cannot be patched at this cut (the broker's clock went back, or the bucket's max age changed), and {e}")
+        })?;
         add(&mut parsed, key, bytes, k.revision);
         if !cut.max_age.is_zero() {
             by_age.insert((k.published, k.revision), key.clone());
@@ -695,13 +700,12 @@ fn raw_entries(s: &Seen, cut: &Cut) -> Result<Vec<Entry>, String> {
     }
     live_in_order(s, cut)
         .into_iter()
-        .map(|(key, k)| match &k.value {
-            Held::Bytes(bytes) => Ok(Entry {
+        .map(|(key, k)| {
+            Ok(Entry {
                 key: key.to_string(),
-                value: bytes.to_vec(),
+                value: k.bytes(key)?.to_vec(),
                 revision: k.revision,
-            }),
-            _ => Err(format!("the view no longer holds key {key}'s value")),
+            })
         })
         .collect()
 }

@@ -226,12 +226,7 @@ async fn start_http(
                 recorder.met_outage(o.clone());
                 return;
             }
-            recorder.record(crate::http::Recorded {
-                status: report.status(s, Some(server.clone())),
-                answers: report.domains.iter().map(|d| d.answer.clone()).collect(),
-                alarms: report.alarms.clone(),
-                duty_held: matches!(report.duty, crate::duty::DutyStatus::Held),
-            });
+            recorder.record(crate::http::Recorded::of(s, report, Some(server.clone())));
         },
     ));
     let stopped = crate::http::serve_apart(listener, shared, stop).map_err(|e| {

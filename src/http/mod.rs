@@ -72,6 +72,23 @@ pub struct Recorded {
     pub duty_held: bool,
 }
 
+impl Recorded {
+    /// What a tick of `sidecar` leaves for the routes, as `retention run`
+    /// records it after each tick (`server`: the server status names).
+    pub fn of(
+        sidecar: &crate::trim::Sidecar,
+        report: &crate::trim::TickReport,
+        server: Option<(String, String)>,
+    ) -> Recorded {
+        Recorded {
+            status: report.status(sidecar, server),
+            answers: report.domains.iter().map(|d| d.answer.clone()).collect(),
+            alarms: report.alarms.clone(),
+            duty_held: matches!(report.duty, crate::duty::DutyStatus::Held),
+        }
+    }
+}
+
 impl Last {
     /// Encodes and compresses a recorded answer.
     fn encode(r: &Recorded, lasting: &metrics::Lasting, at: chrono::DateTime<chrono::Utc>) -> Last {
@@ -140,7 +157,6 @@ impl Shared {
     /// compressed in place (2026-12-03)).
     pub fn record(&self, recorded: Recorded) {
         let last = Arc::new(Last::encode(&recorded, &self.lasting, chrono::Utc::now()));
-        drop(recorded);
         *self.outage.write().unwrap_or_else(|p| p.into_inner()) = None;
         *self.last.write().unwrap_or_else(|p| p.into_inner()) = Some(last);
     }
