@@ -665,6 +665,7 @@ fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> Result<Arc<T>
             by_age.insert((k.published, k.revision), key.clone());
         }
     }
+    parsed.settle();
     if !s.keeps_values {
         for k in s.keys.values_mut() {
             if k.live() {

@@ -626,7 +626,7 @@ pub fn compute(
     let at = Instant(now);
     let previous = rows.published(stream);
     let published = previous.as_ref().ok().and_then(|p| p.as_ref());
-    let line = lineage(rows, stream, read, &previous);
+    let line = lineage(rows, read, &previous);
     let mut not_ready = line.not_ready.clone();
     // The incarnation the gates view belongs to: the live stream at the
     // domain's generation (unknown when either is).
@@ -645,6 +645,15 @@ pub fn compute(
         policy.fence_window,
         now,
     );
+    // Without a floors row, positions that name a later generation than 0
+    // mean the row was lost: starting over at 0 would count a restored
+    // log's old backups and segments again. (A missing row makes no other
+    // NOT READY case, so this takes the place lineage would have given it.)
+    if matches!(previous, Ok(None)) && not_ready.is_none() {
+        if let Some(highest) = set.highest_generation.filter(|g| *g > 0) {
+            not_ready = Some(NotReady::GenerationUnknown { highest });
+        }
+    }
     if !set.ahead.is_empty() && not_ready.is_none() {
         not_ready = Some(NotReady::AheadOfLog);
     }
@@ -799,7 +808,6 @@ struct Lineage {
 /// stream is the one the floor was published for.
 fn lineage(
     rows: &ParsedRows,
-    stream: &str,
     read: &DomainRead,
     previous: &Result<Option<(PublishedFloor, u64)>, String>,
 ) -> Lineage {
@@ -813,21 +821,9 @@ fn lineage(
             });
             (0, live_created, None, FloorState::None, None, None)
         }
-        Ok(None) => {
-            // A missing row starts at generation 0, unless positions name a
-            // later one: then the row was lost, and starting over at 0 would
-            // count a restored log's old backups and segments again.
-            let highest = rows.positions.as_ref().ok().and_then(|p| {
-                p.get(stream)?
-                    .values()
-                    .filter_map(|r| r.as_ref().ok().map(|r| r.generation))
-                    .max()
-            });
-            if let Some(highest) = highest.filter(|g| *g > 0) {
-                not_ready = Some(NotReady::GenerationUnknown { highest });
-            }
-            (0, live_created, None, FloorState::None, None, None)
-        }
+        // A missing row starts at generation 0 (unless positions name a
+        // later one: [`compute`] judges that from the counted set's walk).
+        Ok(None) => (0, live_created, None, FloorState::None, None, None),
         Ok(Some((p, _))) => {
             let held = if p.blocked_by.is_empty() {
                 None

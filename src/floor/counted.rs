@@ -4,6 +4,7 @@
 //! the position the trim may assume it holds.
 
 use crate::rows::Stamped;
+use std::cmp::Ordering;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -61,6 +62,11 @@ pub struct CountedSet<'a> {
     pub ahead: Vec<(String, u64)>,
     /// The gates bucket could not be read: nobody is treated as evicted.
     pub evictions_unreadable: bool,
+    /// The highest generation any well-formed row on this log names
+    /// (whatever its node's state): without a floors row, a later one than
+    /// 0 means the row was lost. Taken in the walk that judges the rows,
+    /// so the answer reads the 100,000 rows once.
+    pub highest_generation: Option<u64>,
 }
 
 /// The generation the answer belongs to.
@@ -155,31 +161,32 @@ pub fn counted_set<'a>(
     let mut rows_it = positions.iter().peekable();
     let mut live_it = presence.iter().peekable();
     loop {
-        let (name, seen, live): (&'a smol_str::SmolStr, Seen<'a>, bool) =
-            match (rows_it.peek(), live_it.peek()) {
-                (None, None) => break,
-                (Some((a, _)), Some((b, _))) if a == b => {
-                    let (Some((n, r)), Some(_)) = (rows_it.next(), live_it.next()) else {
-                        break;
-                    };
-                    (n, Some(r), true)
+        // One comparison a step: the names' bytes are the walk's cost.
+        let order = match (rows_it.peek(), live_it.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((a, _)), Some((b, _))) => a.as_str().cmp(b.as_str()),
+        };
+        let (name, seen, live): (&'a smol_str::SmolStr, Seen<'a>, bool) = match order {
+            Ordering::Equal => {
+                let (Some((n, r)), Some(_)) = (rows_it.next(), live_it.next()) else {
+                    break;
+                };
+                (n, Some(r), true)
+            }
+            Ordering::Less => {
+                let Some((n, r)) = rows_it.next() else { break };
+                (n, Some(r), false)
+            }
+            Ordering::Greater => {
+                let Some((n, p)) = live_it.next() else { break };
+                if !matches!(p, Ok(p) if p.is_data()) {
+                    continue;
                 }
-                (Some((a, _)), Some((b, _))) if a < b => {
-                    let Some((n, r)) = rows_it.next() else { break };
-                    (n, Some(r), false)
-                }
-                (Some(_), None) => {
-                    let Some((n, r)) = rows_it.next() else { break };
-                    (n, Some(r), false)
-                }
-                _ => {
-                    let Some((n, p)) = live_it.next() else { break };
-                    if !matches!(p, Ok(p) if p.is_data()) {
-                        continue;
-                    }
-                    (n, None, true)
-                }
-            };
+                (n, None, true)
+            }
+        };
         let node: &'a str = name;
         let gate = gate_state(node);
         let evicted = gate == Some(NodeState::Evicted);
@@ -202,6 +209,7 @@ pub fn counted_set<'a>(
             }
             Some(Err(_)) => {}
             Some(Ok(p)) => {
+                out.highest_generation = out.highest_generation.max(Some(p.generation));
                 row.seq = Some(p.seq);
                 row.updated_at = Some(p.updated_at);
                 row.generation = Some(p.generation);

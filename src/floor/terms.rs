@@ -2,6 +2,7 @@
 //! says what it permits deleting up to, or that it binds nothing, does not
 //! apply, or could not be read.
 
+use std::cmp::Ordering;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -224,16 +225,23 @@ pub fn snapshot_floor(
         Err(e) => return bucket(TermName::SnapshotFloor, e),
     };
     let mut held: Vec<(u64, &str)> = Vec::new();
-    // Both are in node order: a merge, not a lookup per node.
+    // Both are in node order: a merge, not a lookup per node, with one
+    // comparison a step (the names' bytes are the walk's cost).
     let mut snaps = rows.iter().peekable();
     for c in &set.counted {
-        while snaps.peek().is_some_and(|(n, _)| n.as_str() < c.node) {
-            snaps.next();
-        }
-        let row = match snaps.peek() {
-            Some((n, r)) if n.as_str() == c.node => r,
-            _ => continue,
+        let row = loop {
+            match snaps.peek() {
+                Some((n, r)) => match n.as_str().cmp(c.node) {
+                    Ordering::Less => {
+                        snaps.next();
+                    }
+                    Ordering::Equal => break Some(r),
+                    Ordering::Greater => break None,
+                },
+                None => break None,
+            }
         };
+        let Some(row) = row else { continue };
         let row = match row {
             Err(err) => {
                 return unreadable(
@@ -266,9 +274,17 @@ pub fn snapshot_floor(
             )),
         );
     }
-    // The k-th highest, without sorting them all.
-    held.select_nth_unstable_by(k - 1, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(b.1)));
-    let (seq, node) = held[k - 1];
+    // The k-th highest, without sorting them all; ties go to the first
+    // node by name. `held` is in node order (the counted set is), so its
+    // index breaks a tie as the name would, without comparing names.
+    let mut ranked: Vec<(u64, usize)> = held
+        .iter()
+        .enumerate()
+        .map(|(i, (seq, _))| (*seq, i))
+        .collect();
+    ranked.select_nth_unstable_by(k - 1, |a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let (seq, at) = ranked[k - 1];
+    let node = held[at].1;
     value(TermName::SnapshotFloor, seq, Some(node.to_string()), None)
 }
 

@@ -541,6 +541,68 @@ fn snapshot_quorum() {
     check(&w.answer(), TermName::SnapshotFloor, "unreadable");
 }
 
+/// Without a floors row, a position of a later generation than 0 means the
+/// row was lost: NOT READY naming the highest generation, ahead of any
+/// other case (a node past the log's end is judged at generation 0).
+#[test]
+fn a_lost_floors_row_is_judged_from_the_highest_generation() {
+    let mut w = World::new();
+    assert_eq!(w.answer().not_ready, None);
+    w.node("node-2", true, None)
+        .position("node-2", 400, 2, CREATED, "ok");
+    w.node("node-3", true, None)
+        .position("node-3", 300, 1, CREATED, "ok");
+    w.node("node-4", true, Some(5000));
+    let a = w.answer();
+    assert_eq!(
+        a.not_ready,
+        Some(NotReady::GenerationUnknown { highest: 2 })
+    );
+    // With the row, the same positions are a node ahead of the log.
+    w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-10)}));
+    assert_eq!(w.answer().not_ready, Some(NotReady::AheadOfLog));
+}
+
+/// Nodes whose snapshots tie: the term names the k-th by name, whatever
+/// order the rows were written in (status and the alarm name the same node
+/// from tick to tick).
+#[test]
+fn a_snapshot_tie_names_the_kth_node_by_name() {
+    for order in [
+        ["node-3", "node-1", "node-2"],
+        ["node-2", "node-3", "node-1"],
+    ] {
+        let mut w = World::new();
+        w.policy.snapshot_quorum = 2;
+        w.node("node-2", true, Some(950))
+            .node("node-3", true, Some(990));
+        for node in order {
+            w.snapshot(node, 700, 0, true);
+        }
+        let a = w.answer();
+        check(&a, TermName::SnapshotFloor, "value 700");
+        assert_eq!(
+            term(&a, TermName::SnapshotFloor).detail.as_deref(),
+            Some("node-2"),
+            "{order:?}"
+        );
+    }
+    // A higher snapshot ranks first whatever its name.
+    let mut w = World::new();
+    w.policy.snapshot_quorum = 2;
+    w.node("node-2", true, Some(950))
+        .node("node-3", true, Some(990));
+    w.snapshot("node-1", 700, 0, true)
+        .snapshot("node-2", 700, 0, true)
+        .snapshot("node-3", 900, 0, true);
+    let a = w.answer();
+    check(&a, TermName::SnapshotFloor, "value 700");
+    assert_eq!(
+        term(&a, TermName::SnapshotFloor).detail.as_deref(),
+        Some("node-1")
+    );
+}
+
 #[test]
 fn feed_rules() {
     let with = |f: FeedState| {
