@@ -20,6 +20,38 @@ pub enum DirError {
     Conflict { path: String },
     #[error("{0} is not a segment name")]
     BadName(String),
+    #[error("{path}: a write of it from an earlier call has not returned yet (the directory stopped answering?); it is not written twice at once")]
+    Busy { path: String },
+}
+
+/// The files a write of this process is on, each until its call returns,
+/// even one its caller gave up on ([`claim`]).
+static IN_FLIGHT: std::sync::Mutex<std::collections::BTreeSet<PathBuf>> =
+    std::sync::Mutex::new(std::collections::BTreeSet::new());
+
+/// A file a write is on, released when the write returns.
+struct Claim(PathBuf);
+
+impl Drop for Claim {
+    fn drop(&mut self) {
+        if let Ok(mut set) = IN_FLIGHT.lock() {
+            set.remove(&self.0);
+        }
+    }
+}
+
+/// Claims `path` for one write. A write given up on a hung mount may wake
+/// later and go on: two writes through the same temporary file could then
+/// interleave, and the one linked into place be truncated by the other.
+fn claim(path: &Path) -> Result<Claim, DirError> {
+    let busy = || DirError::Busy {
+        path: path.display().to_string(),
+    };
+    let mut set = IN_FLIGHT.lock().map_err(|_| busy())?;
+    if !set.insert(path.to_path_buf()) {
+        return Err(busy());
+    }
+    Ok(Claim(path.to_path_buf()))
 }
 
 fn io(path: &Path, e: std::io::Error) -> DirError {
@@ -78,7 +110,12 @@ fn write_beside(path: &Path, what: &str, bytes: &[u8]) -> Result<PathBuf, DirErr
 /// Writes segment `name` durably, unless it is already there.
 pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
     let path = path_of(root, name)?;
-    if let Some(existing) = read_if_there(&path)? {
+    let _claim = claim(&path)?;
+    put_claimed(root, &path, bytes)
+}
+
+fn put_claimed(root: &Path, path: &Path, bytes: &[u8]) -> Result<Put, DirError> {
+    if let Some(existing) = read_if_there(path)? {
         return if existing == bytes {
             Ok(Put::AlreadyThere)
         } else {
@@ -89,19 +126,19 @@ pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
     }
     let dir = path.parent().unwrap_or(root).to_path_buf();
     fs::create_dir_all(&dir).map_err(|e| io(&dir, e))?;
-    let tmp = write_beside(&path, "tmp", bytes)?;
+    let tmp = write_beside(path, "tmp", bytes)?;
     // Another fold may have put the same segment meanwhile: rename only
     // over nothing (hard_link fails if the target exists), so that an
     // existing segment is never replaced.
-    match fs::hard_link(&tmp, &path) {
+    match fs::hard_link(&tmp, path) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {
             let _ = fs::remove_file(&tmp);
-            return put(root, name, bytes);
+            return put_claimed(root, path, bytes);
         }
         Err(e) => {
             let _ = fs::remove_file(&tmp);
-            return Err(io(&path, e));
+            return Err(io(path, e));
         }
     }
     fs::remove_file(&tmp).map_err(|e| io(&tmp, e))?;
@@ -115,6 +152,7 @@ pub fn put(root: &Path, name: &str, bytes: &[u8]) -> Result<Put, DirError> {
 /// the new one whole, never neither.
 pub fn replace(root: &Path, name: &str, bytes: &[u8]) -> Result<(), DirError> {
     let path = path_of(root, name)?;
+    let _claim = claim(&path)?;
     let dir = path.parent().unwrap_or(root).to_path_buf();
     let tmp = write_beside(&path, "erasing", bytes)?;
     // Read back before the old one goes: the rename is the removal.

@@ -45,7 +45,13 @@ impl Store {
                 .put_segment(bucket, name, bytes)
                 .await
                 .map_err(String::from),
-            Store::Dir(root) => dir::put(root, name, bytes).map_err(|e| e.to_string()),
+            Store::Dir(root) => {
+                let (root, name, bytes) = (root.clone(), name.to_string(), bytes.to_vec());
+                off_thread(broker, &root.clone(), move || {
+                    dir::put(&root, &name, &bytes)
+                })
+                .await
+            }
         }
     }
 
@@ -63,7 +69,13 @@ impl Store {
                 .replace_segment(bucket, name, bytes, op)
                 .await
                 .map_err(String::from),
-            Store::Dir(root) => dir::replace(root, name, bytes).map_err(|e| e.to_string()),
+            Store::Dir(root) => {
+                let (root, name, bytes) = (root.clone(), name.to_string(), bytes.to_vec());
+                off_thread(broker, &root.clone(), move || {
+                    dir::replace(&root, &name, &bytes)
+                })
+                .await
+            }
         }
     }
 
@@ -74,7 +86,10 @@ impl Store {
                 .get_segment(bucket, name)
                 .await?
                 .ok_or_else(|| format!("{bucket}/{name} is not in the store")),
-            Store::Dir(root) => dir::get(root, name).map_err(|e| e.to_string()),
+            Store::Dir(root) => {
+                let (root, name) = (root.clone(), name.to_string());
+                off_thread(broker, &root.clone(), move || dir::get(&root, &name)).await
+            }
         }
     }
 
@@ -114,14 +129,43 @@ impl Store {
     ) -> Result<Vec<Listed>, ListError> {
         match self {
             Store::ObjectStore(bucket) => broker.list_segments(bucket, stream, generation).await,
-            Store::Dir(root) => match dir::list(root, stream, generation) {
-                Ok(l) => Ok(l),
-                Err(e) => Err(ListError {
+            Store::Dir(root) => {
+                let (root, stream) = (root.clone(), stream.to_string());
+                off_thread(broker, &root.clone(), move || {
+                    dir::list(&root, &stream, generation)
+                })
+                .await
+                .map_err(|message| ListError {
                     missing: false,
-                    message: e.to_string(),
-                }),
-            },
+                    message,
+                })
+            }
         }
+    }
+}
+
+/// A directory call, on a blocking thread and given up after a read
+/// timeout: a mount that stops answering (an open or an fsync that never
+/// returns) fails the call, it does not stop the tick, whose timeouts and
+/// lease renewal run on the same threads as its reads. A call given up
+/// still finishes, or stays stuck, on its own thread: what it writes is
+/// whole or absent ([`dir::put`]), and a later call on the same file is
+/// refused while it is in flight (docs/decisions.md, "A directory that
+/// stops answering").
+async fn off_thread<T: Send + 'static>(
+    broker: &Broker,
+    root: &std::path::Path,
+    call: impl FnOnce() -> Result<T, dir::DirError> + Send + 'static,
+) -> Result<T, String> {
+    let limit = broker.read_timeout();
+    match tokio::time::timeout(limit, tokio::task::spawn_blocking(call)).await {
+        Ok(Ok(r)) => r.map_err(|e| e.to_string()),
+        Ok(Err(e)) => Err(format!("{}: {e}", root.display())),
+        Err(_) => Err(format!(
+            "{}: no answer within {} (the directory stopped answering)",
+            root.display(),
+            crate::human::duration(limit)
+        )),
     }
 }
 

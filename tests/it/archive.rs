@@ -4,6 +4,8 @@
 //! the last durable segment with nothing past it purged.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use crate::support::fleet::*;
@@ -275,6 +277,80 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
     assert_eq!(f.first_seq().await, 81);
     assert!(!alarms(&r).iter().any(|a| a.contains("archive_failing")));
+    nothing_purged_unarchived(&f, &store).await;
+}
+
+/// A directory that stops answering (a hung mount; here a FIFO where the
+/// next segment goes, whose open waits for a writer that never comes): the
+/// tick gives the store up after a read timeout instead of waiting with it,
+/// holds the trim at the frontier and says so; once the store answers
+/// again, the next tick folds on. (The directory's calls used to run on
+/// the tick's own thread, where no timeout could interrupt them: the tick,
+/// and with it the duty lease's renewal, waited as long as the mount did.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_directory_that_stops_answering_holds_the_trim_and_the_tick_goes_on() {
+    let (_scratch, root, store, f, mut s) = folded_into_a_directory().await;
+    let fifo = root
+        .join(STREAM)
+        .join("0")
+        .join("00000000000000000041-00000000000000000060.seg");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo");
+    assert!(made.success(), "mkfifo {}", fifo.display());
+    let started = std::time::Instant::now();
+    let mut tick = tokio::spawn(async move {
+        let r = s.tick().await;
+        (s, r)
+    });
+    let waited = tokio::time::timeout(Duration::from_secs(20), &mut tick).await;
+    let took = started.elapsed();
+    // Whatever happened, every call still blocked on the FIFO is let go
+    // (it reads nothing), so that the test ends either way.
+    let releasing = Arc::new(AtomicBool::new(true));
+    let releaser = {
+        let (fifo, releasing) = (fifo.clone(), releasing.clone());
+        std::thread::spawn(move || {
+            use std::os::unix::fs::OpenOptionsExt;
+            while releasing.load(Ordering::SeqCst) {
+                let _ = std::fs::OpenOptions::new()
+                    .write(true)
+                    .custom_flags(libc::O_NONBLOCK)
+                    .open(&fifo);
+                std::thread::sleep(Duration::from_millis(50));
+            }
+        })
+    };
+    let done = match waited {
+        Ok(done) => done,
+        Err(_) => tick.await,
+    };
+    assert!(
+        took < Duration::from_secs(20),
+        "the tick waited on the directory for {took:?}"
+    );
+    let (mut s, r) = done.expect("tick");
+    // A read timeout is 1 s here: one for the segment's read back, one
+    // for the fold's, with room to spare.
+    assert!(took < Duration::from_secs(8), "the tick took {took:?}");
+    assert_eq!(f.first_seq().await, 41, "nothing past the frontier");
+    let failing: Vec<String> = alarms(&r)
+        .into_iter()
+        .filter(|a| a.contains("archive_failing"))
+        .collect();
+    assert!(
+        failing.iter().any(|a| a.contains("no answer within")),
+        "{:?}",
+        alarms(&r)
+    );
+    // The store answers again.
+    releasing.store(false, Ordering::SeqCst);
+    releaser.join().expect("releaser");
+    std::fs::remove_file(&fifo).expect("unblock");
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(f.first_seq().await, 81);
     nothing_purged_unarchived(&f, &store).await;
 }
 
