@@ -150,8 +150,8 @@ impl Store {
 /// lease renewal run on the same threads as its reads. A call given up
 /// still finishes, or stays stuck, on its own thread: what it writes is
 /// whole or absent ([`dir::put`]), and a later call on the same file is
-/// refused while it is in flight (docs/decisions.md, "A directory that
-/// stops answering").
+/// refused while it is in flight (the bullet "A directory that stops
+/// answering" in docs/decisions.md, Incremental views (issue 24)).
 async fn off_thread<T: Send + 'static>(
     broker: &Broker,
     root: &std::path::Path,
