@@ -46,11 +46,8 @@ impl Store {
                 .await
                 .map_err(String::from),
             Store::Dir(root) => {
-                let (root, name, bytes) = (root.clone(), name.to_string(), bytes.to_vec());
-                off_thread(broker, &root.clone(), move || {
-                    dir::put(&root, &name, &bytes)
-                })
-                .await
+                let (name, bytes) = (name.to_string(), bytes.to_vec());
+                off_thread(broker, root, move |root| dir::put(root, &name, &bytes)).await
             }
         }
     }
@@ -70,11 +67,8 @@ impl Store {
                 .await
                 .map_err(String::from),
             Store::Dir(root) => {
-                let (root, name, bytes) = (root.clone(), name.to_string(), bytes.to_vec());
-                off_thread(broker, &root.clone(), move || {
-                    dir::replace(&root, &name, &bytes)
-                })
-                .await
+                let (name, bytes) = (name.to_string(), bytes.to_vec());
+                off_thread(broker, root, move |root| dir::replace(root, &name, &bytes)).await
             }
         }
     }
@@ -87,8 +81,8 @@ impl Store {
                 .await?
                 .ok_or_else(|| format!("{bucket}/{name} is not in the store")),
             Store::Dir(root) => {
-                let (root, name) = (root.clone(), name.to_string());
-                off_thread(broker, &root.clone(), move || dir::get(&root, &name)).await
+                let name = name.to_string();
+                off_thread(broker, root, move |root| dir::get(root, &name)).await
             }
         }
     }
@@ -130,9 +124,9 @@ impl Store {
         match self {
             Store::ObjectStore(bucket) => broker.list_segments(bucket, stream, generation).await,
             Store::Dir(root) => {
-                let (root, stream) = (root.clone(), stream.to_string());
-                off_thread(broker, &root.clone(), move || {
-                    dir::list(&root, &stream, generation)
+                let stream = stream.to_string();
+                off_thread(broker, root, move |root| {
+                    dir::list(root, &stream, generation)
                 })
                 .await
                 .map_err(|message| ListError {
@@ -155,10 +149,12 @@ impl Store {
 async fn off_thread<T: Send + 'static>(
     broker: &Broker,
     root: &std::path::Path,
-    call: impl FnOnce() -> Result<T, dir::DirError> + Send + 'static,
+    call: impl FnOnce(&std::path::Path) -> Result<T, dir::DirError> + Send + 'static,
 ) -> Result<T, String> {
     let limit = broker.read_timeout();
-    match tokio::time::timeout(limit, tokio::task::spawn_blocking(call)).await {
+    let at = root.to_path_buf();
+    let blocking = tokio::task::spawn_blocking(move || call(&at));
+    match tokio::time::timeout(limit, blocking).await {
         Ok(Ok(r)) => r.map_err(|e| e.to_string()),
         Ok(Err(e)) => Err(format!("{}: {e}", root.display())),
         Err(_) => Err(format!(
