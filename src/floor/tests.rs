@@ -520,12 +520,19 @@ fn operator_acknowledgements() {
     assert_eq!(a.backup_age_secs, Some(20 * 86400));
 }
 
-#[test]
-fn snapshot_quorum() {
+/// Three counted nodes (node-1 at 900, node-2 at 950, node-3 at 990) and
+/// a snapshot quorum of 2; no snapshot of node-2 or node-3 yet.
+fn quorum_of_two() -> World {
     let mut w = World::new();
     w.policy.snapshot_quorum = 2;
     w.node("node-2", true, Some(950))
         .node("node-3", true, Some(990));
+    w
+}
+
+#[test]
+fn snapshot_quorum() {
+    let mut w = quorum_of_two();
     w.snapshot("node-1", 700, 0, true)
         .snapshot("node-2", 600, 0, false)
         .snapshot("node-3", 650, 1, true);
@@ -572,10 +579,7 @@ fn a_snapshot_tie_names_the_kth_node_by_name() {
         ["node-3", "node-1", "node-2"],
         ["node-2", "node-3", "node-1"],
     ] {
-        let mut w = World::new();
-        w.policy.snapshot_quorum = 2;
-        w.node("node-2", true, Some(950))
-            .node("node-3", true, Some(990));
+        let mut w = quorum_of_two();
         for node in order {
             w.snapshot(node, 700, 0, true);
         }
@@ -588,10 +592,7 @@ fn a_snapshot_tie_names_the_kth_node_by_name() {
         );
     }
     // A higher snapshot ranks first whatever its name.
-    let mut w = World::new();
-    w.policy.snapshot_quorum = 2;
-    w.node("node-2", true, Some(950))
-        .node("node-3", true, Some(990));
+    let mut w = quorum_of_two();
     w.snapshot("node-1", 700, 0, true)
         .snapshot("node-2", 700, 0, true)
         .snapshot("node-3", 900, 0, true);
