@@ -5,7 +5,7 @@
 //! where the slice ends (`slice_end`), so that a segment, once written,
 //! never has to grow.
 
-use super::segment::Record;
+use super::segment::{self, Record, RecordRef, SegmentError};
 
 /// The limits of one tick's fold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -15,17 +15,21 @@ pub struct Limits {
     pub fold_per_tick: usize,
 }
 
-/// One segment to write: the range it covers and its records.
+/// One segment to write: the range it covers and its records, already laid
+/// out as the segment's uncompressed body ([`segment::append`]), so that a
+/// record is copied once, from the message it arrived in to the body.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Cut {
     pub first_seq: u64,
     pub last_seq: u64,
-    pub records: Vec<Record>,
+    /// How many records `body` holds.
+    pub records: u64,
+    pub body: Vec<u8>,
 }
 
 /// A record's size as the limits count it: what it adds to the body.
 pub fn size(r: &Record) -> usize {
-    8 + 8 + 12 + r.subject.len() + r.headers.len() + r.data.len()
+    r.as_ref().size()
 }
 
 /// Cuts `records` (the slice `(frontier, slice_end]` as read, in order)
@@ -35,23 +39,23 @@ pub fn size(r: &Record) -> usize {
 /// its end, so no record of it is missing); otherwise it waits for a later
 /// tick.
 pub fn cut(
-    records: Vec<Record>,
+    records: &[Record],
     frontier: u64,
     slice_end: u64,
     whole: bool,
     limits: Limits,
-) -> Vec<Cut> {
+) -> Result<Vec<Cut>, SegmentError> {
     let mut cutter = Cutter::new(frontier, slice_end, limits);
     let mut out = Vec::new();
     for r in records {
-        let (cuts, done) = cutter.push(r);
+        let (cuts, done) = cutter.push(r.as_ref())?;
         out.extend(cuts);
         if done {
-            return out;
+            return Ok(out);
         }
     }
     out.extend(cutter.finish(whole));
-    out
+    Ok(out)
 }
 
 /// The same cut, record by record, so that a segment can be written while
@@ -59,8 +63,10 @@ pub fn cut(
 pub struct Cutter {
     first: u64,
     slice_end: u64,
-    records: Vec<Record>,
-    bytes: usize,
+    /// The last sequence taken: the next must be past it.
+    taken: u64,
+    records: u64,
+    body: Vec<u8>,
     cut: usize,
     limits: Limits,
 }
@@ -70,36 +76,53 @@ impl Cutter {
         Cutter {
             first: frontier + 1,
             slice_end,
-            records: Vec::new(),
-            bytes: 0,
+            taken: frontier,
+            records: 0,
+            body: Vec::new(),
             cut: 0,
             limits,
         }
     }
 
     /// Adds the next record; returns the segments it closed and whether
-    /// the tick's `fold_per_tick` is reached (push no more).
-    pub fn push(&mut self, r: Record) -> (Vec<Cut>, bool) {
+    /// the tick's `fold_per_tick` is reached (push no more). A record
+    /// outside the slice is ignored; one at or before the last one taken
+    /// is refused (an earlier record arriving late would mean one the
+    /// segment before went without), and so is a field over 4 GiB.
+    pub fn push(&mut self, r: RecordRef<'_>) -> Result<(Vec<Cut>, bool), SegmentError> {
         let mut out = Vec::new();
         if r.seq < self.first || r.seq > self.slice_end || self.done() {
-            return (out, self.done());
+            return Ok((out, self.done()));
         }
-        let s = size(&r);
+        if r.seq <= self.taken {
+            return Err(SegmentError::Records(format!(
+                "record {} arrived after record {}",
+                r.seq, self.taken
+            )));
+        }
+        let s = r.size();
         // Close the open segment before this record if it would pass the
         // byte limit (a single record over it still gets a segment).
-        if !self.records.is_empty() && self.bytes + s > self.limits.segment_bytes {
+        if self.records > 0 && self.body.len() + s > self.limits.segment_bytes {
             out.push(self.close(r.seq - 1));
             if self.done() {
-                return (out, true);
+                return Ok((out, true));
             }
         }
-        self.bytes += s;
-        let seq = r.seq;
-        self.records.push(r);
-        if self.records.len() == self.limits.segment_records {
-            out.push(self.close(seq));
+        if self.body.is_empty() {
+            // One allocation per segment, sized from its first record,
+            // not a doubling as records arrive.
+            let guess = s.saturating_mul(self.limits.segment_records);
+            self.body
+                .reserve(guess.min(self.limits.segment_bytes).max(s));
         }
-        (out, self.done())
+        segment::append(&mut self.body, &r)?;
+        self.records += 1;
+        self.taken = r.seq;
+        if self.records as usize == self.limits.segment_records {
+            out.push(self.close(r.seq));
+        }
+        Ok((out, self.done()))
     }
 
     /// The rest, and any sequences the log does not hold up to the slice's
@@ -120,9 +143,9 @@ impl Cutter {
             first_seq: self.first,
             last_seq: last,
             records: std::mem::take(&mut self.records),
+            body: std::mem::take(&mut self.body),
         };
         self.first = last + 1;
-        self.bytes = 0;
         self.cut += 1;
         c
     }
@@ -144,7 +167,7 @@ mod tests {
 
     fn ranges(cuts: &[Cut]) -> Vec<(u64, u64, usize)> {
         cuts.iter()
-            .map(|c| (c.first_seq, c.last_seq, c.records.len()))
+            .map(|c| (c.first_seq, c.last_seq, c.records as usize))
             .collect()
     }
 
@@ -158,17 +181,20 @@ mod tests {
     fn by_records_with_a_partial_tail_only_at_the_slice_end() {
         let recs: Vec<Record> = (1..=25).map(|s| rec(s, 10)).collect();
         assert_eq!(
-            ranges(&cut(recs.clone(), 0, 25, true, L)),
+            ranges(&cut(&recs, 0, 25, true, L).expect("cut")),
             [(1, 10, 10), (11, 20, 10), (21, 25, 5)]
         );
         // The read stopped short of the slice's end: the tail waits.
         assert_eq!(
-            ranges(&cut(recs.clone(), 0, 40, false, L)),
+            ranges(&cut(&recs, 0, 40, false, L).expect("cut")),
             [(1, 10, 10), (11, 20, 10)]
         );
         // The read covered 1..=28 and 26..=28 are not in the log: the last
         // segment covers them.
-        assert_eq!(ranges(&cut(recs, 0, 28, true, L))[2], (21, 28, 5));
+        assert_eq!(
+            ranges(&cut(&recs, 0, 28, true, L).expect("cut"))[2],
+            (21, 28, 5)
+        );
     }
 
     #[test]
@@ -179,7 +205,7 @@ mod tests {
             ..L
         };
         assert_eq!(
-            ranges(&cut(recs.clone(), 100, 130, true, bytes))[..2],
+            ranges(&cut(&recs, 100, 130, true, bytes).expect("cut"))[..2],
             [(101, 103, 3), (104, 106, 3)]
         );
         let two = Limits {
@@ -187,7 +213,7 @@ mod tests {
             ..bytes
         };
         assert_eq!(
-            ranges(&cut(recs, 100, 130, true, two)),
+            ranges(&cut(&recs, 100, 130, true, two).expect("cut")),
             [(101, 103, 3), (104, 106, 3)]
         );
         // A record larger than the limit still gets a segment of its own.
@@ -197,7 +223,7 @@ mod tests {
             ..L
         };
         assert_eq!(
-            ranges(&cut(big, 0, 3, true, small)),
+            ranges(&cut(&big, 0, 3, true, small).expect("cut")),
             [(1, 1, 1), (2, 2, 1), (3, 3, 1)]
         );
     }
@@ -213,7 +239,7 @@ mod tests {
             segment_records: 3,
             ..L
         };
-        let cuts = cut(recs, 0, 10, true, three);
+        let cuts = cut(&recs, 0, 10, true, three).expect("cut");
         assert_eq!(ranges(&cuts), [(1, 3, 3), (4, 7, 3), (8, 10, 2)]);
         assert!(cuts.windows(2).all(|w| w[1].first_seq == w[0].last_seq + 1));
         assert_eq!(cuts[0].first_seq, 1);
@@ -222,12 +248,61 @@ mod tests {
     #[test]
     fn records_outside_the_slice_are_ignored() {
         let recs: Vec<Record> = (1..=30).map(|s| rec(s, 10)).collect();
-        assert_eq!(ranges(&cut(recs, 10, 20, true, L)), [(11, 20, 10)]);
+        assert_eq!(
+            ranges(&cut(&recs, 10, 20, true, L).expect("cut")),
+            [(11, 20, 10)]
+        );
         assert!(
-            cut(Vec::new(), 5, 10, false, L).is_empty(),
+            cut(&[], 5, 10, false, L).expect("cut").is_empty(),
             "nothing read, nothing cut"
         );
         // Nothing in the log between 6 and 10, and the read says so.
-        assert_eq!(ranges(&cut(Vec::new(), 5, 10, true, L)), [(6, 10, 0)]);
+        assert_eq!(
+            ranges(&cut(&[], 5, 10, true, L).expect("cut")),
+            [(6, 10, 0)]
+        );
+    }
+
+    #[test]
+    fn a_cut_is_the_body_encode_lays_out() {
+        let recs: Vec<Record> = (1..=7)
+            .map(|s| Record {
+                headers: if s % 2 == 0 {
+                    b"NATS/1.0\r\nA: b\r\n\r\n".to_vec()
+                } else {
+                    Vec::new()
+                },
+                ..rec(s, s as usize * 3)
+            })
+            .collect();
+        let cuts = cut(&recs, 0, 7, true, L).expect("cut");
+        let range = segment::Range {
+            stream: "S".into(),
+            generation: 0,
+            stream_created: "2026-12-03T00:00:00Z".into(),
+            first_seq: 1,
+            last_seq: 7,
+        };
+        let z = segment::Compression::Zstd;
+        assert_eq!(
+            segment::encode_body(&range, cuts[0].records, &cuts[0].body, z),
+            segment::encode(&range, &recs, z)
+        );
+        let back = segment::decode(&segment::encode(&range, &recs, z).expect("encode"));
+        assert_eq!(back.expect("decode").records, recs);
+    }
+
+    #[test]
+    fn a_record_that_arrives_late_is_refused_not_folded() {
+        // 3 after 5: the segment would go without 3 and no error say so.
+        let recs: Vec<Record> = [1u64, 2, 5, 3].iter().map(|&s| rec(s, 10)).collect();
+        let e = cut(&recs, 0, 10, true, L).expect_err("out of order");
+        assert!(
+            e.to_string().contains("record 3 arrived after record 5"),
+            "{e}"
+        );
+        // The same record twice is refused as well.
+        let twice: Vec<Record> = [1u64, 2, 2].iter().map(|&s| rec(s, 10)).collect();
+        assert!(cut(&twice, 0, 10, true, L).is_err());
     }
 }

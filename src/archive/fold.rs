@@ -8,6 +8,7 @@ use super::cut::{Cut, Cutter, Limits};
 use super::segment::{self, Compression, Range};
 use super::state::{ListError, Listed};
 use super::{dir, Put};
+use crate::broker::archive::Take;
 use crate::broker::Broker;
 
 pub use super::state::{Store, Target};
@@ -238,42 +239,47 @@ pub async fn fold(
         limits.segment_records.saturating_mul(limits.fold_per_tick),
         limits.segment_bytes.saturating_mul(limits.fold_per_tick),
     );
-    let (tx, mut rx) = tokio::sync::mpsc::channel(limits.segment_records.clamp(1, 65_536));
-    let (seg_tx, mut seg_rx) = tokio::sync::mpsc::channel::<Cut>(1);
+    // Two cuts may wait for the writer (about what a segment's worth of
+    // records in flight between reader and cutter once held) while the
+    // reader fills the next.
+    let (seg_tx, mut seg_rx) = tokio::sync::mpsc::channel::<Cut>(2);
     let covered = std::sync::atomic::AtomicBool::new(false);
-    let read = broker.read_slice_to(
-        &target.stream,
-        frontier + 1,
-        to,
-        budget,
-        deadline,
-        tx,
-        &covered,
-    );
-    let covered = &covered;
-    let cutting = async move {
-        let mut cutter = Cutter::new(frontier, to, limits);
-        let mut last = None;
-        while let Some(r) = rx.recv().await {
-            last = Some(r.seq);
-            let (cuts, finished) = cutter.push(r);
-            for c in cuts {
-                if seg_tx.send(c).await.is_err() {
-                    return;
-                }
-            }
-            if finished {
-                return;
-            }
+    let reading = async {
+        let mut sink = ToCutter {
+            cutter: Cutter::new(frontier, to, limits),
+            out: seg_tx,
+            last: None,
+            refused: None,
+        };
+        let read = broker
+            .read_slice_to(
+                &target.stream,
+                frontier + 1,
+                to,
+                budget,
+                deadline,
+                &mut sink,
+                &covered,
+            )
+            .await;
+        let ToCutter {
+            cutter,
+            out,
+            last,
+            refused,
+        } = sink;
+        if let Some(refused) = refused {
+            return Err(refused);
         }
         // The read covered the slice when its last record is the slice's
         // end, or the reader proved the records up to it deleted (a record
         // at the end erased); a shorter read leaves the tail for a later
-        // tick. The reader sets `covered` before it closes the channel.
+        // tick.
         let whole = last == Some(to) || covered.load(std::sync::atomic::Ordering::SeqCst);
         if let Some(c) = cutter.finish(whole) {
-            let _ = seg_tx.send(c).await;
+            let _ = out.send(c).await;
         }
+        read.map(|_| ()).map_err(|f| f.to_string())
     };
     let writing = async move {
         let mut done = done;
@@ -284,7 +290,7 @@ pub async fn fold(
         }
         (done, None)
     };
-    let (read, (), (done, failed)) = tokio::join!(read, cutting, writing);
+    let (read, (done, failed)) = tokio::join!(reading, writing);
     let stop = |segment: Option<String>, reason: String| FoldError {
         stream: target.stream.clone(),
         frontier: done.frontier,
@@ -294,8 +300,41 @@ pub async fn fold(
     };
     match (failed, read) {
         (Some((segment, reason)), _) => Err(stop(Some(segment), reason)),
-        (None, Err(reason)) => Err(stop(None, reason.to_string())),
+        (None, Err(reason)) => Err(stop(None, reason)),
         (None, Ok(_)) => Ok(done),
+    }
+}
+
+/// The fold's end of the read: each record goes into the cutter as it
+/// arrives, and each segment the cutter closes goes to the writer, the
+/// read waiting while two are already waiting for it.
+struct ToCutter {
+    cutter: Cutter,
+    out: tokio::sync::mpsc::Sender<Cut>,
+    /// The last sequence read.
+    last: Option<u64>,
+    /// Why the cutter refused a record: the fold stops there.
+    refused: Option<String>,
+}
+
+impl Take for ToCutter {
+    async fn take(&mut self, r: segment::RecordRef<'_>) -> bool {
+        self.last = Some(r.seq);
+        match self.cutter.push(r) {
+            Err(e) => {
+                self.refused = Some(e.to_string());
+                false
+            }
+            Ok((cuts, finished)) => {
+                for c in cuts {
+                    if self.out.send(c).await.is_err() {
+                        // The writer stopped on an error it reports.
+                        return false;
+                    }
+                }
+                !finished
+            }
+        }
     }
 }
 
@@ -317,13 +356,14 @@ async fn write_one(
         first_seq: c.first_seq,
         last_seq: c.last_seq,
     };
-    let count = c.records.len();
+    let count = c.records;
     let (first_seq, last_seq) = (c.first_seq, c.last_seq);
-    let bytes =
-        tokio::task::spawn_blocking(move || segment::encode(&range, &c.records, Compression::Zstd))
-            .await
-            .map_err(|e| fail(e.to_string()))?
-            .map_err(|e| fail(e.to_string()))?;
+    let bytes = tokio::task::spawn_blocking(move || {
+        segment::encode_body(&range, c.records, &c.body, Compression::Zstd)
+    })
+    .await
+    .map_err(|e| fail(e.to_string()))?
+    .map_err(|e| fail(e.to_string()))?;
     // Each store call is bounded like a read: a store that hangs stops the
     // fold, it does not stall the tick past its lease.
     let limit = broker.read_timeout();
@@ -358,7 +398,7 @@ async fn write_one(
     .await
     .map_err(|e| fail(e.to_string()))?;
     let verified = verified.map_err(|e| fail(format!("{name} read back: {e}")))?;
-    if verified != count as u64 || back != bytes {
+    if verified != count || back != bytes {
         return Err(fail(format!("{name} reads back other than it was written")));
     }
     done.frontier = last_seq;

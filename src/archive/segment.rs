@@ -37,6 +37,73 @@ pub struct Record {
     pub data: Vec<u8>,
 }
 
+/// A record borrowed from wherever it was read: the fold appends it to a
+/// segment's body straight from the broker's message, with no copy of its
+/// own in between.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RecordRef<'a> {
+    pub seq: u64,
+    pub time_ns: i64,
+    pub subject: &'a str,
+    pub headers: &'a [u8],
+    pub data: &'a [u8],
+}
+
+impl Record {
+    pub fn as_ref(&self) -> RecordRef<'_> {
+        RecordRef {
+            seq: self.seq,
+            time_ns: self.time_ns,
+            subject: &self.subject,
+            headers: &self.headers,
+            data: &self.data,
+        }
+    }
+}
+
+impl RecordRef<'_> {
+    /// What the record adds to a body: the size the cutter's limits count.
+    pub fn size(&self) -> usize {
+        8 + 8 + 12 + self.subject.len() + self.headers.len() + self.data.len()
+    }
+
+    pub fn to_owned(&self) -> Record {
+        Record {
+            seq: self.seq,
+            time_ns: self.time_ns,
+            subject: self.subject.to_string(),
+            headers: self.headers.to_vec(),
+            data: self.data.to_vec(),
+        }
+    }
+}
+
+/// Appends `r` to an uncompressed body (docs/archive-format.md, The body):
+/// sequence and timestamp, then subject, headers and data, each behind its
+/// length. Refused, with nothing appended, when a field is over 4 GiB.
+pub fn append(body: &mut Vec<u8>, r: &RecordRef<'_>) -> Result<(), SegmentError> {
+    for (what, len) in [
+        ("subject", r.subject.len()),
+        ("headers", r.headers.len()),
+        ("data", r.data.len()),
+    ] {
+        if u32::try_from(len).is_err() {
+            return Err(SegmentError::Records(format!(
+                "record {}: its {what} is over 4 GiB",
+                r.seq
+            )));
+        }
+    }
+    body.reserve(r.size());
+    body.extend_from_slice(&r.seq.to_be_bytes());
+    body.extend_from_slice(&r.time_ns.to_be_bytes());
+    for field in [r.subject.as_bytes(), r.headers, r.data] {
+        body.extend_from_slice(&(field.len() as u32).to_be_bytes());
+        body.extend_from_slice(field);
+    }
+    Ok(())
+}
+
 /// How the body is compressed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -119,24 +186,6 @@ pub fn parse_name(name: &str) -> Option<(String, u64, u64, u64)> {
     (first <= last).then(|| (stream.to_string(), generation, first, last))
 }
 
-fn body_of(records: &[Record]) -> Vec<u8> {
-    let size: usize = records
-        .iter()
-        .map(|r| 8 + 8 + 12 + r.subject.len() + r.headers.len() + r.data.len())
-        .sum();
-    let mut body = Vec::with_capacity(size);
-    for r in records {
-        body.extend_from_slice(&r.seq.to_be_bytes());
-        body.extend_from_slice(&r.time_ns.to_be_bytes());
-        for field in [r.subject.as_bytes(), &r.headers, &r.data] {
-            // Lengths are checked by `encode` to fit in a u32.
-            body.extend_from_slice(&(field.len() as u32).to_be_bytes());
-            body.extend_from_slice(field);
-        }
-    }
-    body
-}
-
 fn hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
@@ -147,38 +196,39 @@ pub fn encode(
     records: &[Record],
     compression: Compression,
 ) -> Result<Vec<u8>, SegmentError> {
-    let bad = |why: String| SegmentError::Records(why);
-    if range.first_seq == 0 || range.first_seq > range.last_seq {
-        return Err(bad(format!(
-            "the range {}..={} is empty or starts at 0",
-            range.first_seq, range.last_seq
-        )));
-    }
+    check_range(range)?;
     let mut previous = range.first_seq - 1;
+    let mut plain = Vec::with_capacity(records.iter().map(|r| r.as_ref().size()).sum());
     for r in records {
         if r.seq <= previous || r.seq > range.last_seq {
-            return Err(bad(format!(
+            return Err(SegmentError::Records(format!(
                 "record {} is out of order or outside {}..={}",
                 r.seq, range.first_seq, range.last_seq
             )));
         }
         previous = r.seq;
-        for (what, len) in [
-            ("subject", r.subject.len()),
-            ("headers", r.headers.len()),
-            ("data", r.data.len()),
-        ] {
-            if u32::try_from(len).is_err() {
-                return Err(bad(format!("record {}: its {what} is over 4 GiB", r.seq)));
-            }
-        }
+        append(&mut plain, &r.as_ref())?;
     }
-    let plain = body_of(records);
+    encode_body(range, records.len() as u64, &plain, compression)
+}
+
+/// Writes a body already laid out by [`append`] (`records` of them, in
+/// sequence order, inside `range`: the caller's to keep) as one segment.
+pub fn encode_body(
+    range: &Range,
+    records: u64,
+    plain: &[u8],
+    compression: Compression,
+) -> Result<Vec<u8>, SegmentError> {
+    check_range(range)?;
+    let compressed;
     let body = match compression {
         Compression::Zstd => {
-            zstd::bulk::compress(&plain, LEVEL).map_err(|e| bad(format!("zstd: {e}")))?
+            compressed = zstd::bulk::compress(plain, LEVEL)
+                .map_err(|e| SegmentError::Records(format!("zstd: {e}")))?;
+            &compressed[..]
         }
-        Compression::None => plain.clone(),
+        Compression::None => plain,
     };
     let header = Header {
         stream: range.stream.clone(),
@@ -186,20 +236,30 @@ pub fn encode(
         stream_created: range.stream_created.clone(),
         first_seq: range.first_seq,
         last_seq: range.last_seq,
-        records: records.len() as u64,
+        records,
         compression,
         uncompressed_bytes: plain.len() as u64,
         compressed_bytes: body.len() as u64,
-        sha256: hex(&Sha256::digest(&body)),
+        sha256: hex(&Sha256::digest(body)),
     };
-    let header = serde_json::to_vec(&header).map_err(|e| bad(e.to_string()))?;
+    let header = serde_json::to_vec(&header).map_err(|e| SegmentError::Records(e.to_string()))?;
     let mut out = Vec::with_capacity(12 + header.len() + body.len());
     out.extend_from_slice(MAGIC);
     out.push(VERSION);
     out.extend_from_slice(&(header.len() as u32).to_be_bytes());
     out.extend_from_slice(&header);
-    out.extend_from_slice(&body);
+    out.extend_from_slice(body);
     Ok(out)
+}
+
+fn check_range(range: &Range) -> Result<(), SegmentError> {
+    if range.first_seq == 0 || range.first_seq > range.last_seq {
+        return Err(SegmentError::Records(format!(
+            "the range {}..={} is empty or starts at 0",
+            range.first_seq, range.last_seq
+        )));
+    }
+    Ok(())
 }
 
 /// Reads the header only (no checksum, no body): for listings.

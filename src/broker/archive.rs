@@ -8,7 +8,7 @@ use tokio::io::AsyncReadExt;
 
 use super::{Broker, Fault};
 use crate::archive::segment;
-use crate::archive::segment::Record;
+use crate::archive::segment::{Record, RecordRef};
 use crate::archive::state::Put;
 use crate::archive::state::{ListError, Listed};
 
@@ -285,6 +285,21 @@ pub fn header_block(headers: Option<&async_nats::HeaderMap>) -> Vec<u8> {
     out
 }
 
+/// Where a slice's records go as they are read ([`Broker::read_slice_to`]):
+/// the fold's cutter, or a list.
+pub trait Take {
+    /// Takes one record, borrowed from the message it arrived in; false
+    /// when it wants no more.
+    fn take(&mut self, r: RecordRef<'_>) -> impl std::future::Future<Output = bool> + Send;
+}
+
+impl Take for Vec<Record> {
+    async fn take(&mut self, r: RecordRef<'_>) -> bool {
+        self.push(r.to_owned());
+        true
+    }
+}
+
 impl Broker {
     /// Records `from..=to` of `stream`, at most `max_records` and about
     /// `max_bytes` (as the cutter counts them), in sequence order, read by
@@ -301,18 +316,11 @@ impl Broker {
         budget: (usize, usize),
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Record>, super::Fault> {
-        let (tx, mut rx) = tokio::sync::mpsc::channel(4096);
         let covered = std::sync::atomic::AtomicBool::new(false);
-        let read = self.read_slice_to(stream, from, to, budget, deadline, tx, &covered);
-        let collect = async {
-            let mut out = Vec::new();
-            while let Some(r) = rx.recv().await {
-                out.push(r);
-            }
-            out
-        };
-        let (read, out) = tokio::join!(read, collect);
-        read.map(|_| out)
+        let mut out = Vec::new();
+        self.read_slice_to(stream, from, to, budget, deadline, &mut out, &covered)
+            .await
+            .map(|_| out)
     }
 
     /// Whether the stream's leader holds no record in `from..=to` (a
@@ -337,14 +345,14 @@ impl Broker {
         }
     }
 
-    /// As [`Broker::read_slice`], handing each record to `tx` as it
-    /// arrives, so that what is done with the slice overlaps reading it.
-    /// A receiver that goes away ends the read (it has what it wanted).
-    /// Returns how many records were handed over, and sets `covered` (before
-    /// `tx` is dropped) when the read reached the slice's end `to`: it was
-    /// handed the record at `to` or one past it, or the log's leader holds
-    /// no record between the last one handed over and `to` (records at the
-    /// slice's end were deleted, so none will come).
+    /// As [`Broker::read_slice`], handing each record to `sink` as it
+    /// arrives, borrowed from its message, so that what is done with the
+    /// slice overlaps reading it and nothing is copied on the way. A sink
+    /// that wants no more ends the read. Returns how many records were
+    /// handed over, and sets `covered` when the read reached the slice's
+    /// end `to`: it was handed the record at `to` or one past it, or the
+    /// log's leader holds no record between the last one handed over and
+    /// `to` (records at the slice's end were deleted, so none will come).
     #[allow(clippy::too_many_arguments)]
     pub async fn read_slice_to(
         &self,
@@ -353,7 +361,7 @@ impl Broker {
         to: u64,
         budget: (usize, usize),
         deadline: tokio::time::Instant,
-        tx: tokio::sync::mpsc::Sender<Record>,
+        sink: &mut impl Take,
         covered: &std::sync::atomic::AtomicBool,
     ) -> Result<usize, super::Fault> {
         let (max_records, max_bytes) = budget;
@@ -403,21 +411,19 @@ impl Broker {
                 let pending = info.pending;
                 let time_ns = i64::try_from(info.published.unix_timestamp_nanos())
                     .map_err(|_| err(format!("record {seq}: a timestamp past 2262")))?;
-                let record = Record {
+                let headers = header_block(m.headers.as_ref());
+                let record = RecordRef {
                     seq,
                     time_ns,
-                    subject: m.subject.to_string(),
-                    headers: header_block(m.headers.as_ref()),
-                    data: m.payload.to_vec(),
+                    subject: m.subject.as_str(),
+                    headers: &headers,
+                    data: &m.payload,
                 };
-                bytes += crate::archive::cut::size(&record);
-                if tx.send(record).await.is_err() {
-                    short = true;
-                    break;
-                }
+                bytes += record.size();
+                let more = sink.take(record).await;
                 count += 1;
                 reached = seq;
-                if count >= max_records || bytes >= max_bytes {
+                if !more || count >= max_records || bytes >= max_bytes {
                     short = seq < to;
                     break;
                 }
