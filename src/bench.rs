@@ -1245,6 +1245,23 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
         }
     }
     let sizes = shared.last_sizes().unwrap_or_default();
+    // The answer the surface keeps after each tick, written straight
+    // (`status_json_text`) against the same bytes made through a value
+    // first, as they were before (docs/performance.md), interleaved.
+    let last = sidecar.tick().await;
+    let kept = crate::http::Recorded::of(&sidecar, &last, None).status;
+    let (mut straight, mut through) = (Vec::new(), Vec::new());
+    for _ in 0..samples {
+        let t = Instant::now();
+        let a = crate::report::status_json_text(&kept);
+        straight.push(ms(t.elapsed()));
+        let t = Instant::now();
+        let b = crate::report::status_json(&kept).to_string();
+        through.push(ms(t.elapsed()));
+        if a != b {
+            return Err("the kept answer written straight differs from the value's".into());
+        }
+    }
     sidecar.duty.release(&sidecar.broker).await;
     stop.notify_one();
     let _ = server.await;
@@ -1293,6 +1310,13 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
             &stats(loaded),
             Some(&stats(quiet)),
             Some(1.1),
+            None,
+        ),
+        line(
+            "http: the kept answer, written straight (10k rows)",
+            &stats(straight),
+            Some(&stats(through)),
+            None,
             None,
         ),
     ])

@@ -146,7 +146,7 @@ async fn serve(
         let status = report.status(&sidecar, Some(server));
         sidecar.duty.release(&sidecar.broker).await;
         if cli.json {
-            println!("{}", crate::report::status_json(&status));
+            println!("{}", crate::report::status_json_text(&status));
         } else if let crate::duty::DutyStatus::Other {
             holder, claimed_at, ..
         } = &report.duty

@@ -92,7 +92,7 @@ impl Recorded {
 impl Last {
     /// Encodes and compresses a recorded answer.
     fn encode(r: &Recorded, lasting: &metrics::Lasting, at: chrono::DateTime<chrono::Utc>) -> Last {
-        let status = axum::body::Bytes::from(crate::report::status_json(&r.status).to_string());
+        let status = axum::body::Bytes::from(crate::report::status_json_text(&r.status));
         let metrics = metrics::encode(&r.answers, &r.alarms, r.duty_held, lasting);
         Last {
             status_gzip: gzip(&status),
