@@ -61,6 +61,9 @@ pub fn cut(
 /// The same cut, record by record, so that a segment can be written while
 /// the rest of the slice is still being read.
 pub struct Cutter {
+    /// The slice's first sequence.
+    start: u64,
+    /// The open segment's first sequence.
     first: u64,
     slice_end: u64,
     /// The last sequence taken: the next must be past it.
@@ -74,6 +77,7 @@ pub struct Cutter {
 impl Cutter {
     pub fn new(frontier: u64, slice_end: u64, limits: Limits) -> Cutter {
         Cutter {
+            start: frontier + 1,
             first: frontier + 1,
             slice_end,
             taken: frontier,
@@ -91,7 +95,7 @@ impl Cutter {
     /// segment before went without), and so is a field over 4 GiB.
     pub fn push(&mut self, r: RecordRef<'_>) -> Result<(Vec<Cut>, bool), SegmentError> {
         let mut out = Vec::new();
-        if r.seq < self.first || r.seq > self.slice_end || self.done() {
+        if r.seq < self.start || r.seq > self.slice_end || self.done() {
             return Ok((out, self.done()));
         }
         if r.seq <= self.taken {
@@ -299,6 +303,18 @@ mod tests {
         let e = cut(&recs, 0, 10, true, L).expect_err("out of order");
         assert!(
             e.to_string().contains("record 3 arrived after record 5"),
+            "{e}"
+        );
+        // So is one whose segment is already closed: 2 after 4, with
+        // 1..=3 cut.
+        let three = Limits {
+            segment_records: 3,
+            ..L
+        };
+        let closed: Vec<Record> = [1u64, 2, 3, 4, 2].iter().map(|&s| rec(s, 10)).collect();
+        let e = cut(&closed, 0, 10, true, three).expect_err("late for a closed segment");
+        assert!(
+            e.to_string().contains("record 2 arrived after record 4"),
             "{e}"
         );
         // The same record twice is refused as well.
