@@ -190,11 +190,7 @@ impl Instant {
         // test holds the two ways to the same text.
         let nanos = t.nanosecond();
         if !(0..=9999).contains(&t.year()) || nanos >= 1_000_000_000 {
-            let base = t.format("%Y-%m-%dT%H:%M:%S");
-            return match nanos {
-                0 => format!("{base}Z"),
-                n => format!("{base}.{}Z", format!("{n:09}").trim_end_matches('0')),
-            };
+            return by_chrono(t);
         }
         fn put(text: &mut String, v: u32, width: u32) {
             for k in (0..width).rev() {
@@ -225,6 +221,17 @@ impl Instant {
         }
         text.push('Z');
         text
+    }
+}
+
+/// [`Instant::to_rfc3339`] by chrono's `format`: the way for the
+/// instants it does not write itself, and what the tests hold it to.
+fn by_chrono(t: &DateTime<Utc>) -> String {
+    use chrono::Timelike;
+    let base = t.format("%Y-%m-%dT%H:%M:%S");
+    match t.nanosecond() {
+        0 => format!("{base}Z"),
+        n => format!("{base}.{}Z", format!("{n:09}").trim_end_matches('0')),
     }
 }
 
@@ -946,15 +953,7 @@ impl Requested {
 
 #[cfg(test)]
 mod tests {
-    /// chrono's way, which `Instant::to_rfc3339` replaced for speed.
-    fn by_chrono(t: &chrono::DateTime<chrono::Utc>) -> String {
-        use chrono::Timelike;
-        let base = t.format("%Y-%m-%dT%H:%M:%S");
-        match t.nanosecond() {
-            0 => format!("{base}Z"),
-            n => format!("{base}.{}Z", format!("{n:09}").trim_end_matches('0')),
-        }
-    }
+    use super::by_chrono;
 
     proptest::proptest! {
         #[test]

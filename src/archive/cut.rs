@@ -5,7 +5,7 @@
 //! where the slice ends (`slice_end`), so that a segment, once written,
 //! never has to grow.
 
-use super::segment::{self, Record, RecordRef, SegmentError};
+use super::segment::{self, RecordRef, SegmentError};
 
 /// The limits of one tick's fold.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,39 +27,10 @@ pub struct Cut {
     pub body: Vec<u8>,
 }
 
-/// A record's size as the limits count it: what it adds to the body.
-pub fn size(r: &Record) -> usize {
-    r.as_ref().size()
-}
-
-/// Cuts `records` (the slice `(frontier, slice_end]` as read, in order)
-/// into segments. Ranges are contiguous from `frontier + 1`: a sequence
-/// the log does not hold is covered by the segment around it. A segment
-/// that is not full is cut only when `whole` (the read covered the slice to
-/// its end, so no record of it is missing); otherwise it waits for a later
-/// tick.
-pub fn cut(
-    records: &[Record],
-    frontier: u64,
-    slice_end: u64,
-    whole: bool,
-    limits: Limits,
-) -> Result<Vec<Cut>, SegmentError> {
-    let mut cutter = Cutter::new(frontier, slice_end, limits);
-    let mut out = Vec::new();
-    for r in records {
-        let (cuts, done) = cutter.push(r.as_ref())?;
-        out.extend(cuts);
-        if done {
-            return Ok(out);
-        }
-    }
-    out.extend(cutter.finish(whole));
-    Ok(out)
-}
-
-/// The same cut, record by record, so that a segment can be written while
-/// the rest of the slice is still being read.
+/// Cuts a slice into segments record by record, as it is read, so that
+/// a segment can be written while the rest of the slice is still being
+/// read. Ranges are contiguous from `frontier + 1`: a sequence the log
+/// does not hold is covered by the segment around it.
 pub struct Cutter {
     /// The slice's first sequence.
     start: u64,
@@ -158,6 +129,33 @@ impl Cutter {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::archive::segment::Record;
+
+    /// Cuts `records` (the slice `(frontier, slice_end]` as read, in order)
+    /// into segments. Ranges are contiguous from `frontier + 1`: a sequence
+    /// the log does not hold is covered by the segment around it. A segment
+    /// that is not full is cut only when `whole` (the read covered the slice to
+    /// its end, so no record of it is missing); otherwise it waits for a later
+    /// tick.
+    pub fn cut(
+        records: &[Record],
+        frontier: u64,
+        slice_end: u64,
+        whole: bool,
+        limits: Limits,
+    ) -> Result<Vec<Cut>, SegmentError> {
+        let mut cutter = Cutter::new(frontier, slice_end, limits);
+        let mut out = Vec::new();
+        for r in records {
+            let (cuts, done) = cutter.push(r.as_ref())?;
+            out.extend(cuts);
+            if done {
+                return Ok(out);
+            }
+        }
+        out.extend(cutter.finish(whole));
+        Ok(out)
+    }
 
     fn rec(seq: u64, len: usize) -> Record {
         Record {
@@ -205,7 +203,7 @@ mod tests {
     fn by_bytes_and_at_most_fold_per_tick() {
         let recs: Vec<Record> = (101..=130).map(|s| rec(s, 100)).collect();
         let bytes = Limits {
-            segment_bytes: 3 * size(&rec(1, 100)),
+            segment_bytes: 3 * rec(1, 100).as_ref().size(),
             ..L
         };
         assert_eq!(
