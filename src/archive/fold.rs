@@ -243,12 +243,10 @@ pub async fn fold(
     // records in flight between reader and cutter once held) while the
     // reader fills the next.
     let (seg_tx, mut seg_rx) = tokio::sync::mpsc::channel::<Cut>(2);
-    let covered = std::sync::atomic::AtomicBool::new(false);
     let reading = async {
         let mut sink = ToCutter {
             cutter: Cutter::new(frontier, to, limits),
             out: seg_tx,
-            last: None,
             refused: None,
         };
         let read = broker
@@ -259,23 +257,20 @@ pub async fn fold(
                 budget,
                 deadline,
                 &mut sink,
-                &covered,
             )
             .await;
         let ToCutter {
             cutter,
             out,
-            last,
             refused,
         } = sink;
         if let Some(refused) = refused {
             return Err(refused);
         }
-        // The read covered the slice when its last record is the slice's
-        // end, or the reader proved the records up to it deleted (a record
-        // at the end erased); a shorter read leaves the tail for a later
-        // tick.
-        let whole = last == Some(to) || covered.load(std::sync::atomic::Ordering::SeqCst);
+        // The read covered the slice when it was handed the slice's last
+        // record, or proved the records up to it deleted (a record at the
+        // end erased); a shorter read leaves the tail for a later tick.
+        let whole = matches!(read, Ok(true));
         if let Some(c) = cutter.finish(whole) {
             let _ = out.send(c).await;
         }
@@ -311,15 +306,12 @@ pub async fn fold(
 struct ToCutter {
     cutter: Cutter,
     out: tokio::sync::mpsc::Sender<Cut>,
-    /// The last sequence read.
-    last: Option<u64>,
     /// Why the cutter refused a record: the fold stops there.
     refused: Option<String>,
 }
 
 impl Take for ToCutter {
     async fn take(&mut self, r: segment::RecordRef<'_>) -> bool {
-        self.last = Some(r.seq);
         match self.cutter.push(r) {
             Err(e) => {
                 self.refused = Some(e.to_string());

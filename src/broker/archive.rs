@@ -316,9 +316,8 @@ impl Broker {
         budget: (usize, usize),
         deadline: tokio::time::Instant,
     ) -> Result<Vec<Record>, super::Fault> {
-        let covered = std::sync::atomic::AtomicBool::new(false);
         let mut out = Vec::new();
-        self.read_slice_to(stream, from, to, budget, deadline, &mut out, &covered)
+        self.read_slice_to(stream, from, to, budget, deadline, &mut out)
             .await
             .map(|_| out)
     }
@@ -348,11 +347,11 @@ impl Broker {
     /// As [`Broker::read_slice`], handing each record to `sink` as it
     /// arrives, borrowed from its message, so that what is done with the
     /// slice overlaps reading it and nothing is copied on the way. A sink
-    /// that wants no more ends the read. Returns how many records were
-    /// handed over, and sets `covered` when the read reached the slice's
-    /// end `to`: it was handed the record at `to` or one past it, or the
-    /// log's leader holds no record between the last one handed over and
-    /// `to` (records at the slice's end were deleted, so none will come).
+    /// that wants no more ends the read. Returns whether the read covered
+    /// the slice to its end `to`: the sink was handed the record at `to`,
+    /// or the log's leader holds no record between the last one handed
+    /// over and `to` (records at the slice's end were deleted, so none
+    /// will come).
     #[allow(clippy::too_many_arguments)]
     pub async fn read_slice_to(
         &self,
@@ -362,11 +361,10 @@ impl Broker {
         budget: (usize, usize),
         deadline: tokio::time::Instant,
         sink: &mut impl Take,
-        covered: &std::sync::atomic::AtomicBool,
-    ) -> Result<usize, super::Fault> {
+    ) -> Result<bool, super::Fault> {
         let (max_records, max_bytes) = budget;
         if to < from || max_records == 0 {
-            return Ok(0);
+            return Ok(false);
         }
         let err = |e: String| Fault::failed(format!("reading {stream} {from}..={to}: {e}"));
         let (s, consumer) =
@@ -381,10 +379,7 @@ impl Broker {
             let mut reached = from.saturating_sub(1);
             let mut short = false;
             if announced == 0 {
-                if self.leader_has_none(&s, from, to).await {
-                    covered.store(true, std::sync::atomic::Ordering::SeqCst);
-                }
-                return Ok(count);
+                return Ok(self.leader_has_none(&s, from, to).await);
             }
             let mut messages = consumer.messages().await.map_err(|e| err(e.to_string()))?;
             let mut bytes = 0usize;
@@ -433,12 +428,7 @@ impl Broker {
             }
             // Nothing more was offered short of `to`: the rest of the slice
             // is either deleted (the leader says so) or not read yet.
-            let whole =
-                reached >= to || (!short && self.leader_has_none(&s, reached + 1, to).await);
-            if whole {
-                covered.store(true, std::sync::atomic::Ordering::SeqCst);
-            }
-            Ok(count)
+            Ok(reached >= to || (!short && self.leader_has_none(&s, reached + 1, to).await))
         }
         .await;
         let _ = s.delete_consumer(&name).await;
