@@ -1148,7 +1148,6 @@ async fn timed_get(port: u16, path: &str, token: &str) -> Result<f64, String> {
 /// under a bounded load of concurrent requests on loopback (p99), and the
 /// tick with that load against the tick without it, interleaved.
 async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<Vec<Line>, String> {
-    use std::sync::atomic::{AtomicBool, Ordering};
     use std::sync::Arc;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").map_err(|e| e.to_string())?;
     let port = listener.local_addr().map_err(|e| e.to_string())?.port();
@@ -1179,70 +1178,97 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     };
     let r = sidecar.tick().await;
     record(&sidecar, &r);
+    // Four clients, each a request every 10 ms (400 a second, far above
+    // any scrape), while the window is open. Each has a thread of its own,
+    // started once, as scrapers are processes of their own: on the loop's
+    // runtime they would measure its scheduling, not the answers, and a
+    // thread started per sample would measure its own start. Independent
+    // scrapers do not keep step: each window gives each client a fresh
+    // phase in the 10 ms period, drawn at random, so they sometimes ask at
+    // once and sometimes apart, as unrelated processes do.
+    const CLIENTS: usize = 4;
+    let (open, window) = tokio::sync::watch::channel(false);
+    let (gave, mut windows) = tokio::sync::mpsc::unbounded_channel::<Vec<Timed>>();
+    let mut clients = Vec::new();
+    for i in 0..CLIENTS {
+        let (mut window, gave, token) = (window.clone(), gave.clone(), token.clone());
+        let path = if i % 2 == 0 {
+            "/metrics"
+        } else {
+            "/v1/retention"
+        };
+        clients.push(std::thread::spawn(move || {
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = gave.send(vec![Err(e.to_string())]);
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                loop {
+                    if window.wait_for(|open| *open).await.is_err() {
+                        return;
+                    }
+                    let phase = getrandom::u64().unwrap_or(0) % 10_000;
+                    tokio::time::sleep(Duration::from_micros(phase)).await;
+                    let mut got = Vec::new();
+                    while *window.borrow() {
+                        got.push(timed_get(port, path, &token).await.map(|l| (i % 2, l)));
+                        tokio::time::sleep(Duration::from_millis(10)).await;
+                    }
+                    if gave.send(got).is_err() {
+                        return;
+                    }
+                }
+            })
+        }));
+    }
+    drop((window, gave));
     let (mut quiet, mut loaded, mut latencies) = (Vec::new(), Vec::new(), Vec::new());
     let mut by_path: [Vec<f64>; 2] = [Vec::new(), Vec::new()];
-    for _ in 0..samples {
-        let t = Instant::now();
-        let r = sidecar.tick().await;
-        quiet.push(ms(t.elapsed()));
-        record(&sidecar, &r);
-        // Four clients, each a request every 10 ms (400 a second, far
-        // above any scrape), for as long as the tick runs. They run on a
-        // thread of their own, as scrapers are processes of their own: on
-        // the loop's runtime they would measure its scheduling, not the
-        // answers.
-        let running = Arc::new(AtomicBool::new(true));
-        let clients = {
-            let (running, token) = (running.clone(), token.clone());
-            std::thread::spawn(move || -> Result<Vec<Timed>, String> {
-                let rt = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                    .map_err(|e| e.to_string())?;
-                Ok(rt.block_on(async move {
-                    let each: Vec<_> = (0..4)
-                        .map(|i| {
-                            let (running, token) = (running.clone(), token.clone());
-                            tokio::spawn(async move {
-                                let path = if i % 2 == 0 {
-                                    "/metrics"
-                                } else {
-                                    "/v1/retention"
-                                };
-                                let mut got = Vec::new();
-                                while running.load(Ordering::Relaxed) {
-                                    got.push(
-                                        timed_get(port, path, &token).await.map(|l| (i % 2, l)),
-                                    );
-                                    tokio::time::sleep(Duration::from_millis(10)).await;
-                                }
-                                got
-                            })
-                        })
-                        .collect();
-                    let mut all = Vec::new();
-                    for c in each {
-                        all.extend(c.await.unwrap_or_default());
-                    }
-                    all
-                }))
-            })
-        };
-        tokio::time::sleep(Duration::from_millis(20)).await;
-        let t = Instant::now();
-        let r = sidecar.tick().await;
-        loaded.push(ms(t.elapsed()));
-        record(&sidecar, &r);
-        running.store(false, Ordering::Relaxed);
-        let got = tokio::task::spawn_blocking(move || clients.join())
-            .await
-            .map_err(|e| e.to_string())?
-            .map_err(|_| "the bench's HTTP clients panicked".to_string())??;
-        for l in got {
-            let (which, l) = l?;
-            latencies.push(l);
-            by_path[which].push(l);
+    // Quiet then loaded in even samples, loaded then quiet in odd ones:
+    // whatever follows from a tick's place (the full read every
+    // `retention.full_read_every` ticks lands on one parity; what the tick
+    // before left warm) falls on both halves alike.
+    for k in 0..samples {
+        for loaded_now in [k % 2 == 1, k % 2 == 0] {
+            if !loaded_now {
+                let t = Instant::now();
+                let r = sidecar.tick().await;
+                quiet.push(ms(t.elapsed()));
+                record(&sidecar, &r);
+                continue;
+            }
+            // The clients' window: from 20 ms before the tick until its
+            // answer is recorded.
+            let _ = open.send(true);
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            let t = Instant::now();
+            let r = sidecar.tick().await;
+            loaded.push(ms(t.elapsed()));
+            record(&sidecar, &r);
+            let _ = open.send(false);
+            for _ in 0..CLIENTS {
+                let got = windows
+                    .recv()
+                    .await
+                    .ok_or("the bench's HTTP clients stopped")?;
+                for l in got {
+                    let (which, l) = l?;
+                    latencies.push(l);
+                    by_path[which].push(l);
+                }
+            }
         }
+    }
+    drop(open);
+    for c in clients {
+        c.join()
+            .map_err(|_| "the bench's HTTP clients panicked".to_string())?;
     }
     let sizes = shared.last_sizes().unwrap_or_default();
     // The answer the surface keeps after each tick, written straight
