@@ -1221,7 +1221,7 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
             let now = || *lock.lock().unwrap_or_else(|p| p.into_inner());
             let mut served = 0;
             loop {
-                let this = {
+                served = {
                     let mut w = lock.lock().unwrap_or_else(|p| p.into_inner());
                     while w.opened == served && !w.over {
                         w = changed.wait(w).unwrap_or_else(|p| p.into_inner());
@@ -1231,11 +1231,10 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
                     }
                     w.opened
                 };
-                served = this;
                 let phase = getrandom::u64().unwrap_or(0) % 10_000;
                 std::thread::sleep(Duration::from_micros(phase));
                 let mut got = Vec::new();
-                while matches!(now(), w if w.open && w.opened == this) {
+                while matches!(now(), w if w.open && w.opened == served) {
                     got.push(timed_get(port, path, &token).map(|l| (i % 2, l)));
                     std::thread::sleep(Duration::from_millis(10));
                 }
