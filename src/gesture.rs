@@ -306,7 +306,8 @@ async fn judge_eviction(broker: &Broker, config: &Config, args: &Ask) -> Result<
 }
 
 /// Whether the fleet has ever seen `node`: a positions row on a configured
-/// log, a presence lease, or a gate row of any incarnation.
+/// log, a presence lease, a gate row of any incarnation, or a pin a
+/// published floors row carries.
 pub fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> bool {
     let positions = rows.positions.as_ref().map_or(true, |p| {
         config
@@ -322,8 +323,14 @@ pub fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> b
         .gates
         .as_ref()
         .map_or(true, |g| g.rows.values().any(|m| m.contains_key(node)));
+    // A node known only from a pin carried over a recreated positions
+    // bucket is known: evicting it is how that pin ends.
+    let carried = config.domains.iter().any(|d| {
+        rows.published_pins(&d.stream)
+            .is_some_and(|p| p.nodes.contains_key(node))
+    });
     // An unreadable bucket may hold it: not "never seen".
-    positions || presence || gates
+    positions || presence || gates || carried
 }
 
 fn judge_readmission(

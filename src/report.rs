@@ -373,8 +373,10 @@ impl serde::Serialize for SortedNode<'_> {
             left_gen,
             state,
             updated_at,
+            carried_from,
         } = self.0;
-        let mut m = ser.serialize_map(Some(7))?;
+        let mut m = ser.serialize_map(Some(8))?;
+        m.serialize_entry("carried_from", carried_from)?;
         m.serialize_entry("generation", generation)?;
         m.serialize_entry("left_gen", left_gen)?;
         m.serialize_entry("live", live)?;
@@ -667,6 +669,7 @@ mod tests {
             NodeState::Evicted,
             NodeState::AheadOfLog,
             NodeState::LogDiverged,
+            NodeState::Carried,
         ];
         answer.nodes = (0..12u64)
             .map(|i| NodeRow {
@@ -679,6 +682,7 @@ mod tests {
                 updated_at: (i % 3 != 1).then(|| {
                     crate::rows::Instant(at.0 + chrono::Duration::nanoseconds(i as i64 * 1_250))
                 }),
+                carried_from: (i % 6 == 5).then_some(at),
             })
             .collect();
         let mut empty = crate::floor::tests::World::new().answer();

@@ -26,6 +26,7 @@ pub const NAMES: &[&str] = &[
     "floor_stale",
     "gates_unabsorbed",
     "log_headroom",
+    "node_behind_log",
     "not_ready",
     "term_unreadable",
     "trim_held",
@@ -285,6 +286,10 @@ fn domain_alarms(
         }
     }
 
+    if let Some(alarm) = node_behind_log(a) {
+        out.push(alarm);
+    }
+
     if let (Some(held_since), Some(first)) = (a.held_since, a.blocked_by.first()) {
         let held_for = since(now, held_since);
         if held_for > p.held_alarm_after {
@@ -466,6 +471,51 @@ fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> String {
         (Cause::Archive, TermName::ArchiveFloor) => format!("segments the archive had published are gone from its store: restore them from a copy of the store (crewlet retention verify-archive -stream {} lists what is there); nothing is purged until they are back", a.stream),
         (_, TermName::ArchiveFloor) => format!("check the archive's store ({}) and the broker; crewlet retention verify-archive -stream {} reads every segment", a.archive.as_ref().map_or("", |s| s.store.as_str()), a.stream),
     }
+}
+
+/// Counted nodes whose own row, on the current generation, is below
+/// `first_seq - 1`: the records they need to catch up by replay are gone
+/// (docs/runbook.md, node_behind_log). A node without a row, of another
+/// generation, or known only from a carried pin does not raise it.
+fn node_behind_log(a: &Answer) -> Option<Alarm> {
+    if a.stream_error.is_some() || a.first_seq <= 1 {
+        return None;
+    }
+    let behind: Vec<&crate::floor::NodeRow> = a
+        .nodes
+        .iter()
+        .filter(|n| {
+            matches!(n.state, NodeState::Counted | NodeState::Evicting)
+                && n.left_gen.is_none()
+                && n.carried_from.is_none()
+                && n.seq.is_some_and(|s| s.saturating_add(1) < a.first_seq)
+        })
+        .collect();
+    let first = behind.first()?;
+    let named: Vec<String> = behind
+        .iter()
+        .take(5)
+        .map(|n| format!("{} at {}", n.node, n.seq.unwrap_or(0)))
+        .collect();
+    let more = match behind.len() {
+        0..=5 => String::new(),
+        n => format!(" and {} more", n - 5),
+    };
+    Some(Alarm {
+        alarm: "node_behind_log",
+        domain: Some(a.domain.clone()),
+        measurement: format!(
+            "{}{more} report(s) a position below what {} still holds (its first record is {}): the records they need to catch up by replay are gone",
+            named.join(", "),
+            a.stream,
+            a.first_seq
+        ),
+        remedy: format!(
+            "restore {} from a snapshot or a backup (crewlet retention snapshots lists who holds one); it then reports its new position; {}",
+            first.node,
+            evict_advice(a, first)
+        ),
+    })
 }
 
 /// What an operator can do about a node that pins a log, past starting it:

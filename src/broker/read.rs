@@ -86,7 +86,7 @@ impl Broker {
         name: &str,
         add: Sink<T>,
         keep_raw: bool,
-    ) -> (Bucket, Result<T, BucketError>) {
+    ) -> (Bucket, Result<T, BucketError>, Option<Instant>) {
         let mut last_short = String::new();
         for _ in 0..2 {
             let mut parsed = T::default();
@@ -96,7 +96,7 @@ impl Broker {
             )
             .await;
             let bucket = match read {
-                Ok(Ok(Ok(entries))) => Ok(entries),
+                Ok(Ok(Ok((entries, created)))) => Ok((entries, created)),
                 Ok(Ok(Err(short))) => {
                     last_short = short;
                     continue;
@@ -108,15 +108,15 @@ impl Broker {
                 }),
             };
             return match bucket {
-                Ok(entries) => (Ok(entries), Ok(parsed)),
-                Err(e) => (Err(e.clone()), Err(e)),
+                Ok((entries, created)) => (Ok(entries), Ok(parsed), Some(created)),
+                Err(e) => (Err(e.clone()), Err(e), None),
             };
         }
         let e = BucketError::Failed {
             bucket: name.to_string(),
             reason: format!("the read was incomplete twice: {last_short}"),
         };
-        (Err(e.clone()), Err(e))
+        (Err(e.clone()), Err(e), None)
     }
 
     /// One read of bucket `name`: `Ok(Err(why))` when it came out short.
@@ -126,7 +126,7 @@ impl Broker {
         parsed: &mut T,
         add: Sink<T>,
         keep_raw: bool,
-    ) -> Result<Result<Vec<Entry>, String>, BucketError> {
+    ) -> Result<Result<(Vec<Entry>, Instant), String>, BucketError> {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
             reason,
@@ -162,6 +162,7 @@ impl Broker {
             let state = &stream.cached_info().state;
             (state.messages, state.subjects_count, state.last_sequence)
         };
+        let created = instant_of(stream.cached_info().created);
         let consumer = consumer
             .ok_or_else(|| failed("no stream info".into()))?
             .map_err(|e| failed(e.to_string()))?;
@@ -175,7 +176,7 @@ impl Broker {
                         "the reader was offered no key, but the bucket's stream holds {messages} messages"
                     ))
                 } else {
-                    Ok(Vec::new())
+                    Ok((Vec::new(), created))
                 });
             }
             let mut stream_of = consumer
@@ -241,7 +242,7 @@ impl Broker {
                     "the reader's server had the bucket up to revision {newest}, its leader up to {last_seq} (a replica behind)"
                 )));
             }
-            Ok(Ok(out))
+            Ok(Ok((out, created)))
         }
         .await;
         // The reader is ours: delete it rather than leave it to expire, off
@@ -335,6 +336,13 @@ impl Broker {
             gates: gates.0,
             floors: floors.0,
         };
+        let created = crate::floor::carried::BucketsCreated {
+            presence: presence.3,
+            positions: positions.3,
+            holds: holds.3,
+            backups: backups.3,
+            snapshots: snapshots.3,
+        };
         let parsed = ParsedRows {
             presence: presence.1,
             positions: positions.1,
@@ -343,6 +351,7 @@ impl Broker {
             snapshots: snapshots.1,
             gates: gates.1,
             floors: floors.1,
+            created,
         };
         (raw, crate::proven::Proven::vouched(parsed), took)
     }
@@ -354,14 +363,20 @@ impl Broker {
         add: Sink<T>,
         keep_raw: bool,
         mode: Option<super::view::Mode>,
-    ) -> (Bucket, Result<std::sync::Arc<T>, BucketError>, bool) {
+    ) -> (
+        Bucket,
+        Result<std::sync::Arc<T>, BucketError>,
+        bool,
+        Option<Instant>,
+    ) {
         // Boxed: seven of these run in one join, and each read is a large
         // future; on the heap they keep a tick's future small enough for a
         // thread's stack.
         match mode {
             None => {
-                let (raw, parsed) = Box::pin(self.read_bucket_parsing(name, add, keep_raw)).await;
-                (raw, parsed.map(std::sync::Arc::new), false)
+                let (raw, parsed, created) =
+                    Box::pin(self.read_bucket_parsing(name, add, keep_raw)).await;
+                (raw, parsed.map(std::sync::Arc::new), false, created)
             }
             Some(mode) => Box::pin(self.read_bucket_viewed(name, add, keep_raw, mode)).await,
         }

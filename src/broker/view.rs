@@ -256,7 +256,12 @@ impl Broker {
         add: Sink<T>,
         keep_raw: bool,
         mode: Mode,
-    ) -> (Bucket, Result<Arc<T>, BucketError>, bool) {
+    ) -> (
+        Bucket,
+        Result<Arc<T>, BucketError>,
+        bool,
+        Option<crate::rows::Instant>,
+    ) {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
             reason,
@@ -279,9 +284,10 @@ impl Broker {
                 if let Some(Ok(consumer)) = made {
                     self.delete_unused(name, consumer);
                 }
-                return (Err(e.clone()), Err(e), false);
+                return (Err(e.clone()), Err(e), false, None);
             }
         };
+        let created = Some(crate::rows::Instant(cut.created));
         if mode == Mode::Kept {
             if let Some(w) = self.kept_view(name) {
                 let answer = match self.prove(&w, &cut, true).await {
@@ -289,7 +295,7 @@ impl Broker {
                     Err(why) => Err(why),
                 };
                 match answer {
-                    Ok((raw, parsed)) => return (Ok(raw), Ok(parsed), true),
+                    Ok((raw, parsed)) => return (Ok(raw), Ok(parsed), true, created),
                     Err(why) => {
                         tracing::info!(event = "view_dropped", bucket = name, reason = %why, "the bucket's view could not answer at this cut: reading it whole");
                     }
@@ -307,7 +313,7 @@ impl Broker {
             Ok(w) => w,
             Err(e) => {
                 let e = failed(e);
-                return (Err(e.clone()), Err(e), false);
+                return (Err(e.clone()), Err(e), false, None);
             }
         };
         match self
@@ -317,11 +323,11 @@ impl Broker {
         {
             Ok((raw, parsed)) => {
                 self.keep_view(name, w);
-                (Ok(raw), Ok(parsed), false)
+                (Ok(raw), Ok(parsed), false, created)
             }
             Err(why) => {
                 let e = failed(why);
-                (Err(e.clone()), Err(e), false)
+                (Err(e.clone()), Err(e), false, None)
             }
         }
     }

@@ -3,11 +3,51 @@
 use super::Cli;
 use crate::broker::kv::Ensured;
 use crate::buckets::{contract_buckets, differences};
+use crate::config::Config;
 use crate::exit::Exit;
+
+/// Before a missing positions or holds bucket is created empty: the pins
+/// the published floors rows carry over it (docs/trim-floor.md, A lost
+/// bucket lifts no pin), each a sentence saying how it ends. Nothing when
+/// neither bucket is missing or the floors cannot be read (then nothing
+/// is carried either: the trim waits on the unreadable floors row).
+async fn carried_over(broker: &crate::broker::Broker, config: &Config) -> Vec<String> {
+    let positions = matches!(
+        broker.bucket_settings(&config.buckets.positions).await,
+        Ok(None)
+    );
+    let holds = matches!(
+        broker.bucket_settings(&config.buckets.holds).await,
+        Ok(None)
+    );
+    if !positions && !holds {
+        return Vec::new();
+    }
+    let Ok(entries) = broker.read_bucket(&config.buckets.floors).await else {
+        return Vec::new();
+    };
+    let rows: Vec<(String, crate::floor::carried::PinsRecord)> = entries
+        .iter()
+        .filter_map(|e| {
+            let row = crate::floor::PublishedFloor::parse(&e.key, &e.value).ok()?;
+            Some((row.stream, row.pins?))
+        })
+        .collect();
+    crate::floor::carried::carried_over(&rows, positions, holds, chrono::Utc::now())
+        .iter()
+        .map(crate::floor::carried::CarriedOver::words)
+        .collect()
+}
 
 pub async fn run(cli: &Cli) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
     let broker = exit_on_err!(super::connect(&loaded.config).await);
+    let carried = carried_over(&broker, &loaded.config).await;
+    for c in &carried {
+        if !cli.json {
+            println!("carried  {c}");
+        }
+    }
     let mut failed = false;
     let mut rows = Vec::new();
     for spec in contract_buckets(&loaded.config) {
@@ -78,7 +118,7 @@ pub async fn run(cli: &Cli) -> Exit {
     if cli.json {
         println!(
             "{}",
-            serde_json::json!({"buckets": rows, "missing_streams": missing})
+            serde_json::json!({"buckets": rows, "missing_streams": missing, "carried": carried})
         );
     }
     if failed {

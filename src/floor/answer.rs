@@ -6,6 +6,7 @@ use crate::rows::Stamped;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
+use super::carried::{carried_by, HoldPin, NodePin, PinsRecord};
 use super::counted::{counted_set, Generation};
 use super::parsed::ParsedRows;
 use super::{terms, DomainRead, Policy};
@@ -185,6 +186,10 @@ pub enum NodeState {
     Evicted,
     AheadOfLog,
     LogDiverged,
+    /// Counted from the pin the last published floors row carries: its
+    /// row was lost with a recreated positions bucket (docs/trim-floor.md,
+    /// A lost bucket lifts no pin), until it reports again or is evicted.
+    Carried,
 }
 
 /// A row of the node table.
@@ -201,6 +206,10 @@ pub struct NodeRow {
     pub state: NodeState,
     /// When the node last reported a position (its row's `updated_at`).
     pub updated_at: Option<Instant>,
+    /// For a carried pin: the `created` time of the positions bucket its
+    /// position was read from (null otherwise).
+    #[serde(default)]
+    pub carried_from: Option<Instant>,
 }
 
 /// How far the gates view has read a log.
@@ -396,6 +405,9 @@ pub struct Answer {
     /// version); the `config_drift` alarm compares it with ours.
     #[serde(skip)]
     pub published_config: Option<(String, String)>,
+    /// The pins this answer was computed from, carried by the floors row
+    /// so that a lost bucket lifts none of them ([`super::carried`]).
+    pub pins: PinsRecord,
     pub by: String,
     pub session: String,
     pub at: Instant,
@@ -561,6 +573,11 @@ pub struct PublishedFloor {
     /// a row of an older version has none, and starts the pins afresh).
     #[serde(default, deserialize_with = "lenient")]
     pub terms: Option<Vec<PublishedTerm>>,
+    /// The pins the answer was computed from (docs/trim-floor.md, A lost
+    /// bucket lifts no pin). Read strictly: pins that do not parse are not
+    /// "no pins" (a row of an older version has none).
+    #[serde(default)]
+    pub pins: Option<super::carried::PinsRecord>,
 }
 
 /// The part of a published term the next answer needs: where it stood and
@@ -643,6 +660,7 @@ pub fn compute(
         },
         incarnation,
         policy.fence_window,
+        rows.published_pins(stream),
         now,
     );
     // Without a floors row, positions that name a later generation than 0
@@ -657,8 +675,20 @@ pub fn compute(
     if !set.ahead.is_empty() && not_ready.is_none() {
         not_ready = Some(NotReady::AheadOfLog);
     }
-    let (mut terms, backup_age, archive) =
-        seven_terms(domain, policy, rows, read, &line, &set, published, at, now);
+    let carried_holds = carried_holds(rows, stream, now);
+    let (mut terms, backup_age, archive) = seven_terms(
+        domain,
+        policy,
+        rows,
+        read,
+        &line,
+        &set,
+        published,
+        &carried_holds,
+        at,
+        now,
+    );
+    let pins = pins_of(rows, stream, &set, &carried_holds, now);
 
     let any_unreadable = terms
         .iter()
@@ -776,6 +806,7 @@ pub fn compute(
         config_digest: config_digest(domain, policy),
         published_config: published
             .and_then(|(p, _)| p.config_digest.clone().map(|d| (p.by.clone(), d))),
+        pins,
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,
@@ -862,6 +893,122 @@ fn lineage(
     }
 }
 
+/// The live holds the last published row pinned from a holds bucket that
+/// has since been recreated, and that the new bucket does not hold: each
+/// pins until its `expires_at` (docs/trim-floor.md, A lost bucket lifts no
+/// pin). None while the holds bucket cannot be read (the term is then
+/// unreadable anyway).
+fn carried_holds<'r>(
+    rows: &'r ParsedRows,
+    stream: &str,
+    now: DateTime<Utc>,
+) -> Vec<(&'r str, &'r HoldPin)> {
+    let (Some(pins), Ok(holds)) = (rows.published_pins(stream), &rows.holds) else {
+        return Vec::new();
+    };
+    let current = holds.get(stream).map(Vec::as_slice).unwrap_or_default();
+    let held = |id: &str| {
+        current
+            .iter()
+            .any(|h| h.as_ref().is_ok_and(|(k, _)| k.hold_id == id))
+    };
+    pins.holds
+        .iter()
+        .filter(|(id, h)| {
+            carried_by(h.bucket_created, rows.created.holds) && h.expires_at.0 > now && !held(id)
+        })
+        .map(|(id, h)| (id.as_str(), h))
+        .collect()
+}
+
+/// The pins a floors row carries for this answer: the counted nodes'
+/// positions and the live holds, each with the creation time of the
+/// bucket it was read from. A bucket that could not be read this tick
+/// keeps the pins the last row carried from it, as they were: a missing
+/// bucket must not forget them before it is recreated.
+fn pins_of(
+    rows: &ParsedRows,
+    stream: &str,
+    set: &super::counted::CountedSet,
+    carried_holds: &[(&str, &HoldPin)],
+    now: DateTime<Utc>,
+) -> PinsRecord {
+    let before = rows.published_pins(stream);
+    let mut buckets = before.map(|p| p.buckets.clone()).unwrap_or_default();
+    buckets.extend(rows.created.by_role());
+    let nodes = match (&rows.presence, rows.created.positions) {
+        (Ok(presence), Some(created)) if set.unreadable.is_none() => {
+            let carried_pin = |node: &str| before.and_then(|p| p.nodes.get(node)).cloned();
+            set.nodes
+                .iter()
+                .filter(|n| n.state != NodeState::Evicted)
+                .filter_map(|n| {
+                    if n.carried_from.is_some() {
+                        return carried_pin(&n.node).map(|p| (n.node.clone(), p));
+                    }
+                    // A live data node counts at 0 without a row (the
+                    // presence rule), lower than any pin it could carry;
+                    // leaving it out keeps the row small in a large fleet
+                    // (docs/decisions.md).
+                    let live_data = n.live
+                        && presence
+                            .get(n.node.as_str())
+                            .is_some_and(|p| p.as_ref().is_ok_and(|p| p.is_data()));
+                    let (Some(seq), Some(generation)) = (n.seq, n.generation) else {
+                        return None;
+                    };
+                    (!live_data).then(|| {
+                        (
+                            n.node.clone(),
+                            NodePin {
+                                seq,
+                                generation,
+                                bucket_created: created,
+                            },
+                        )
+                    })
+                })
+                .collect()
+        }
+        _ => before.map(|p| p.nodes.clone()).unwrap_or_default(),
+    };
+    let holds = match (&rows.holds, rows.created.holds) {
+        (Ok(holds), Some(created)) => {
+            let mut out: std::collections::BTreeMap<String, HoldPin> = holds
+                .get(stream)
+                .map(Vec::as_slice)
+                .unwrap_or_default()
+                .iter()
+                .filter_map(|h| h.as_ref().ok())
+                .filter(|(_, h)| h.expires_at.0 > now)
+                .map(|(k, h)| {
+                    (
+                        k.hold_id.clone(),
+                        HoldPin {
+                            seq: h.seq,
+                            owner: h.owner.clone(),
+                            expires_at: h.expires_at,
+                            bucket_created: created,
+                        },
+                    )
+                })
+                .collect();
+            out.extend(
+                carried_holds
+                    .iter()
+                    .map(|(id, h)| ((*id).to_string(), (*h).clone())),
+            );
+            out
+        }
+        _ => before.map(|p| p.holds.clone()).unwrap_or_default(),
+    };
+    PinsRecord {
+        buckets,
+        nodes,
+        holds,
+    }
+}
+
 /// Step 2: the seven terms, in the order of the terms table
 /// (`archive_floor` is `n/a` without an archive), with the age of the
 /// backup point the trim reads and the archive's state.
@@ -874,13 +1021,14 @@ fn seven_terms(
     line: &Lineage,
     set: &super::counted::CountedSet,
     published: Option<&(PublishedFloor, u64)>,
+    carried_holds: &[(&str, &HoldPin)],
     at: Instant,
     now: DateTime<Utc>,
 ) -> (Vec<Term>, Option<std::time::Duration>, Option<ArchiveState>) {
     let stream = domain.stream.as_str();
     let state = read.stream.as_ref().ok();
     let applied = terms::applied(stream, set);
-    let min_hold = terms::min_hold(stream, &rows.holds, now);
+    let min_hold = terms::min_hold(stream, &rows.holds, carried_holds, now);
     // Backups of an earlier incarnation or generation do not count: the
     // later of the stream's created and the generation's opening.
     let history_from = match (line.gen_created, line.generation_opened_at) {

@@ -11,6 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::answer::{Cause, NodeRow, NodeState};
+use super::carried::{carried_by, PinsRecord};
 use super::parsed::{ByNode, ParsedRows};
 use super::StreamState;
 use crate::rows::{GateRow, GateState, Incarnation, Instant, PositionStatus, PresenceRow};
@@ -87,6 +88,7 @@ fn bucket_cause(e: &super::BucketError) -> (String, Cause) {
 }
 static NO_POSITIONS: ByNode<super::parsed::Position> = BTreeMap::new();
 
+#[allow(clippy::too_many_arguments)]
 pub fn counted_set<'a>(
     stream: &str,
     rows: &'a ParsedRows,
@@ -94,6 +96,7 @@ pub fn counted_set<'a>(
     generation: Generation,
     incarnation: Option<Incarnation>,
     fence_window: Duration,
+    carried: Option<&'a PinsRecord>,
     now: DateTime<Utc>,
 ) -> CountedSet<'a> {
     let mut out = CountedSet::default();
@@ -198,6 +201,7 @@ pub fn counted_set<'a>(
             left_gen: None,
             state: gate.unwrap_or(NodeState::Counted),
             updated_at: None,
+            carried_from: None,
         };
         let mut effective_seq = 0;
         let mut zero_reason = Some(ZeroReason::NoRow);
@@ -246,8 +250,89 @@ pub fn counted_set<'a>(
         }
         out.nodes.push(row);
     }
+    if out.unreadable.is_none() {
+        if let Some(pins) = carried {
+            carry(
+                &mut out,
+                pins,
+                positions,
+                rows,
+                generation,
+                state,
+                &gate_state,
+            );
+        }
+    }
     if out.unreadable.is_some() {
         out.ahead.clear();
     }
     out
+}
+
+/// The nodes the last published row pinned from a positions bucket that
+/// has since been recreated, and that the new bucket holds no row for:
+/// each stays counted at the position it was pinned at (`carried`) until
+/// it reports again or its eviction lands. A live data node the walk
+/// already counted at 0 keeps 0 (the lower of the two rules holds).
+fn carry<'a>(
+    out: &mut CountedSet<'a>,
+    pins: &'a PinsRecord,
+    positions: &ByNode<super::parsed::Position>,
+    rows: &ParsedRows,
+    generation: Generation,
+    state: Option<&StreamState>,
+    gate_state: &dyn Fn(&str) -> Option<NodeState>,
+) {
+    let mut added = false;
+    for (name, pin) in &pins.nodes {
+        if !carried_by(pin.bucket_created, rows.created.positions) || positions.contains_key(name) {
+            continue;
+        }
+        let listed = out
+            .nodes
+            .binary_search_by(|n| n.node.as_str().cmp(name.as_str()));
+        if let Ok(i) = listed {
+            // Counted already, at 0, as a live data node without a row.
+            out.nodes[i].carried_from = Some(pin.bucket_created);
+            continue;
+        }
+        let node: &'a str = name;
+        let gate = gate_state(node);
+        let current = pin.generation == generation.number;
+        let mut row = NodeRow {
+            node: name.clone(),
+            live: false,
+            seq: Some(pin.seq),
+            generation: Some(pin.generation),
+            left_gen: (!current).then_some(pin.generation),
+            state: gate.unwrap_or(NodeState::Carried),
+            updated_at: None,
+            carried_from: Some(pin.bucket_created),
+        };
+        let (effective_seq, zero_reason) = if !current {
+            (0, Some(ZeroReason::LeftGen(pin.generation)))
+        } else {
+            (pin.seq, (pin.seq == 0).then_some(ZeroReason::AtZero))
+        };
+        if gate != Some(NodeState::Evicted) {
+            if current && state.is_some_and(|s| pin.seq > s.last_seq) {
+                row.state = NodeState::AheadOfLog;
+                out.ahead.push((node.to_string(), pin.seq));
+            }
+            out.counted.push(Counted {
+                node,
+                effective_seq,
+                zero_reason,
+                diverged: false,
+            });
+        }
+        out.nodes.push(row);
+        added = true;
+    }
+    if added {
+        // The table and the counted set stay in name order, as the walk
+        // made them.
+        out.nodes.sort_by(|a, b| a.node.cmp(&b.node));
+        out.counted.sort_by(|a, b| a.node.cmp(b.node));
+    }
 }

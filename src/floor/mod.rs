@@ -5,6 +5,7 @@
 //! so there is one implementation of the answer.
 
 mod answer;
+pub mod carried;
 mod counted;
 pub mod parsed;
 mod pins;

@@ -81,6 +81,10 @@ pub struct ParsedRows {
     pub gates: Result<Arc<Gates>, BucketError>,
     /// Stream → its floors row.
     pub floors: Result<Arc<Floors>, BucketError>,
+    /// When each node-written bucket read was created: a pin the last
+    /// published row recorded from another creation is carried
+    /// (`floor::carried`).
+    pub created: super::carried::BucketsCreated,
 }
 
 /// Stream names hold no `.`: the first dot separates a key's stream.
@@ -375,6 +379,7 @@ impl ParsedRows {
             snapshots: each(&rows.snapshots, add_snapshot),
             gates: each(&rows.gates, add_gate),
             floors: each(&rows.floors, add_floor),
+            created: super::carried::BucketsCreated::default(),
         }
     }
 
@@ -416,6 +421,18 @@ impl ParsedRows {
             None => Ok(None),
             Some((Ok(r), _)) => Ok(Some(r.clone())),
             Some((Err(e), _)) => Err(e.clone()),
+        }
+    }
+
+    /// The pins the published floors row of `stream` carries (none when
+    /// there is no row, it cannot be used, or it predates the field).
+    pub fn published_pins(&self, stream: &str) -> Option<&super::carried::PinsRecord> {
+        match self.floors_read() {
+            Ok(Some(f)) => match f.get(stream) {
+                Some((Ok(p), _)) => p.pins.as_ref(),
+                _ => None,
+            },
+            _ => None,
         }
     }
 

@@ -13,7 +13,7 @@ use super::parsed::{Backups, ByNode, HoldsByStream};
 use super::{BucketError, FeedState, Policy, StreamState};
 use crate::config::{BackupPolicy, Dur};
 use crate::human;
-use crate::rows::{BackupManifest, HoldKey, HoldRow, Instant, SnapshotRow};
+use crate::rows::{BackupManifest, Instant, SnapshotRow};
 
 fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String>) -> Term {
     Term {
@@ -91,12 +91,18 @@ pub fn applied(stream: &str, set: &CountedSet) -> Term {
 pub type Holds = Result<std::sync::Arc<HoldsByStream>, BucketError>;
 
 /// `min_hold`: one below the lowest live hold's `seq`.
-pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
+pub fn min_hold(
+    stream: &str,
+    holds: &Holds,
+    carried: &[(&str, &super::carried::HoldPin)],
+    now: DateTime<Utc>,
+) -> Term {
     let all = match holds {
         Ok(h) => h,
         Err(e) => return bucket(TermName::MinHold, e),
     };
-    let mut lowest: Option<&(HoldKey, HoldRow)> = None;
+    // The lowest live hold: (seq, id, owner, carried).
+    let mut lowest: Option<(u64, &str, &str, bool)> = None;
     for h in all.get(stream).map(Vec::as_slice).unwrap_or_default() {
         let h = match h {
             Ok(h) => h,
@@ -105,23 +111,29 @@ pub fn min_hold(stream: &str, holds: &Holds, now: DateTime<Utc>) -> Term {
         if h.1.expires_at.0 <= now {
             continue;
         }
-        if lowest.is_none_or(|l| h.1.seq < l.1.seq) {
-            lowest = Some(h);
+        if lowest.is_none_or(|l| h.1.seq < l.0) {
+            lowest = Some((h.1.seq, &h.0.hold_id, &h.1.owner, false));
+        }
+    }
+    // Holds lost with a recreated bucket pin until they expire
+    // (`carried_holds` keeps only live ones).
+    for (id, h) in carried {
+        if lowest.is_none_or(|l| h.seq < l.0) {
+            lowest = Some((h.seq, id, &h.owner, true));
         }
     }
     match lowest {
         None => plain(TermName::MinHold, TermState::Unbounded),
-        Some((key, hold)) => {
-            let (seq, id, owner) = (hold.seq, &key.hold_id, &hold.owner);
+        Some((seq, id, owner, carried)) => {
             let permits = seq.saturating_sub(1);
             let reason = (permits == 0)
                 .then(|| format!("hold {id} ({owner}) needs every record from {seq}"));
-            value(
-                TermName::MinHold,
-                permits,
-                Some(format!("{id} ({owner})")),
-                reason,
-            )
+            let detail = if carried {
+                format!("{id} ({owner}, carried from a recreated holds bucket)")
+            } else {
+                format!("{id} ({owner})")
+            };
+            value(TermName::MinHold, permits, Some(detail), reason)
         }
     }
 }

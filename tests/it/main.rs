@@ -7,6 +7,7 @@ mod support;
 mod archive;
 mod archive_format;
 mod capacity;
+mod carried;
 mod cluster;
 mod connect;
 mod dashboard;
