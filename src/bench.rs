@@ -449,6 +449,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
         backup_max_age: Duration::from_secs(86400),
         snapshot_quorum: 2,
         fence_window: Duration::from_secs(60),
+        tick: Duration::from_secs(10),
         trim_enabled: true,
         by: "bench".into(),
         session: String::new(),
@@ -867,7 +868,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             let t = Instant::now();
             std::hint::black_box(
                 broker
-                    .gate_records("GATED_LOG", "GATED_LOG.gate", 0)
+                    .gate_records("GATED_LOG", "GATED_LOG.gate", 0, None)
                     .await?,
             );
             t_gates.push(ms(t.elapsed()));

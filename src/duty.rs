@@ -130,6 +130,11 @@ impl Duty {
         &self.session
     }
 
+    /// The duty bucket's `max_age` as this tick read it (`None`: not read).
+    pub fn bucket_max_age(&self) -> Option<Duration> {
+        self.bucket_max_age
+    }
+
     pub fn claimed_at(&self) -> Instant {
         self.claimed_at
     }

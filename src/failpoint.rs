@@ -2,7 +2,8 @@
 //! `CREWLET_FAILPOINT=<name>` the process aborts at that point, exactly as
 //! a kill would leave it; with `CREWLET_FAILPOINT=<name>:sleep=<ms>` it
 //! pauses there, so that a test can act inside the window. The points:
-//! `after_segment` (a segment of a fold is durable, the next is not
+//! `after_stream_info` (the tick has read the logs' stream info, and has
+//! not absorbed gate records yet), `after_segment` (a segment of a fold is durable, the next is not
 //! written yet), `after_fold` (segments are durable, the answer naming
 //! them is not published), `after_publish` (the answer is published and
 //! the purge it licenses is not sent yet), `after_fence` (the fence's

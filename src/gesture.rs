@@ -507,6 +507,7 @@ impl GatedAt {
             stream: &d.stream,
             subject,
             incarnation: self.incarnation,
+            upto: None,
         }
     }
 }

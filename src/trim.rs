@@ -441,6 +441,7 @@ impl Sidecar {
         self.ticks += 1;
         let policy = Policy::from_config(&self.config, self.duty.session());
         let mut reads = read_domains(&self.broker, &self.config, &policy, now).await;
+        crate::failpoint::failpoint("after_stream_info").await;
         let offset = clock_offset(&reads);
         if offset.is_some() {
             self.offset = offset;
@@ -512,7 +513,8 @@ impl Sidecar {
                 }
             }
         }
-        let policy = AlarmPolicy::from_config(&self.config);
+        let mut policy = AlarmPolicy::from_config(&self.config);
+        policy.duty_max_age = self.duty.bucket_max_age();
         let view = duty_view(&duty, &self.duty);
         let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();
         let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());
@@ -569,6 +571,8 @@ impl Sidecar {
                 stream: &d.stream,
                 subject,
                 incarnation,
+                // The answer compares the cursor with this tick's last_seq.
+                upto: read.stream.as_ref().ok().map(|s| s.last_seq),
             };
             touched = true;
             match self

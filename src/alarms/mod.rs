@@ -92,6 +92,15 @@ pub struct AlarmPolicy {
     /// The least ceiling `set-capacity` takes, for the command the
     /// `log_headroom` remedy prints.
     pub min_capacity: u64,
+    /// The duty bucket, and the lease this configuration wants (three
+    /// ticks) and what a fence takes off it.
+    pub duty_bucket: String,
+    pub duty_ttl: Duration,
+    pub fence_margin: Duration,
+    /// The duty bucket's own `max_age` as read this time (`None`: not
+    /// read). A lease the bucket keeps for less than three of this
+    /// sidecar's ticks is a configuration mismatch (`config_drift`).
+    pub duty_max_age: Option<Duration>,
 }
 
 impl AlarmPolicy {
@@ -106,6 +115,10 @@ impl AlarmPolicy {
             max_clock_skew: c.retention.max_clock_skew.0,
             node: c.node.id.clone(),
             min_capacity: crate::capacity::minimum(c.retention.allow_unsafe_limits),
+            duty_bucket: c.buckets.duty.clone(),
+            duty_ttl: c.retention.duty_ttl(),
+            fence_margin: c.retention.fence_margin(),
+            duty_max_age: None,
         }
     }
 }
@@ -155,6 +168,9 @@ pub fn evaluate(
                 policy.node
             ),
         });
+    }
+    if let Some(alarm) = duty_lease_mismatch(policy) {
+        out.push(alarm);
     }
     // A `run --once` from cron releases the lease between runs: a fleet
     // whose floors rows are fresh is being trimmed, lease or not.
@@ -471,6 +487,44 @@ fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> String {
         (Cause::Archive, TermName::ArchiveFloor) => format!("segments the archive had published are gone from its store: restore them from a copy of the store (crewlet retention verify-archive -stream {} lists what is there); nothing is purged until they are back", a.stream),
         (_, TermName::ArchiveFloor) => format!("check the archive's store ({}) and the broker; crewlet retention verify-archive -stream {} reads every segment", a.archive.as_ref().map_or("", |s| s.store.as_str()), a.stream),
     }
+}
+
+/// The duty bucket expires its lease sooner than three of this sidecar's
+/// ticks: the sidecar's renewals come too late to keep it, and each fence
+/// grants less than it needs (nothing at all once the bucket's `max_age`
+/// is within the fence margin), so it stalls without purging. Said as
+/// `config_drift`: sidecars (or the bucket) configured with different
+/// ticks.
+fn duty_lease_mismatch(p: &AlarmPolicy) -> Option<Alarm> {
+    let max_age = p.duty_max_age.filter(|m| !m.is_zero() && *m < p.duty_ttl)?;
+    let window = crate::config::fence_window(p.duty_ttl, max_age, p.fence_margin);
+    let effect = if window < crate::config::MIN_FENCE_GRANT {
+        format!(
+            "each fence grants {}, too little to purge: this sidecar never purges",
+            Dur(window)
+        )
+    } else {
+        format!(
+            "the lease lapses between its renewals, and each fence grants only {}",
+            Dur(window)
+        )
+    };
+    Some(Alarm {
+        alarm: "config_drift",
+        domain: None,
+        measurement: format!(
+            "the duty bucket {} expires its lease after {} (max_age), sooner than three of sidecar {}'s ticks ({}): {effect}",
+            p.duty_bucket,
+            Dur(max_age),
+            p.node,
+            Dur(p.duty_ttl)
+        ),
+        remedy: format!(
+            "give every sidecar the same retention.tick, and the bucket a max_age of three ticks: nats stream edit KV_{} --max-age {}",
+            p.duty_bucket,
+            Dur(p.duty_ttl)
+        ),
+    })
 }
 
 /// Counted nodes whose own row, on the current generation, is below

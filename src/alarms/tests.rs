@@ -19,6 +19,10 @@ fn policy() -> AlarmPolicy {
         max_clock_skew: Duration::from_secs(2),
         node: "node-1".into(),
         min_capacity: 1 << 30,
+        duty_bucket: "crewlet_duty".into(),
+        duty_ttl: Duration::from_secs(30),
+        fence_margin: Duration::from_secs(12),
+        duty_max_age: None,
     }
 }
 
@@ -351,5 +355,47 @@ fn an_outage_is_one_alarm_and_no_row_remedy() {
     );
     for dangerous in ["reanchor", "evict", "delete"] {
         assert!(!line.contains(dangerous), "{line}");
+    }
+}
+
+/// A duty bucket that keeps the lease for less than three of this
+/// sidecar's ticks is said, not left to stall the purge silently: with a
+/// 10 s tick and a 6 s `max_age`, a fence grants nothing.
+#[test]
+fn a_duty_bucket_shorter_than_three_ticks_is_config_drift() {
+    let a = World::new().answer();
+    let mut p = policy();
+    p.duty_max_age = Some(Duration::from_secs(6));
+    let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+    let drift = alarms
+        .iter()
+        .find(|x| x.alarm == "config_drift" && x.domain.is_none())
+        .expect("the alarm");
+    for want in [
+        "crewlet_duty expires its lease after 6s (max_age)",
+        "three of sidecar node-1's ticks (30s)",
+        "each fence grants 0s, too little to purge: this sidecar never purges",
+    ] {
+        assert!(drift.measurement.contains(want), "{want}: {drift:?}");
+    }
+    assert!(
+        drift
+            .remedy
+            .contains("nats stream edit KV_crewlet_duty --max-age 30s"),
+        "{drift:?}"
+    );
+    // Three ticks or longer (a longer lease only slows a failover), or
+    // not read: nothing to say.
+    for max_age in [
+        Some(Duration::from_secs(30)),
+        Some(Duration::from_secs(60)),
+        None,
+    ] {
+        p.duty_max_age = max_age;
+        let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+        assert!(
+            !alarms.iter().any(|x| x.alarm == "config_drift"),
+            "{max_age:?}: {alarms:?}"
+        );
     }
 }

@@ -64,6 +64,11 @@ pub struct GatedLog<'a> {
     pub stream: &'a str,
     pub subject: &'a str,
     pub incarnation: Incarnation,
+    /// The `last_seq` of the stream info the caller's answer is computed
+    /// from (the tick's): the cursor moves no further in this pass, so that
+    /// the cursor and the `last_seq` it is compared with belong to one cut.
+    /// `None`: as far as the leader's `last_seq`, read here (a gesture).
+    pub upto: Option<u64>,
 }
 
 /// What one absorption pass did.
@@ -134,6 +139,7 @@ impl Broker {
         stream: &str,
         subject: &str,
         after: u64,
+        upto: Option<u64>,
     ) -> Result<(Vec<LogRecord>, u64), super::Fault> {
         let read = async {
             let s = self
@@ -143,14 +149,20 @@ impl Broker {
                 .map_err(|e| Fault::failed(format!("stream {stream}: {e}")))?;
             // Read after the cursor: a cursor past it is an error (the log
             // was restored), never "nothing new to read".
-            let last = s.cached_info().state.last_sequence;
-            if last < after {
+            let leader_last = s.cached_info().state.last_sequence;
+            if leader_last < after {
                 return Err(Fault::failed(format!(
-                    "the cursor {} is at {after}, past the log's last sequence {last}",
+                    "the cursor {} is at {after}, past the log's last sequence {leader_last}",
                     Cursor::key(stream)
                 )));
             }
-            if last == after {
+            // The scan, and so the cursor, ends at the caller's cut: records
+            // that landed after the answer's stream info wait for the next
+            // tick (a cursor past that info's last_seq would read as a
+            // restored log). A cut below the cursor (another absorber went
+            // further meanwhile) leaves the cursor where it is.
+            let last = upto.map_or(leader_last, |u| u.min(leader_last));
+            if last <= after {
                 return Ok((Vec::new(), after));
             }
             let consumer = s
@@ -321,7 +333,7 @@ impl Broker {
             }
         }
         let after = previous.as_ref().map_or(0, |c| c.seq);
-        let (records, scanned) = self.gate_records(stream, subject, after).await?;
+        let (records, scanned) = self.gate_records(stream, subject, after, log.upto).await?;
         let out = gate::absorb(
             stream,
             incarnation,

@@ -84,12 +84,23 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
                 .and_then(|v| v.get("generation").and_then(serde_json::Value::as_u64)),
         }),
     };
-    let highest_position_generation = parsed.positions.as_ref().ok().and_then(|p| {
-        p.get(&domain.stream)?
-            .values()
-            .filter_map(|r| r.as_ref().ok().map(|r| r.generation))
-            .max()
-    });
+    // Every generation seen of this incarnation: the positions, and the
+    // anchor and cursor the sidecar keeps beside the floors row.
+    let highest_position_generation = parsed
+        .positions
+        .as_ref()
+        .ok()
+        .and_then(|p| {
+            p.get(&domain.stream)?
+                .values()
+                .filter_map(|r| r.as_ref().ok().map(|r| r.generation))
+                .max()
+        })
+        .max(crate::floor::recorded_generation(
+            &parsed,
+            &domain.stream,
+            Some(live.created),
+        ));
     let facts = reanchor::Facts {
         live_created: live.created,
         last_seq: live.last_seq,
@@ -161,6 +172,32 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         "by": super::by_name(args.by.as_deref()), "session": "", "at": Instant(now),
     });
     let body = serde_json::to_vec(&row).unwrap_or_default();
+    // The anchor first, beside the floors bucket: if the row is lost later,
+    // before any node reports in this generation, the anchor still says
+    // the log is past generation 0. Written before the row, so a failure
+    // between the two can only make a lost row read as a later generation
+    // than it was (the safe direction).
+    let anchor = crate::gate::Anchor {
+        stream: domain.stream.clone(),
+        generation: next,
+        stream_created: live.created,
+        generation_opened_at: Instant(now),
+        by: super::by_name(args.by.as_deref()),
+    };
+    if let Err(e) = broker
+        .kv_put(
+            &config.buckets.gates,
+            &crate::gate::Anchor::key(&domain.stream),
+            serde_json::to_vec(&anchor).unwrap_or_default(),
+        )
+        .await
+    {
+        crate::cli::say::error(format_args!(
+            "recording the generation in {}: {e}; nothing written, run it again",
+            config.buckets.gates
+        ));
+        return Class::Unreachable.exit();
+    }
     match broker
         .put_if(&config.buckets.floors, &domain.stream, body, revision)
         .await

@@ -88,11 +88,19 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         DutyStatus::Free => alarms::DutyView::Unheld,
         DutyStatus::Unknown(e) => alarms::DutyView::Unreadable(e.clone()),
     };
+    let mut policy = AlarmPolicy::from_config(&config);
+    if outage.is_none() {
+        policy.duty_max_age = broker
+            .lease_max_age(&config.buckets.duty)
+            .await
+            .ok()
+            .flatten();
+    }
     let active = alarms::evaluate(
         &answers,
         &view,
         offset,
-        &AlarmPolicy::from_config(&config),
+        &policy,
         crate::clock::broker_now(offset, now),
         outage.as_ref(),
     );

@@ -428,6 +428,9 @@ pub fn config_digest(domain: &Domain, policy: &super::Policy) -> String {
         "backup_floor": format!("{:?}", policy.backup_floor),
         "backup_max_age_ns": policy.backup_max_age.as_nanos().to_string(),
         "min_age_ns": policy.min_age.as_nanos().to_string(),
+        // Sidecars with different ticks disagree on the lease's life: the
+        // one whose three ticks outlast the bucket's max_age never purges.
+        "tick_ns": policy.tick.as_nanos().to_string(),
     });
     let hash = sha2::Sha256::digest(canonical.to_string().as_bytes());
     hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
@@ -668,7 +671,10 @@ pub fn compute(
     // log's old backups and segments again. (A missing row makes no other
     // NOT READY case, so this takes the place lineage would have given it.)
     if matches!(previous, Ok(None)) && not_ready.is_none() {
-        if let Some(highest) = set.highest_generation.filter(|g| *g > 0) {
+        let seen =
+            set.highest_generation
+                .max(super::recorded_generation(rows, stream, line.live_created));
+        if let Some(highest) = seen.filter(|g| *g > 0) {
             not_ready = Some(NotReady::GenerationUnknown { highest });
         }
     }
@@ -1380,7 +1386,12 @@ fn gate_view(
             }
             // Another incarnation's cursor proves nothing about this one.
             Some(Ok(c)) if !incarnation.is_some_and(|i| c.belongs_to(&i)) => {}
-            Some(Ok(c)) if c.seq > last_seq => {
+            // Past this answer's last_seq, and not absorbed by this reader
+            // just now: the log ends before the view, it was restored. (An
+            // absorber that succeeded this tick proved the cursor against
+            // the leader's last_seq, read after this answer's: records
+            // landed since, which is no restore.)
+            Some(Ok(c)) if c.seq > last_seq && !matches!(absorbed, Some(Ok(()))) => {
                 error = Some(GateFault::CursorPastLog {
                     key,
                     cursor: c.seq,
@@ -1388,7 +1399,8 @@ fn gate_view(
                 });
             }
             Some(Ok(c)) => {
-                absorbed_to = Some(c.seq);
+                // Within this answer's cut: no purge passes last_seq anyway.
+                absorbed_to = Some(c.seq.min(last_seq));
                 skipped = c.skipped.clone();
             }
         },

@@ -35,6 +35,33 @@ pub use row::FloorsRow;
 use crate::config::{BackupPolicy, Config};
 use crate::rows::{Incarnation, Instant};
 
+/// PURE: the highest generation of `stream` that the sidecar's own rows
+/// outside the floors bucket record for the live incarnation (`created`):
+/// the reanchor's anchor and the gates view's cursor. With the positions
+/// rows, what shows that a lost floors row was not generation 0 (a
+/// reanchor before any node reported in its generation leaves no
+/// position to show it).
+pub fn recorded_generation(
+    rows: &ParsedRows,
+    stream: &str,
+    created: Option<Instant>,
+) -> Option<u64> {
+    let g = rows.gates.as_ref().ok()?;
+    let created = created?;
+    let anchor = g
+        .anchors
+        .get(stream)
+        .filter(|a| a.stream_created == created)
+        .map(|a| a.generation);
+    let cursor = g
+        .cursors
+        .get(stream)
+        .and_then(|c| c.as_ref().ok())
+        .filter(|c| c.stream_created == Some(created))
+        .and_then(|c| c.generation);
+    anchor.max(cursor)
+}
+
 /// One KV entry as read: key, raw value, revision.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Entry {
@@ -126,6 +153,9 @@ pub struct Policy {
     pub backup_max_age: Duration,
     pub snapshot_quorum: u32,
     pub fence_window: Duration,
+    /// `retention.tick`: in the configuration digest, since sidecars with
+    /// different ticks disagree on the duty lease's life.
+    pub tick: Duration,
     pub trim_enabled: bool,
     /// This sidecar's node id (`by` in the answer).
     pub by: String,
@@ -142,6 +172,7 @@ impl Policy {
             backup_max_age: r.backup_max_age.0,
             snapshot_quorum: r.snapshot_quorum,
             fence_window: r.fence_window.0,
+            tick: r.tick.0,
             trim_enabled: config.trim.enabled,
             by: config.node.id.clone(),
             session: session.to_string(),

@@ -10,7 +10,7 @@ use smol_str::SmolStr;
 
 use super::answer::PublishedFloor;
 use super::{Bucket, BucketError, Rows};
-use crate::gate::{Cursor, CURSOR_PREFIX};
+use crate::gate::{Anchor, Cursor, ANCHOR_PREFIX, CURSOR_PREFIX};
 use crate::rows::{
     AckRow, BackupManifest, GateRow, HoldKey, HoldRow, OpRow, PositionRow, PresenceRow, RowError,
     SnapshotRow, ACK_PREFIX, OP_PREFIX,
@@ -45,6 +45,8 @@ pub struct Gates {
     /// Operation rows by op id (a readmission's join hold is named by its
     /// operation, whose row names the node).
     pub ops: BTreeMap<String, OpRow>,
+    /// The generation each log's last reanchor opened, by stream.
+    pub anchors: BTreeMap<String, Anchor>,
 }
 
 /// Stream → the holds on it.
@@ -180,6 +182,12 @@ pub fn add_snapshot(m: &mut ByNode<SnapshotRow>, k: &str, v: &[u8], _: u64) {
 pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
     if let Some(stream) = k.strip_prefix(CURSOR_PREFIX) {
         g.cursors.insert(stream.to_string(), Cursor::parse(k, v));
+    } else if let Some(stream) = k.strip_prefix(ANCHOR_PREFIX) {
+        // An anchor that does not parse says nothing of a generation: the
+        // positions and the cursor still do.
+        if let Ok(a) = Anchor::parse(k, v) {
+            g.anchors.insert(stream.to_string(), a);
+        }
     } else if let Some(op) = k.strip_prefix(OP_PREFIX) {
         if let Ok(row) = OpRow::parse(k, v) {
             g.ops.insert(op.to_string(), row);
@@ -338,6 +346,8 @@ impl Patch for Gates {
         for key in keys {
             if let Some(stream) = key.strip_prefix(CURSOR_PREFIX) {
                 self.cursors.remove(stream);
+            } else if let Some(stream) = key.strip_prefix(ANCHOR_PREFIX) {
+                self.anchors.remove(stream);
             } else if let Some(op) = key.strip_prefix(OP_PREFIX) {
                 self.ops.remove(op);
             } else if let Some((stream, node)) = split_stream(key) {

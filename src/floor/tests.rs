@@ -74,6 +74,7 @@ impl World {
                 // so that adding a node tests what it means to add a node.
                 snapshot_quorum: 1,
                 fence_window: Duration::from_secs(60),
+                tick: Duration::from_secs(10),
                 trim_enabled: true,
                 by: "node-1".into(),
                 session: "sess".into(),
@@ -1000,6 +1001,14 @@ fn a_cursor_it_cannot_prove_purges_nothing_and_says_why() {
             ..
         })
     ));
+    // The same cursor, just proven by this reader's own absorbing against
+    // the leader's later last_seq: records landed after this answer's
+    // stream info, which is no restore; the view stands at the cut.
+    let mut absorbed = w.clone();
+    absorbed.absorbed = Some(Ok(()));
+    let a = absorbed.answer();
+    assert_eq!(a.gate_view.as_ref().and_then(|v| v.error.clone()), None);
+    assert_eq!(a.gate_view.as_ref().and_then(|v| v.absorbed_to), Some(1000));
     // The holder's absorption failed: a fault, and the cursor it last
     // proved still bounds the purge.
     w.gated(Some(cursor(500)));

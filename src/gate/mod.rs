@@ -326,6 +326,42 @@ impl Cursor {
     }
 }
 
+/// Where a reanchor records the generation it opened, outside the floors
+/// bucket: a floors row lost after a reanchor, before any node reported in
+/// the new generation, must not read as generation 0 again
+/// (docs/trim-floor.md, Watermarks belong to one incarnation).
+pub const ANCHOR_PREFIX: &str = "_anchor.";
+
+/// A reanchor's record in the gates bucket under `_anchor.<stream>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Anchor {
+    pub stream: String,
+    pub generation: u64,
+    pub stream_created: Instant,
+    pub generation_opened_at: Instant,
+    #[serde(default)]
+    pub by: String,
+}
+
+impl Anchor {
+    pub fn key(stream: &str) -> String {
+        format!("{ANCHOR_PREFIX}{stream}")
+    }
+
+    /// Parses an anchor row strictly (its key must name its stream).
+    pub fn parse(key: &str, body: &[u8]) -> Result<Anchor, String> {
+        let a: Anchor =
+            serde_json::from_slice(body).map_err(|e| format!("gates key {key}: {e}"))?;
+        if Anchor::key(&a.stream) != key {
+            return Err(format!(
+                "gates key {key}: the row names stream {}",
+                a.stream
+            ));
+        }
+        Ok(a)
+    }
+}
+
 /// The part of the gates view one log's absorption reads.
 #[derive(Debug, Clone, Default)]
 pub struct View {

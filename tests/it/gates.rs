@@ -541,3 +541,67 @@ async fn the_gate_reserve_takes_evictions_until_max_bytes() {
     let run = op.run(&finish.split(' ').skip(1).collect::<Vec<_>>());
     assert_eq!(run.code, 0, "finished once the ceiling is raised: {run:?}");
 }
+
+/// Records that land between the tick's stream info and its absorbing of
+/// gate records are not a restored log. The absorber used to read the
+/// log's `last_seq` again and move the cursor there, past the `last_seq`
+/// the answer compared it with: with a publisher appending steadily, some
+/// ticks raised `gates_unabsorbed` ("the cursor is past the log's last
+/// sequence … reanchor") on a healthy log. The cursor and the answer now
+/// belong to one cut.
+#[tokio::test]
+async fn records_landing_while_a_tick_absorbs_are_not_a_restored_log() {
+    use std::io::{BufRead, BufReader};
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let op = Op::new(&f);
+    let mut child = op.0.spawn(
+        &["retention", "run", "--once"],
+        &[
+            ("RUST_LOG", "info"),
+            ("CREWLET_FAILPOINT", "after_stream_info:sleep=1500"),
+        ],
+    );
+    let stderr = child.stderr.take().expect("stderr");
+    // Wait until the tick has read stream info and paused, then append.
+    let (paused, lines) = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stderr).lines();
+        let mut seen = String::new();
+        for l in lines.by_ref() {
+            let Ok(l) = l else { break };
+            seen.push_str(&l);
+            seen.push('\n');
+            if l.contains("CREWLET_FAILPOINT: pausing") {
+                break;
+            }
+        }
+        (seen, lines)
+    })
+    .await
+    .expect("join");
+    assert!(paused.contains("pausing"), "the tick paused: {paused}");
+    f.publish(5).await;
+    let rest = tokio::task::spawn_blocking(move || {
+        let r: String = lines.map_while(Result::ok).map(|l| l + "\n").collect();
+        let _ = child.wait();
+        r
+    })
+    .await
+    .expect("join");
+    let log = format!("{paused}{rest}");
+    let row = f.floors_row().await.expect("published");
+    assert_eq!(row["last_seq"], 10, "the tick's cut: {row}");
+    assert!(
+        row["gate_view"]["error"].is_null(),
+        "no cursor past the log: {row}\n{log}"
+    );
+    let cursor = f
+        .get("crewlet_gates", &format!("_absorbed.{STREAM}"))
+        .await
+        .expect("cursor");
+    assert!(
+        cursor["seq"].as_u64().is_some_and(|s| s <= 10),
+        "the cursor stops at the tick's cut: {cursor}"
+    );
+    assert!(!log.contains("gates_unabsorbed"), "{log}");
+}

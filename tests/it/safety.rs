@@ -923,3 +923,44 @@ async fn leak_13_a_raise_that_never_wrote_is_not_reported_as_taken() {
         .expect("the racer's row");
     assert_eq!(row["by"], "racer", "not ours: {row}");
 }
+
+/// A floors row lost right after a reanchor, before any node reported in
+/// the new generation: no position names generation 1, and the tick used
+/// to start over at generation 0, counting the old generation's
+/// positions and backups again. The reanchor now records the generation
+/// it opened beside the floors row, and the lost row is
+/// `generation_unknown`.
+#[tokio::test]
+async fn a_floors_row_lost_right_after_a_reanchor_is_not_generation_0() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    f.recreate_stream().await;
+    f.publish(30).await;
+    let created = f.created().await;
+    let op = operator(&f);
+    let run = op.reanchor(STREAM, &created);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(f.floors_row().await.expect("row")["generation"], 1);
+
+    // The floors row is lost before node-1 reports in generation 1: its
+    // row still says generation 0, position 20.
+    f.delete("crewlet_floors", STREAM).await;
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    assert_eq!(
+        a.not_ready,
+        Some(crewlet::floor::NotReady::GenerationUnknown { highest: 1 }),
+        "{a:?}"
+    );
+    assert!(f.floors_row().await.is_none(), "no row is published");
+    assert_eq!(f.first_seq().await, 1, "nothing purged");
+    let run = op.reanchor(STREAM, &created);
+    assert_eq!(run.code, 0, "the remedy works: {run:?}");
+    assert_eq!(
+        f.floors_row().await.expect("row")["generation"],
+        2,
+        "the generation after the highest one seen"
+    );
+}

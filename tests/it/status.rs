@@ -261,6 +261,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "max_bytes",
         "nodes",
         "not_ready",
+        "pins",
         "published",
         "published_at",
         "purge_clamped_by",
@@ -300,6 +301,7 @@ async fn json_schema_is_stable_and_stream_filters() {
     assert_eq!(
         keys(&d["nodes"][0]),
         [
+            "carried_from",
             "generation",
             "left_gen",
             "live",

@@ -152,8 +152,10 @@ async fn held_at_6(f: &Fleet) -> (crewlet::trim::Sidecar, u64) {
 async fn a_bucket_deleted_and_recreated_between_ticks_is_read_whole() {
     let f = Fleet::new(20).await;
     let (mut s, at_6) = held_at_6(&f).await;
-    // The holds bucket goes and comes back empty, then one hold at 9: a
-    // view that missed the deletion would still answer 6.
+    // The holds bucket goes and comes back empty, then its owner places
+    // the hold again, at 9 (which also ends the pin the floors row
+    // carried over the lost bucket): a view that missed the deletion
+    // would still answer 6.
     f.js.delete_key_value("crewlet_holds")
         .await
         .expect("delete");
@@ -161,7 +163,7 @@ async fn a_bucket_deleted_and_recreated_between_ticks_is_read_whole() {
     for spec in crewlet::buckets::contract_buckets(&f.config) {
         broker.ensure_bucket(&spec).await.expect("recreate");
     }
-    f.hold("later", 9, 600).await;
+    f.hold("keep", 9, 600).await;
     let r = s.tick().await;
     assert!(r.views.rebuilt >= 1, "{:?}", r.views);
     assert_eq!(
