@@ -43,6 +43,8 @@ impl Broker {
                 serde_json::json!({"subjects_filter": subject}),
             )
             .await?;
+        // A count of 0 from a leaderless member would read as erased.
+        super::read::led_raw(stream, &reply)?;
         let state = &reply["state"];
         let last = state["last_seq"].as_u64().ok_or_else(|| {
             Fault::failed(format!("stream {stream}: the answer carries no last_seq"))

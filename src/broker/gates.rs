@@ -149,6 +149,7 @@ impl Broker {
                 .map_err(|e| Fault::failed(format!("stream {stream}: {e}")))?;
             // Read after the cursor: a cursor past it is an error (the log
             // was restored), never "nothing new to read".
+            super::read::led(stream, s.cached_info())?;
             let leader_last = s.cached_info().state.last_sequence;
             if leader_last < after {
                 return Err(Fault::failed(format!(

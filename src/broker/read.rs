@@ -53,6 +53,38 @@ pub(super) fn is_deletion(headers: &async_nats::HeaderMap) -> bool {
         || headers.get("Nats-Marker-Reason").is_some()
 }
 
+/// While a clustered stream elects a leader, every member answers stream
+/// info from its own state, which may miss what the last leader committed
+/// (a member that restarted empty reports an empty stream). Such an
+/// answer names no leader in its `cluster`, and proves nothing
+/// (docs/trim-floor.md, Proven current). A single server's answer, and an
+/// R1 stream's, name the server that holds it.
+fn no_leader(stream: &str) -> Fault {
+    Fault::failed(format!(
+        "no leader for {stream}: a member answered stream info from its own state, which proves nothing while the stream elects a leader"
+    ))
+}
+
+/// Whether a raw `STREAM.INFO` answer is the leader's word ([`no_leader`]).
+pub(super) fn led_raw(stream: &str, reply: &serde_json::Value) -> Result<(), Fault> {
+    match reply.get("cluster") {
+        None | Some(serde_json::Value::Null) => Ok(()),
+        Some(c) => match c.get("leader").and_then(serde_json::Value::as_str) {
+            Some(l) if !l.is_empty() => Ok(()),
+            _ => Err(no_leader(stream)),
+        },
+    }
+}
+
+/// As [`led_raw`], for the typed answer (`get_stream`'s cached info).
+pub(super) fn led(stream: &str, info: &async_nats::jetstream::stream::Info) -> Result<(), Fault> {
+    match &info.cluster {
+        None => Ok(()),
+        Some(c) if c.leader.as_deref().is_some_and(|l| !l.is_empty()) => Ok(()),
+        Some(_) => Err(no_leader(stream)),
+    }
+}
+
 /// Converts the broker's `created` (nanoseconds preserved).
 pub fn instant_of(t: time::OffsetDateTime) -> Instant {
     // Seconds and nanoseconds apart, not one i128 of nanoseconds divided:
@@ -141,6 +173,10 @@ impl Broker {
         // Stream info first (the leader answers it), then the reader: what
         // the reader delivers must reach what the leader had committed.
         let stream = self.js.get_stream(&stream_name).await;
+        if let Ok(s) = &stream {
+            // A leaderless member's state proves nothing: no reader is made.
+            led(&stream_name, s.cached_info()).map_err(|f| failed(f.to_string()))?;
+        }
         let consumer = match &stream {
             Ok(_) => Some(
                 self.js
@@ -475,6 +511,7 @@ impl Broker {
             .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
         let reply = self.bounded(&format!("stream {stream}"), request).await?;
         let Some(err) = reply.get("error") else {
+            led_raw(stream, &reply)?;
             return Ok(reply);
         };
         let error: async_nats::jetstream::Error =
@@ -687,6 +724,31 @@ impl Broker {
 
 #[cfg(test)]
 mod tests {
+    /// A clustered stream's answer without a leader proves nothing; a
+    /// single server's and an R1 stream's name the server that holds it.
+    #[test]
+    fn only_an_answer_that_names_a_leader_is_the_leaders_word() {
+        let ok = |v: serde_json::Value| super::led_raw("S", &v).is_ok();
+        assert!(ok(serde_json::json!({"cluster": {"leader": "n1"}})));
+        assert!(ok(
+            serde_json::json!({"cluster": {"name": "c", "leader": "n2"}})
+        ));
+        assert!(
+            ok(serde_json::json!({"state": {}})),
+            "no cluster: a plain server"
+        );
+        let leaderless = serde_json::json!({"cluster": {"name": "c", "raft_group": "S-R3F-x",
+            "replicas": [{"name": "n1", "current": true}]}});
+        assert!(!ok(leaderless.clone()));
+        assert!(!ok(
+            serde_json::json!({"cluster": {"name": "c", "leader": ""}})
+        ));
+        let said = super::led_raw("S", &leaderless)
+            .err()
+            .map(|f| f.to_string());
+        assert!(said.is_some_and(|s| s.contains("no leader for S")));
+    }
+
     use super::instant_of;
 
     /// The broker's times convert to the nanosecond, before the epoch too

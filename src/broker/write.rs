@@ -145,6 +145,7 @@ impl Broker {
             .map_err(|_| expired("stream info outlived the fence"))?
             .map_err(|e| refused(format!("stream info: {e}")))?;
         let info = s.cached_info();
+        super::read::led(stream, info).map_err(|f| refused(f.to_string()))?;
         let live_created = instant_of(info.created);
         if live_created != created {
             return Err(refused(format!(

@@ -354,3 +354,40 @@ async fn set_capacity_on_a_cluster_is_applied_or_refused_by_the_peers() {
     );
     assert_eq!(max().await, 128 * MIB, "unchanged");
 }
+
+/// The leader's word only: with two of three servers stopped, the stream
+/// has no leader, and the member left answers stream info from its own
+/// state (nats-server lets every member of a leaderless group answer). That
+/// answer names no leader and used to be taken as the log's state, the cut
+/// every bucket read and pin is proven against. Now it is `no leader`.
+#[tokio::test]
+async fn stream_info_without_a_leader_proves_nothing() {
+    let f = Fleet::cluster(10).await;
+    let broker = crewlet::broker::connect(&f.server.url(), &f.config.nats, "test")
+        .await
+        .expect("connect");
+    assert!(broker.stream_state(STREAM).await.is_ok(), "led at first");
+    // A member answers leaderless only once the group is older than its
+    // startup grace (10 s).
+    tokio::time::sleep(Duration::from_secs(11)).await;
+    for p in &f.peers {
+        p.signal(libc::SIGSTOP);
+    }
+    let deadline = Instant::now() + Duration::from_secs(40);
+    let mut said = Vec::new();
+    let mut no_leader = false;
+    while Instant::now() < deadline && !no_leader {
+        match broker.stream_state(STREAM).await {
+            Ok(s) => said.push(format!("ok last_seq {}", s.last_seq)),
+            Err(e) => {
+                no_leader = e.to_string().contains("no leader for");
+                said.push(e.to_string());
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    for p in &f.peers {
+        p.signal(libc::SIGCONT);
+    }
+    assert!(no_leader, "a leaderless answer is refused: {said:#?}");
+}
