@@ -6,7 +6,9 @@
 //! not absorbed gate records yet), `after_segment` (a segment of a fold is durable, the next is not
 //! written yet), `after_fold` (segments are durable, the answer naming
 //! them is not published), `after_publish` (the answer is published and
-//! the purge it licenses is not sent yet), `after_fence` (the fence's
+//! the purge it licenses is not sent yet), `after_pins` (a log's pins are
+//! re-read before its purge, and its fence is not taken yet),
+//! `after_fence` (the fence's
 //! permit is granted and the purge is not sent yet), `erase_after_live`
 //! and `erase_after_rewrite` (an erasure's steps). One point changes what a
 //! reader is shown instead ([`is_set`]): `gate_reader_behind` (the gate

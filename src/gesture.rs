@@ -367,7 +367,10 @@ async fn place_join_holds(
     facts: &[ReadmitFacts],
 ) -> Result<(), Refusal> {
     let id = join_hold_id(op);
-    let ttl = config.retention.tick.0 * 10;
+    // Ten of the holder's ticks (its lease is three), whatever this
+    // configuration's tick; the holder extends it while the readmission is
+    // not absorbed, and an expired one still pins until it is.
+    let ttl = hold::holder_tick(broker, config).await * 10;
     // On the broker's clock, which decides whether the hold is live.
     let now = match facts.first() {
         Some(f) => broker
@@ -412,13 +415,27 @@ async fn place_join_holds(
     }
     if refusal.is_none() {
         for (p, w) in &written {
-            match hold::confirm(broker, config, p, w).await {
-                // Held, or placed while the holder is slow to publish: its
-                // next tick reads the hold before it purges. A hold that
-                // could not be checked against the leader refuses.
-                hold::Placed::Held { .. }
-                | hold::Placed::Unconfirmed(hold::Unconfirmed::NoAnswer { .. })
-                | hold::Placed::Unconfirmed(hold::Unconfirmed::NotWaited) => {}
+            // Shown in force by an answer published after it (min_hold at
+            // or below the node's position), or the readmission stops: a
+            // tick that read its pins before the hold could still purge
+            // what the node needs.
+            let in_force = p.row.seq.saturating_sub(1);
+            match hold::confirm(broker, config, p, w, Some(in_force)).await {
+                hold::Placed::Held { .. } => {}
+                hold::Placed::Unconfirmed(u) => {
+                    refusal = Some(Refusal::JoinHoldUnconfirmed {
+                        stream: p.stream.to_string(),
+                        detail: match u {
+                            hold::Unconfirmed::NoAnswer { waited } => format!(
+                                "no answer showing min_hold at or below {in_force} within {}",
+                                crate::config::Dur(waited)
+                            ),
+                            hold::Unconfirmed::NotWaited => "not waited for".into(),
+                            hold::Unconfirmed::Unproven { why } => why,
+                        },
+                    });
+                    break;
+                }
                 placed => {
                     refusal = Some(join_refusal(p, &placed));
                     break;

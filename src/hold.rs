@@ -145,9 +145,9 @@ fn describe(entry: &[u8]) -> String {
     }
 }
 
-/// What a published floors row says to a hold: when it was written, and
-/// the floor.
-type Seen = Option<(Instant, Option<u64>)>;
+/// What a published floors row says to a hold: when it was written, the
+/// floor, and `min_hold` (its value; `None` when it is not one).
+type Seen = Option<(Instant, Option<u64>, Option<u64>)>;
 
 /// The `at` and floor of the stream's published row as its leader has it
 /// (`None` when there is none yet; a row that does not parse is an error:
@@ -161,7 +161,14 @@ async fn published(broker: &Broker, config: &Config, stream: &str) -> Result<See
     match entry {
         None => Ok(None),
         Some(e) => PublishedFloor::parse(stream, &e.value)
-            .map(|p| Some((p.at, p.floor)))
+            .map(|p| {
+                let min_hold = p.terms.as_deref().and_then(|ts| {
+                    ts.iter()
+                        .find(|t| t.term == crate::floor::TermName::MinHold && t.state == "value")
+                        .and_then(|t| t.seq)
+                });
+                Some((p.at, p.floor, min_hold))
+            })
             .map_err(|e| format!("the floors row cannot be read ({e})")),
     }
 }
@@ -193,7 +200,19 @@ pub async fn place(broker: &Broker, config: &Config, p: &Placement<'_>, wait: bo
     match write(broker, config, p).await {
         Err(placed) => placed,
         Ok(_) if !wait => Placed::Unconfirmed(Unconfirmed::NotWaited),
-        Ok(w) => confirm(broker, config, p, &w).await,
+        Ok(w) => confirm(broker, config, p, &w, None).await,
+    }
+}
+
+/// The duty holder's tick, as the duty bucket's lease says (its `max_age`
+/// is three of the holder's ticks): what a confirmation waits for, and a
+/// join hold's lifetime, come from the sidecar that trims, never from the
+/// configuration of whoever runs the gesture. This configuration's tick
+/// when the bucket cannot be read or keeps leases for ever.
+pub async fn holder_tick(broker: &Broker, config: &Config) -> Duration {
+    match broker.lease_max_age(&config.buckets.duty).await {
+        Ok(Some(max_age)) if !max_age.is_zero() => max_age / 3,
+        _ => config.retention.tick.0,
     }
 }
 
@@ -241,9 +260,18 @@ pub async fn write(broker: &Broker, config: &Config, p: &Placement<'_>) -> Resul
     })
 }
 
-/// Waits (at most two ticks) for an answer a later tick publishes, and
-/// checks the log again.
-pub async fn confirm(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Written) -> Placed {
+/// Waits (at most two of the holder's ticks) for an answer a later tick
+/// publishes, and checks the log again. With `in_force` (a readmission's
+/// join hold, pinning from `P + 1`), only an answer whose `min_hold` is at
+/// or below `P` confirms it: a tick that read its pins before the hold and
+/// published after it does not.
+pub async fn confirm(
+    broker: &Broker,
+    config: &Config,
+    p: &Placement<'_>,
+    w: &Written,
+    in_force: Option<u64>,
+) -> Placed {
     let before = match (&w.before, &w.lease) {
         (Err(why), _) | (_, Err(why)) => {
             return Placed::Unconfirmed(Unconfirmed::Unproven { why: why.clone() })
@@ -257,7 +285,7 @@ pub async fn confirm(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Wr
         (Ok(before), Ok(true)) => *before,
     };
     let key = format!("{}.{}", p.stream, p.id);
-    let tick = config.retention.tick.0;
+    let tick = holder_tick(broker, config).await;
     let budget = tick * 2 + Duration::from_secs(2);
     let poll = (tick / 10).clamp(Duration::from_millis(50), Duration::from_millis(500));
     let started = Clock::now();
@@ -272,6 +300,12 @@ pub async fn confirm(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Wr
             (None, Some(_)) => true,
             (Some(b), Some(n)) => n.0 != b.0,
         };
+        let shown = match (in_force, &now) {
+            (None, _) => true,
+            (Some(p_max), Some(n)) => n.2.is_some_and(|m| m <= p_max),
+            (Some(_), None) => false,
+        };
+        let later = later && shown;
         if later {
             if let Some(gone) = too_late(broker, &config.buckets.holds, &key, w.revision, p).await {
                 return gone;

@@ -750,11 +750,14 @@ impl Sidecar {
             let (target, by) = self.prove_old(&d.answer, target).await;
             targets.push((i, target, by));
         }
-        // Right after publishing and right before purging: a hold or a live
-        // data node that landed after this tick's read still bounds it.
-        let pins = self.broker.read_pins_viewed(&self.config.buckets).await;
-        let now = crate::clock::broker_now(self.offset, Utc::now());
+        // Right after publishing and right before each purge: a hold or a
+        // live data node that landed after this tick's read still bounds
+        // it. Read again for each log, immediately before its fence: a pin
+        // placed while an earlier log was fenced and purged (a
+        // readmission's join hold on the next log) is seen.
         for (i, target, by) in targets {
+            let pins = self.broker.read_pins_viewed(&self.config.buckets).await;
+            let now = crate::clock::broker_now(self.offset, Utc::now());
             if let Some(d) = domains.get_mut(i) {
                 self.purge_one(d, target, by, &pins, &parsed.presence, now)
                     .await;
@@ -840,6 +843,7 @@ impl Sidecar {
         let Some(target) = target else {
             return;
         };
+        failpoint("after_pins").await;
         // Fencing: a compare-and-set renewal of the lease, immediately
         // before the purge; its permit bounds everything up to the purge.
         let Some(permit) = self.duty.fence(&self.broker, now).await else {

@@ -273,10 +273,24 @@ impl Broker {
             // message of a bucket is the last of its key, so a current
             // reader delivers it). Otherwise a changed hold or lease could
             // be read as it was.
+            // `last_seq` is a high-water mark: when the newest message was
+            // removed (a compacted delete marker, a per-message TTL, a
+            // subject purge) no reader can deliver it. The leader then
+            // says whether anything exists past what was delivered.
             if messages > 0 && newest < last_seq {
-                return Ok(Err(format!(
-                    "the reader's server had the bucket up to revision {newest}, its leader up to {last_seq} (a replica behind)"
-                )));
+                match self.leader_holds_none(&stream_name, newest + 1, last_seq).await {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Ok(Err(format!(
+                            "the reader's server had the bucket up to revision {newest}, its leader up to {last_seq} (a replica behind)"
+                        )))
+                    }
+                    Err(e) => {
+                        return Ok(Err(format!(
+                            "the reader delivered the bucket up to revision {newest}, its leader's last is {last_seq}, and the leader could not say what lies between: {e}"
+                        )))
+                    }
+                }
             }
             Ok(Ok((out, created)))
         }
@@ -458,6 +472,38 @@ impl Broker {
             holds: holds.1,
             presence: presence.1,
         })
+    }
+
+    /// Whether the leader of `stream` holds no message in `from..=to`:
+    /// `STREAM.MSG.GET` with `next_by_subj`, which only a stream's leader
+    /// answers (a leaderless group answers an error, which proves
+    /// nothing). What proves a read whose newest message was removed
+    /// (docs/trim-floor.md, Proven current).
+    pub(super) async fn leader_holds_none(
+        &self,
+        stream: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<bool, Fault> {
+        let subject = format!("STREAM.MSG.GET.{stream}");
+        let body = serde_json::json!({"seq": from, "next_by_subj": ">"});
+        let request = self
+            .js
+            .request::<_, _, serde_json::Value>(subject.clone(), &body);
+        let reply = self.bounded(&format!("stream {stream}"), request).await?;
+        if let Some(err) = reply.get("error") {
+            // 10037: no message at or after `from`.
+            if err.get("err_code").and_then(serde_json::Value::as_u64) == Some(10037) {
+                return Ok(true);
+            }
+            return Err(Fault::failed(format!("stream {stream}: {err}")));
+        }
+        let seq = reply["message"]["seq"].as_u64().ok_or_else(|| {
+            Fault::failed(format!(
+                "stream {stream}: a message get answer without a sequence"
+            ))
+        })?;
+        Ok(seq > to)
     }
 
     /// Fresh stream info.

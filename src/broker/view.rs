@@ -502,11 +502,14 @@ impl Broker {
             return Ok(());
         }
         let deadline = tokio::time::Instant::now() + self.read_timeout;
+        // Asked at most once per proof: whether the leader holds anything
+        // past what the watcher delivered.
+        let mut asked = false;
         loop {
             let moved = w.moved.notified();
             tokio::pin!(moved);
             moved.as_mut().enable();
-            {
+            let short_of = {
                 let mut s = w
                     .seen
                     .lock()
@@ -520,6 +523,28 @@ impl Broker {
                 // The lowest revision a proof waits for (several may wait;
                 // each woken one asks again for its own).
                 s.wanted = Some(s.wanted.map_or(cut.last_seq, |w| w.min(cut.last_seq)));
+                s.whole.then_some(s.delivered)
+            };
+            // `last_seq` is a high-water mark: a removed newest message (a
+            // compacted delete marker, a per-message TTL, a subject purge)
+            // is never delivered. The leader says whether anything exists
+            // past what the watcher delivered; nothing means the view has
+            // reached the cut.
+            if let (Some(delivered), false) = (short_of, asked) {
+                asked = true;
+                if let Ok(true) = self
+                    .leader_holds_none(&w.stream, delivered + 1, cut.last_seq)
+                    .await
+                {
+                    let s = w
+                        .seen
+                        .lock()
+                        .map_err(|_| "the view is poisoned".to_string())?;
+                    if let Some(b) = &s.broken {
+                        return Err(b.clone());
+                    }
+                    return counts_agree(&s, cut);
+                }
             }
             if tokio::time::timeout_at(deadline, moved).await.is_err() {
                 let s = w
@@ -813,6 +838,7 @@ async fn watch<T: Patch>(
                     s.changed.push(key.to_string());
                 }
             }
+            let became_whole = pending == 0 && !s.whole;
             if pending == 0 {
                 s.whole = true;
                 if let Some((parsed, by_age)) = building.take() {
@@ -828,10 +854,14 @@ async fn watch<T: Patch>(
             // A proof waits for one revision: it is woken when the view
             // reaches it, not at every message (thousands of wake-ups on a
             // full read, on two cores, cost more than the read).
+            // A proof is also woken when the first pass ends short of the
+            // revision it waits for: the newest message may have been
+            // removed, which only the leader can tell it.
             let reached = s.whole && s.wanted.is_some_and(|w| s.delivered >= w);
             if reached {
                 s.wanted = None;
             }
+            let reached = reached || (became_whole && s.wanted.is_some());
             drop(s);
             if reached {
                 moved.notify_waiters();

@@ -1034,7 +1034,24 @@ fn seven_terms(
     let stream = domain.stream.as_str();
     let state = read.stream.as_ref().ok();
     let applied = terms::applied(stream, set);
-    let min_hold = terms::min_hold(stream, &rows.holds, carried_holds, now);
+    let incarnation = super::incarnation(rows, stream, read);
+    let lapsed = super::lapsed_join_holds(rows, stream, incarnation, now);
+    let extra: Vec<terms::ExtraHold> = carried_holds
+        .iter()
+        .map(|(id, h)| terms::ExtraHold {
+            id,
+            seq: h.seq,
+            owner: &h.owner,
+            why: "carried from a recreated holds bucket",
+        })
+        .chain(lapsed.iter().map(|(id, seq, owner)| terms::ExtraHold {
+            id,
+            seq: *seq,
+            owner,
+            why: "expired, its readmission not yet absorbed",
+        }))
+        .collect();
+    let min_hold = terms::min_hold(stream, &rows.holds, &extra, now);
     // Backups of an earlier incarnation or generation do not count: the
     // later of the stream's created and the generation's opening.
     let history_from = match (line.gen_created, line.generation_opened_at) {

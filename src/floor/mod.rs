@@ -317,27 +317,66 @@ pub fn unabsorbed_join_holds(answer: &Answer, rows: &ParsedRows) -> Vec<String> 
         stream_created: created,
         generation: answer.generation,
     });
-    let mut out = Vec::new();
-    for (hold_id, op_id) in join_holds(holds, &answer.stream) {
-        // Absorbed: the gate in force on the node is this readmission's
-        // record, or a later one. An unreadable view proves neither.
-        let absorbed = match (&rows.gates, incarnation) {
-            (Ok(gates), Some(i)) => gates.ops.get(op_id).is_some_and(|op| {
-                let at = op.logs.get(&answer.stream);
-                gates
-                    .rows
-                    .get(&answer.stream)
-                    .and_then(|r| r.get(&op.node))
-                    .filter(|g| g.belongs_to(&i))
-                    .is_some_and(|g| g.op_id == op_id || at.is_some_and(|at| g.seq > *at))
-            }),
-            _ => false,
-        };
-        if !absorbed {
-            out.push(hold_id.to_string());
-        }
+    join_holds(holds, &answer.stream)
+        .filter(|(_, op_id)| !join_absorbed(rows, &answer.stream, incarnation, op_id))
+        .map(|(hold_id, _)| hold_id.to_string())
+        .collect()
+}
+
+/// Whether the readmission `op_id` names is absorbed on `stream` in this
+/// incarnation: the gate in force on its node is this readmission's
+/// record, or a later one. An unreadable view proves neither.
+fn join_absorbed(
+    rows: &ParsedRows,
+    stream: &str,
+    incarnation: Option<Incarnation>,
+    op_id: &str,
+) -> bool {
+    match (&rows.gates, incarnation) {
+        (Ok(gates), Some(i)) => gates.ops.get(op_id).is_some_and(|op| {
+            let at = op.logs.get(stream);
+            gates
+                .rows
+                .get(stream)
+                .and_then(|r| r.get(&op.node))
+                .filter(|g| g.belongs_to(&i))
+                .is_some_and(|g| g.op_id == op_id || at.is_some_and(|at| g.seq > *at))
+        }),
+        _ => false,
     }
-    out
+}
+
+/// PURE: join holds on `stream` past their `expires_at` whose readmission
+/// is not absorbed yet: each still pins (docs/trim-floor.md, A readmission's
+/// join holds are confirmed, or it stops). Its lifetime only covers the
+/// sidecars being down longer than the duty holder could extend it; the
+/// trim must still not pass the node before its readmission is absorbed.
+/// Each as (hold id, `seq`, owner).
+pub fn lapsed_join_holds<'r>(
+    rows: &'r ParsedRows,
+    stream: &str,
+    incarnation: Option<Incarnation>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Vec<(&'r str, u64, &'r str)> {
+    let Ok(holds) = &rows.holds else {
+        return Vec::new();
+    };
+    holds
+        .get(stream)
+        .map(Vec::as_slice)
+        .unwrap_or_default()
+        .iter()
+        .filter_map(|h| h.as_ref().ok())
+        .filter(|(_, h)| h.kind == crate::rows::HoldKind::Join && h.expires_at.0 <= now)
+        .filter_map(|(key, h)| {
+            let op_id = key.hold_id.strip_prefix(crate::rows::JOIN_HOLD_PREFIX)?;
+            (!join_absorbed(rows, stream, incarnation, op_id)).then_some((
+                key.hold_id.as_str(),
+                h.seq,
+                h.owner.as_str(),
+            ))
+        })
+        .collect()
 }
 
 /// The age proof's test for one record: stamped at or after the cutoff

@@ -91,18 +91,25 @@ pub fn applied(stream: &str, set: &CountedSet) -> Term {
 pub type Holds = Result<std::sync::Arc<HoldsByStream>, BucketError>;
 
 /// `min_hold`: one below the lowest live hold's `seq`.
-pub fn min_hold(
-    stream: &str,
-    holds: &Holds,
-    carried: &[(&str, &super::carried::HoldPin)],
-    now: DateTime<Utc>,
-) -> Term {
+/// A hold that pins though the holds bucket does not show it live: one
+/// carried over a recreated bucket, or a join hold past its expiry whose
+/// readmission is not absorbed yet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExtraHold<'a> {
+    pub id: &'a str,
+    pub seq: u64,
+    pub owner: &'a str,
+    /// Said in the term's detail.
+    pub why: &'static str,
+}
+
+pub fn min_hold(stream: &str, holds: &Holds, extra: &[ExtraHold], now: DateTime<Utc>) -> Term {
     let all = match holds {
         Ok(h) => h,
         Err(e) => return bucket(TermName::MinHold, e),
     };
-    // The lowest live hold: (seq, id, owner, carried).
-    let mut lowest: Option<(u64, &str, &str, bool)> = None;
+    // The lowest live hold: (seq, id, owner, why it pins when not live).
+    let mut lowest: Option<(u64, &str, &str, Option<&str>)> = None;
     for h in all.get(stream).map(Vec::as_slice).unwrap_or_default() {
         let h = match h {
             Ok(h) => h,
@@ -112,14 +119,12 @@ pub fn min_hold(
             continue;
         }
         if lowest.is_none_or(|l| h.1.seq < l.0) {
-            lowest = Some((h.1.seq, &h.0.hold_id, &h.1.owner, false));
+            lowest = Some((h.1.seq, &h.0.hold_id, &h.1.owner, None));
         }
     }
-    // Holds lost with a recreated bucket pin until they expire
-    // (`carried_holds` keeps only live ones).
-    for (id, h) in carried {
+    for h in extra {
         if lowest.is_none_or(|l| h.seq < l.0) {
-            lowest = Some((h.seq, id, &h.owner, true));
+            lowest = Some((h.seq, h.id, h.owner, Some(h.why)));
         }
     }
     match lowest {
@@ -128,10 +133,9 @@ pub fn min_hold(
             let permits = seq.saturating_sub(1);
             let reason = (permits == 0)
                 .then(|| format!("hold {id} ({owner}) needs every record from {seq}"));
-            let detail = if carried {
-                format!("{id} ({owner}, carried from a recreated holds bucket)")
-            } else {
-                format!("{id} ({owner})")
+            let detail = match carried {
+                Some(why) => format!("{id} ({owner}, {why})"),
+                None => format!("{id} ({owner})"),
             };
             value(TermName::MinHold, permits, Some(detail), reason)
         }

@@ -1166,3 +1166,52 @@ fn pinned_since_is_kept_while_the_pin_holds_at_or_above_where_it_was() {
         Some(Instant(now()))
     );
 }
+
+/// A join hold that expired while its readmission was not absorbed (every
+/// sidecar down longer than the holder could extend it) still pins, until
+/// the gates view absorbs the readmission; one whose gesture never wrote a
+/// record is extended by the holder instead, and an absorbed one pins no
+/// more.
+#[test]
+fn a_lapsed_join_hold_pins_until_its_readmission_is_absorbed() {
+    let op = crate::rows::OpId::mint(now());
+    let mut w = World::new();
+    w.gated(Some(cursor(500)));
+    w.holds.get_or_insert_with(Vec::new).push((
+        format!("{S}.join-{op}"),
+        json!({"seq": 301, "owner": "alice", "kind": "join", "expires_at": ts(-30)}).to_string(),
+    ));
+    w.gates.get_or_insert_with(Vec::new).push((
+        format!("_op.{op}"),
+        json!({"op_id": op.as_str(), "sign": "readmit", "node": "node-4", "logs": {S: 600}})
+            .to_string(),
+    ));
+    let a = w.answer();
+    let hold = a
+        .terms
+        .iter()
+        .find(|t| t.term == TermName::MinHold)
+        .expect("min_hold");
+    assert_eq!(hold.seq(), Some(300), "{hold:?}");
+    assert!(
+        hold.detail
+            .as_deref()
+            .is_some_and(|d| d.contains("expired, its readmission not yet absorbed")),
+        "{hold:?}"
+    );
+    assert_eq!(a.trim_to, 300);
+    // Absorbed: the gate in force on node-4 is this readmission's record.
+    w.gates.get_or_insert_with(Vec::new).push((
+        format!("{S}.node-4"),
+        json!({"node": "node-4", "stream": S, "state": "admitted", "op_id": op.as_str(), "seq": 600,
+               "landed_at": ts(-20), "by": "alice", "stream_created": CREATED, "generation": 0})
+        .to_string(),
+    ));
+    let a = w.answer();
+    let hold = a
+        .terms
+        .iter()
+        .find(|t| t.term == TermName::MinHold)
+        .expect("min_hold");
+    assert_eq!(hold.state, TermState::Unbounded, "{hold:?}");
+}

@@ -19,7 +19,10 @@ use crate::rows::{
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Refusal {
     NodeIdInvalid(String),
-    ConfirmMismatch { node: String, given: String },
+    ConfirmMismatch {
+        node: String,
+        given: String,
+    },
     ConfirmMissing,
     OpIdInvalid(String),
     NodeLive(String),
@@ -28,6 +31,12 @@ pub enum Refusal {
     ReadmissionUnjudged(String),
     UnknownNode(String),
     NotEvicted(String),
+    /// A readmission's join hold was not confirmed by a published answer
+    /// in time: the holds placed are released and no record is written.
+    JoinHoldUnconfirmed {
+        stream: String,
+        detail: String,
+    },
 }
 
 impl std::error::Error for Refusal {}
@@ -61,6 +70,7 @@ impl Refusal {
             Refusal::ReadmissionUnjudged(e) => format!("{code}: {e}; nothing written"),
             Refusal::UnknownNode(node) => format!("{code}: the fleet has never seen {node} (no position on any log, no presence lease, no gate row); check the name, or {force} to evict it anyway; nothing written"),
             Refusal::NotEvicted(node) => format!("{code}: {node} is not evicted on any log that takes gate records; nothing to readmit, nothing written"),
+            Refusal::JoinHoldUnconfirmed { stream, detail } => format!("{code}: the join hold on {stream} was not shown in force by a published answer ({detail}); the join holds are released and nothing is written. Check that a sidecar holds the trim duty and publishes (crewlet retention status), then readmit again"),
         }
     }
 
@@ -88,6 +98,7 @@ impl Refusal {
             Refusal::ReadmissionUnjudged(_) => "readmission_unjudged",
             Refusal::UnknownNode(_) => "unknown_node",
             Refusal::NotEvicted(_) => "not_evicted",
+            Refusal::JoinHoldUnconfirmed { .. } => "join_hold_unconfirmed",
         }
     }
 }

@@ -41,6 +41,16 @@ impl Op {
     }
 }
 
+/// Waits for a gesture started in the background while `s` ticks, as a
+/// running sidecar would, so that what it waits for gets published.
+async fn while_ticking(s: &mut crewlet::trim::Sidecar, mut child: std::process::Child) -> Run {
+    while matches!(child.try_wait(), Ok(None)) {
+        s.tick().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    crate::support::finished(child).await
+}
+
 /// Every gate record on the log: (seq, headers, body).
 async fn gate_records(f: &Fleet) -> Vec<(u64, async_nats::HeaderMap, Value)> {
     let s = f.js.get_stream(STREAM).await.expect("stream");
@@ -332,7 +342,16 @@ async fn after_the_fence_window_the_trim_passes_the_evicted_node() {
     let before = gate_records(&f).await.len();
     let state = f.state().await;
     f.position("node-4", state.1).await;
-    let run = op.run(&["retention", "readmit", "node-4", "-confirm", "node-4"]);
+    // The join hold is confirmed by an answer published after it: the
+    // sidecar ticks while the readmission waits.
+    let run = while_ticking(
+        &mut s,
+        op.0.spawn(
+            &Op::signed(&["retention", "readmit", "node-4", "-confirm", "node-4"]),
+            &[],
+        ),
+    )
+    .await;
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(gate_records(&f).await.len(), before + 1);
     let r = s.tick().await;
@@ -604,4 +623,52 @@ async fn records_landing_while_a_tick_absorbs_are_not_a_restored_log() {
         "the cursor stops at the tick's cut: {cursor}"
     );
     assert!(!log.contains("gates_unabsorbed"), "{log}");
+}
+
+/// A readmission's join hold is confirmed by an answer published after it
+/// that shows it in force, or the readmission stops. Here a duty lease is
+/// held but no sidecar publishes: the confirmation got no answer, and the
+/// readmission used to write its record anyway, while a tick that had read
+/// its pins before the hold could still purge what the node needs. Now it
+/// is `join_hold_unconfirmed` (exit 1): no record, the join hold released.
+#[tokio::test]
+async fn a_readmission_whose_join_hold_is_not_confirmed_writes_nothing() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100)], 100).await;
+    f.position("node-4", 20).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let op = Op::new(&f);
+    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    s.tick().await;
+    let state = f.state().await;
+    f.position("node-4", state.1).await;
+    // A lease is held (by a sidecar that has stopped publishing): the
+    // gesture waits for an answer that never comes.
+    f.delete("crewlet_duty", "retention").await;
+    f.put(
+        "crewlet_duty",
+        "retention",
+        serde_json::json!({"holder": "node-9", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
+    )
+    .await;
+    let before = gate_records(&f).await.len();
+    let run = op.run(&["retention", "readmit", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stderr.contains("join_hold_unconfirmed") && run.stderr.contains(STREAM),
+        "{run:?}"
+    );
+    assert_eq!(gate_records(&f).await.len(), before, "no record written");
+    let holds = f.js.get_key_value("crewlet_holds").await.expect("holds");
+    let mut keys = holds.keys().await.expect("keys");
+    let mut left = Vec::new();
+    while let Some(k) = futures::StreamExt::next(&mut keys).await {
+        left.push(k.expect("key"));
+    }
+    assert!(
+        !left.iter().any(|k| k.contains(".join-")),
+        "the join hold is released: {left:?}"
+    );
 }

@@ -109,7 +109,7 @@ async fn status_samples_are_what_the_binary_prints() {
     let cfg = s.write(
         "crewlet.yaml",
         &format!(
-            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 10s, backup_owner: platform-oncall, held_alarm_after: 0s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true}}\ntrim: {{enabled: true}}\ndomains:\n  - {{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}\n  - {{name: pages, stream: CREWLET_PAGES_LOG, gate_subject: crewlet.pages.gate}}\n",
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, backup_owner: platform-oncall, held_alarm_after: 0s, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true}}\ntrim: {{enabled: true}}\ndomains:\n  - {{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}\n  - {{name: pages, stream: CREWLET_PAGES_LOG, gate_subject: crewlet.pages.gate}}\n",
             f.server.url()
         ),
     );

@@ -369,3 +369,46 @@ async fn a_view_whose_bucket_max_age_changed_is_read_whole() {
     let (_, _, took) = viewed.read_all_viewed(&f.config.buckets, Mode::Kept).await;
     assert_eq!(took.kept, 7, "{took:?}");
 }
+
+/// A removed newest message does not make a bucket unprovable. Holds A
+/// and B; B is released and its subject purged (as a KV compaction or a
+/// per-message TTL would remove a delete marker): the bucket's `last_seq`
+/// is now a sequence no read can deliver, and `min_hold` used to stay
+/// unreadable ("a replica behind") until the next write to the bucket.
+/// The leader is asked instead whether anything exists past the last
+/// message delivered.
+#[tokio::test]
+async fn a_bucket_whose_newest_message_was_removed_stays_readable() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    f.hold("a", 6, 600).await;
+    f.hold("b", 9, 600).await;
+    f.delete("crewlet_holds", &format!("{STREAM}.b")).await;
+    let holds = f.js.get_stream("KV_crewlet_holds").await.expect("bucket");
+    holds
+        .purge()
+        .filter(format!("$KV.crewlet_holds.{STREAM}.b"))
+        .await
+        .expect("purge b's subject");
+    let info = f.js.get_stream("KV_crewlet_holds").await.expect("bucket");
+    assert!(
+        info.cached_info().state.messages < info.cached_info().state.last_sequence,
+        "the newest message is gone: {:?}",
+        info.cached_info().state
+    );
+    // A sidecar reading the bucket whole, then from its kept view.
+    let mut s = f.sidecar().await;
+    s.config.trim.enabled = false;
+    for _ in 0..2 {
+        let r = s.tick().await;
+        assert_eq!(
+            term_state(&r, crewlet::floor::TermName::MinHold),
+            "value 5",
+            "{:?}",
+            r.domains[0].answer.terms
+        );
+    }
+    // And the bare reader status uses.
+    let rows = f.broker().await.read_rows(&f.config.buckets).await;
+    assert!(rows.holds.is_ok(), "{:?}", rows.holds);
+}
