@@ -919,7 +919,12 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             let permit = bench_permit(&broker).await?;
             let t = Instant::now();
             broker
-                .purge_to(&name, 100, created, permit)
+                .purge_to(
+                    &name,
+                    crate::floor::PurgeTarget::for_bench(101),
+                    created,
+                    permit,
+                )
                 .await
                 .map_err(|e| e.to_string())?;
             purge_ms.push(ms(t.elapsed()));
@@ -1466,7 +1471,12 @@ async fn archive_lines(
         }),
     }];
     broker
-        .purge_to(ARCH, 50_000, created, bench_permit(&broker).await?)
+        .purge_to(
+            ARCH,
+            crate::floor::PurgeTarget::for_bench(50_001),
+            created,
+            bench_permit(&broker).await?,
+        )
         .await
         .map_err(|e| e.to_string())?;
     let domain = config.domains[0].clone();

@@ -144,7 +144,7 @@ pub async fn perform(
     for d in &logs {
         incarnations.insert(d.stream.clone(), gated_at(broker, &parsed, d).await);
     }
-    let view = match raw.gates {
+    let view = match raw.into_gates() {
         Ok(mut entries) => {
             let mut view_errors: BTreeMap<String, String> = BTreeMap::new();
             for d in &logs {

@@ -449,7 +449,7 @@ impl Sidecar {
         // The gates view is brought up to date after stream info: it belongs
         // to the incarnation that info names.
         if self.duty.holds() && self.absorb_gates(&mut raw, parsed.get(), &mut reads).await {
-            parsed = self.broker.with_gates_absorbed(parsed, &raw.gates);
+            parsed = self.broker.with_gates_absorbed(parsed, &raw);
         }
         read_archives(
             &self.broker,
@@ -555,13 +555,10 @@ impl Sidecar {
             let Some(subject) = &d.gate_subject else {
                 continue;
             };
-            let entries = match raw.gates.as_mut() {
-                Ok(e) => e,
-                Err(e) => {
-                    read.absorbed = Some(Err(e.to_string()));
-                    continue;
-                }
-            };
+            if let Err(e) = raw.gates() {
+                read.absorbed = Some(Err(e.to_string()));
+                continue;
+            }
             let Some(incarnation) = floor::incarnation(parsed, &d.stream, read) else {
                 // Stream info or the floors row is unreadable: the answer
                 // says so, and nothing is purged on this log.
@@ -577,7 +574,7 @@ impl Sidecar {
             touched = true;
             match self
                 .broker
-                .absorb_into(&self.config.buckets.gates, &log, entries)
+                .absorb_raw(&self.config.buckets.gates, &log, raw)
                 .await
             {
                 Ok(r) => {
@@ -854,9 +851,17 @@ impl Sidecar {
         };
         failpoint("after_fence").await;
         let a = &d.answer;
+        // The purge takes the answer's own license, lowered to what the
+        // age proof and the pins allowed: never a number above it.
+        let Some(licensed) = floor::licensed_target(a).and_then(|l| l.lowered_to(target)) else {
+            d.purged = Some(Err(format!(
+                "the purge target {target} is not within what the answer licenses; nothing purged"
+            )));
+            return;
+        };
         match self
             .broker
-            .purge_to(&a.stream, target - 1, created, permit)
+            .purge_to(&a.stream, licensed, created, permit)
             .await
         {
             Ok(n) => d.purged = Some(Ok(n)),

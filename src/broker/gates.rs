@@ -279,6 +279,20 @@ impl Broker {
     /// from several places at once: every write is compare-and-set, a row
     /// only ever moves forward in log order, and a pass that loses a race
     /// starts again from a fresh read.
+    /// As [`Broker::absorb_into`], on the gates entries of a tick's read
+    /// (`Err` with the bucket's error when that read failed).
+    pub async fn absorb_raw(
+        &self,
+        bucket: &str,
+        log: &GatedLog<'_>,
+        raw: &mut super::read::Raw,
+    ) -> Result<AbsorbReport, super::Fault> {
+        match raw.gates_mut() {
+            Ok(entries) => self.absorb_into(bucket, log, entries).await,
+            Err(e) => Err(Fault::failed(e.to_string())),
+        }
+    }
+
     pub async fn absorb_into(
         &self,
         bucket: &str,

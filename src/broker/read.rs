@@ -18,11 +18,34 @@ use crate::floor::parsed::{self, Sink};
 use crate::floor::{Bucket, BucketError, Entry, FeedState, ParsedRows, Rows, StreamState};
 use crate::rows::Instant;
 
-/// The raw entries of the buckets the tick writes back to.
+/// The raw entries of the buckets the tick writes back to, as this
+/// module read them (and, for the gates bucket, as its absorber wrote
+/// them): no code outside it can put entries of its own in one, so the
+/// rows re-vouched from it ([`Broker::with_gates_absorbed`]) are the
+/// broker's read.
 #[derive(Debug, Clone)]
 pub struct Raw {
-    pub gates: Bucket,
-    pub floors: Bucket,
+    gates: Bucket,
+    floors: Bucket,
+}
+
+impl Raw {
+    pub fn gates(&self) -> &Bucket {
+        &self.gates
+    }
+
+    pub fn floors(&self) -> &Bucket {
+        &self.floors
+    }
+
+    pub fn into_gates(self) -> Bucket {
+        self.gates
+    }
+
+    /// The gates entries, for this module's absorber to bring up to date.
+    pub(super) fn gates_mut(&mut self) -> &mut Bucket {
+        &mut self.gates
+    }
 }
 
 /// How long one read may take before it counts as unreadable, unless the
@@ -438,10 +461,10 @@ impl Broker {
     pub fn with_gates_absorbed(
         &self,
         parsed: crate::proven::Proven<ParsedRows>,
-        gates: &crate::floor::Bucket,
+        raw: &Raw,
     ) -> crate::proven::Proven<ParsedRows> {
         let mut rows = parsed.into_inner();
-        rows.reparse_gates(gates);
+        rows.reparse_gates(&raw.gates);
         crate::proven::Proven::vouched(rows)
     }
 

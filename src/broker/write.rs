@@ -122,11 +122,12 @@ impl Broker {
     pub async fn purge_to(
         &self,
         stream: &str,
-        trim_to: u64,
+        licensed: crate::floor::PurgeTarget,
         created: Instant,
         permit: FencePermit,
     ) -> Result<u64, PurgeError> {
-        let target = trim_to.saturating_add(1);
+        let target = licensed.seq();
+        let trim_to = target - 1;
         let refused = |reason: String| PurgeError::Refused {
             stream: stream.to_string(),
             target,

@@ -66,7 +66,7 @@ pub async fn run(cli: &Cli, args: &ReanchorArgs) -> Exit {
         last_seq: answer.last_seq,
         max_bytes: answer.max_bytes,
     };
-    let raw_row = match &rows.floors {
+    let raw_row = match rows.floors() {
         Ok(entries) => entries.iter().find(|e| e.key == domain.stream),
         Err(e) => {
             crate::cli::say::error(format_args!("{e}"));

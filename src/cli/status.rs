@@ -108,7 +108,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let domains = answers
         .into_iter()
         .map(|mut answer| {
-            let published = match &rows.floors {
+            let published = match rows.floors() {
                 Ok(entries) => entries
                     .iter()
                     .find(|e| e.key == answer.stream)

@@ -212,6 +212,40 @@ pub fn purge_target(answer: &Answer) -> Option<u64> {
     check_purge(upto, answer.first_seq, answer.last_seq)
 }
 
+/// What a purge may send (`{"seq": target}`: keep sequences at or above
+/// it): made only from an answer ([`licensed_target`]), whose rules it
+/// carries, and only ever lowered after that (the age proof, the pins
+/// re-read). [`crate::broker::Broker::purge_to`] takes nothing else, so no
+/// path can hand the purge a number of its own.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PurgeTarget(u64);
+
+impl PurgeTarget {
+    /// The `seq` the purge sends.
+    pub fn seq(self) -> u64 {
+        self.0
+    }
+
+    /// The same license, lowered to `seq`: `None` for anything above what
+    /// the answer licensed (or 1 and below: nothing to purge).
+    pub fn lowered_to(self, seq: u64) -> Option<PurgeTarget> {
+        (seq > 1 && seq <= self.0).then_some(PurgeTarget(seq))
+    }
+
+    /// The bench purges streams it made itself, with no answer to take a
+    /// target from.
+    #[cfg(feature = "bench")]
+    pub fn for_bench(seq: u64) -> PurgeTarget {
+        PurgeTarget(seq)
+    }
+}
+
+/// The purge `answer` licenses, as the type the purge takes: what
+/// [`purge_target`] gives.
+pub fn licensed_target(answer: &Answer) -> Option<PurgeTarget> {
+    purge_target(answer).map(PurgeTarget)
+}
+
 /// The incarnation of `stream` a read belongs to: the live stream's
 /// `created` at the domain's generation (the floors row's, 0 before the
 /// first row). `None` when either cannot be read. The gates view and the

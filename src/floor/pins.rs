@@ -95,7 +95,7 @@ mod tests {
     /// The pins as a world's buckets hold them.
     fn pins(w: &World) -> Proven<Pins> {
         let rows = crate::floor::ParsedRows::from_rows(&w.rows());
-        Proven::vouched(Pins {
+        Proven::fixture(Pins {
             holds: rows.holds,
             presence: rows.presence,
         })

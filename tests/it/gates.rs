@@ -41,16 +41,6 @@ impl Op {
     }
 }
 
-/// Waits for a gesture started in the background while `s` ticks, as a
-/// running sidecar would, so that what it waits for gets published.
-async fn while_ticking(s: &mut crewlet::trim::Sidecar, mut child: std::process::Child) -> Run {
-    while matches!(child.try_wait(), Ok(None)) {
-        s.tick().await;
-        tokio::time::sleep(Duration::from_millis(300)).await;
-    }
-    crate::support::finished(child).await
-}
-
 /// Every gate record on the log: (seq, headers, body).
 async fn gate_records(f: &Fleet) -> Vec<(u64, async_nats::HeaderMap, Value)> {
     let s = f.js.get_stream(STREAM).await.expect("stream");

@@ -379,6 +379,9 @@ async fn a_preview_of_a_readmission_is_exact() {
     let p = previewed(&f, &op, &["--if-readmitted", "node-3"], (121, 100)).await;
     assert_eq!(p["would_bind"]["detail"], "node-3", "{p}");
 
+    // No tick in flight (the lease released): the readmission's join hold
+    // is confirmed at once, and the next tick reads it.
+    s.duty.release(&s.broker).await;
     let run = op.run(&["retention", "readmit", "node-3", "-confirm", "node-3"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(s.tick().await.domains[0].answer.trim_to, 100);

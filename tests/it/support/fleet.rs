@@ -558,3 +558,14 @@ impl Fleet {
         (op, seq)
     }
 }
+
+/// Waits for a gesture started in the background while `s` ticks, as a
+/// running sidecar would, so that what the gesture waits for (an answer
+/// published after its join hold) gets published.
+pub async fn while_ticking(s: &mut Sidecar, mut child: std::process::Child) -> crate::support::Run {
+    while matches!(child.try_wait(), Ok(None)) {
+        s.tick().await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    crate::support::finished(child).await
+}
