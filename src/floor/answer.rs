@@ -944,11 +944,20 @@ fn pins_of(
     buckets.extend(rows.created.by_role());
     let nodes = match (&rows.presence, rows.created.positions) {
         (Ok(presence), Some(created)) if set.unreadable.is_none() => {
+            // The position each node was counted at (0 for a row of another
+            // generation or incarnation, or one that diverged): a pin
+            // carries that, never a position the node merely reported.
+            let counted_at = |node: &str| {
+                set.counted
+                    .binary_search_by(|c| c.node.cmp(node))
+                    .ok()
+                    .map(|i| set.counted[i].effective_seq)
+            };
             let carried_pin = |node: &str| before.and_then(|p| p.nodes.get(node)).cloned();
             set.nodes
                 .iter()
-                .filter(|n| n.state != NodeState::Evicted)
                 .filter_map(|n| {
+                    let effective = counted_at(&n.node)?;
                     if n.carried_from.is_some() {
                         return carried_pin(&n.node).map(|p| (n.node.clone(), p));
                     }
@@ -960,14 +969,14 @@ fn pins_of(
                         && presence
                             .get(n.node.as_str())
                             .is_some_and(|p| p.as_ref().is_ok_and(|p| p.is_data()));
-                    let (Some(seq), Some(generation)) = (n.seq, n.generation) else {
+                    let (Some(_), Some(generation)) = (n.seq, n.generation) else {
                         return None;
                     };
                     (!live_data).then(|| {
                         (
                             n.node.clone(),
                             NodePin {
-                                seq,
+                                seq: effective,
                                 generation,
                                 bucket_created: created,
                             },

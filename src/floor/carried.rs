@@ -30,7 +30,9 @@ pub struct PinsRecord {
     pub holds: BTreeMap<String, HoldPin>,
 }
 
-/// A counted node's position as a row reported it.
+/// A counted node's position as the answer counted it: its row's `seq`,
+/// or 0 for a row of another generation or incarnation, or one that
+/// diverged (never a position it merely reported).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct NodePin {
     pub seq: u64,

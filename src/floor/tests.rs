@@ -40,6 +40,8 @@ pub(crate) struct World {
     pub domain: Domain,
     /// On an archived domain: what was read of its archive.
     pub archive: Option<crate::archive::state::ArchiveRead>,
+    /// When each node-written bucket was created, as the tick read it.
+    pub created: super::carried::BucketsCreated,
 }
 
 impl World {
@@ -66,6 +68,7 @@ impl World {
             feed: None,
             young: Ok(None),
             absorbed: None,
+            created: super::carried::BucketsCreated::default(),
             policy: Policy {
                 min_age: Duration::from_secs(7 * 86400),
                 backup_floor: BackupPolicy::Engine,
@@ -218,13 +221,9 @@ impl World {
     }
 
     pub fn answer(&self) -> Answer {
-        compute(
-            &self.domain,
-            &self.policy,
-            &ParsedRows::from_rows(&self.rows()),
-            &self.read(),
-            now(),
-        )
+        let mut rows = ParsedRows::from_rows(&self.rows());
+        rows.created = self.created;
+        compute(&self.domain, &self.policy, &rows, &self.read(), now())
     }
 
     /// What a tick read of the domain's stream, feed and archive.
@@ -1214,4 +1213,49 @@ fn a_lapsed_join_hold_pins_until_its_readmission_is_absorbed() {
         .find(|t| t.term == TermName::MinHold)
         .expect("min_hold");
     assert_eq!(hold.state, TermState::Unbounded, "{hold:?}");
+}
+
+/// A lost positions bucket carries each absent node at the position it
+/// was counted at, never at a position it merely reported: a row that
+/// diverged, or belongs to another incarnation, counted at 0, and so does
+/// its carried pin. (Carrying the reported position would have let the
+/// trim pass records those nodes never applied.)
+#[test]
+fn a_carried_pin_is_the_position_the_node_was_counted_at() {
+    let old = Instant::parse("2026-11-03T00:00:00Z").expect("instant");
+    let new = Instant::parse("2026-11-30T11:00:00Z").expect("instant");
+    let mut w = World::new();
+    w.created.positions = Some(old);
+    w.created.holds = Some(old);
+    w.position("node-2", 950, 0, CREATED, "log_diverged");
+    w.position("node-3", 960, 0, "2020-01-01T00:00:00Z", "ok");
+    w.position("node-4", 970, 0, CREATED, "ok");
+    let first = w.answer();
+    let pins = &first.pins;
+    assert_eq!(pins.nodes.get("node-2").map(|p| p.seq), Some(0), "{pins:?}");
+    assert_eq!(pins.nodes.get("node-3").map(|p| p.seq), Some(0), "{pins:?}");
+    assert_eq!(
+        pins.nodes.get("node-4").map(|p| p.seq),
+        Some(970),
+        "{pins:?}"
+    );
+    assert!(
+        !pins.nodes.contains_key("node-1"),
+        "a live data node counts at 0 without a row: {pins:?}"
+    );
+    // The positions bucket is recreated empty; node-1 reports again.
+    let row = serde_json::to_value(crate::floor::FloorsRow::from(&first)).expect("row");
+    w.floor_row(row);
+    w.positions = Some(vec![]);
+    w.position("node-1", 900, 0, CREATED, "ok");
+    w.created.positions = Some(new);
+    let a = w.answer();
+    check(&a, TermName::Applied, "value 0");
+    for node in ["node-2", "node-3", "node-4"] {
+        let n = a.nodes.iter().find(|n| n.node == node).expect("listed");
+        assert_eq!(n.state, NodeState::Carried, "{n:?}");
+        assert_eq!(n.carried_from, Some(old), "{n:?}");
+    }
+    // Carried on: the next row carries the same pins from the old bucket.
+    assert_eq!(a.pins.nodes, first.pins.nodes);
 }

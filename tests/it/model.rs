@@ -125,6 +125,18 @@ struct Scenario {
     /// grants lasts no time at all: the lease's TTL is all clock skew), so
     /// whatever the answer licenses, nothing is purged.
     stall: bool,
+    /// A node-written bucket lost and recreated empty between the two
+    /// ticks of a fleet judged twice (docs/trim-floor.md, A lost bucket
+    /// lifts no pin): the pins the first tick published are carried.
+    lost: Lost,
+}
+
+/// Which bucket is lost and recreated empty before the second tick.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lost {
+    None,
+    Positions,
+    Holds,
 }
 
 /// An archived domain's archive.
@@ -275,6 +287,7 @@ fn scenario(seed: u64) -> Scenario {
         records: Vec::new(),
         archive: None,
         stall: false,
+        lost: Lost::None,
     };
     // Record gates only on a gated log; elsewhere they are rows or nothing.
     for (i, n) in s.nodes.iter_mut().enumerate() {
@@ -317,6 +330,37 @@ fn evicted(s: &Scenario, n: &Node) -> bool {
         Gate::RowRecent | Gate::Evicted => s.fence_zero,
         Gate::None | Gate::RowOtherIncarnation | Gate::Readmitted => false,
     }
+}
+
+/// The scenario as the second tick sees it once `s.lost`'s bucket was
+/// recreated empty after the first tick published its pins: a node known
+/// only from its pin counts where the first tick counted it (0 for a row of
+/// another generation or one that diverged); a live data node counts at 0
+/// (no row); holds still live pin until they expire. Pins are published
+/// only from a readable read: a malformed row, or a malformed presence
+/// lease, that made the first tick's counted set unreadable leaves none
+/// (a malformed hold does not keep the well-formed ones from being
+/// recorded).
+fn after_loss(s: &Scenario) -> Scenario {
+    let mut t = s.clone();
+    match s.lost {
+        Lost::None => {}
+        Lost::Positions => {
+            let readable = !s.nodes.iter().any(|n| {
+                !evicted(s, n) && (n.row == Row::Malformed || n.presence == Presence::Malformed)
+            });
+            for (n, was) in t.nodes.iter_mut().zip(&s.nodes) {
+                n.row = match (was.row, was.presence) {
+                    (_, Presence::Data) => Row::None,
+                    (Row::At(seq), _) if readable => Row::At(seq),
+                    (Row::OldGeneration(_) | Row::Diverged(_), _) if readable => Row::At(0),
+                    _ => Row::None,
+                };
+            }
+        }
+        Lost::Holds => t.holds.retain(|h| matches!(h, Ok((_, true)))),
+    }
+    t
 }
 
 /// The model: may record `r` (first_seq <= r <= last) go?
@@ -927,6 +971,7 @@ async fn run_model_lagging(
     let mut viewed_runs = 0;
     let mut kept_views = 0;
     let mut behind_runs = 0;
+    let mut lost_runs = 0;
     for n in 0..count {
         let seed = base.wrapping_add(n);
         let s = draw(seed);
@@ -939,7 +984,17 @@ async fn run_model_lagging(
         // on one server a hold that pins the whole log lands between the
         // two ticks in half of those.
         let viewed = Rng(seed ^ 0x71e3).chance(50);
-        let late_hold = lagging || (viewed && cluster.is_none() && Rng(seed ^ 0x0be1).chance(50));
+        // A third of the fleets judged twice lose a node-written bucket
+        // between the ticks (drawn apart, so that a seed's fleet is as
+        // before); no hold lands late in those on one server, which would
+        // pin the whole log and hide what the lost bucket did.
+        let lost = match Rng(seed ^ 0x105e).range(0, 5) {
+            0 if viewed => Lost::Positions,
+            1 if viewed => Lost::Holds,
+            _ => Lost::None,
+        };
+        let late_hold = lagging
+            || (viewed && cluster.is_none() && lost == Lost::None && Rng(seed ^ 0x0be1).chance(50));
         // In three in four judged-again fleets with a late hold the watchers are
         // behind when it lands (each message waits 300 ms before it is
         // applied, as on a slow or lagging server): only the proof stops
@@ -971,6 +1026,29 @@ async fn run_model_lagging(
             sidecar.config.trim.enabled = config.trim.enabled;
             viewed_runs += 1;
         }
+        let mut s = s;
+        s.lost = lost;
+        let lost_bucket = match s.lost {
+            Lost::None => None,
+            Lost::Positions => Some(config.buckets.positions.clone()),
+            Lost::Holds => Some(config.buckets.holds.clone()),
+        };
+        if let Some(bucket) = lost_bucket {
+            js.delete_key_value(&bucket)
+                .await
+                .expect("delete the bucket");
+            js.create_key_value(async_nats::jetstream::kv::Config {
+                bucket: bucket.clone(),
+                history: 1,
+                num_replicas: replicas,
+                ..Default::default()
+            })
+            .await
+            .expect("recreate the bucket");
+            crate::support::wait_for_leader(js, &format!("KV_{bucket}")).await;
+            lost_runs += 1;
+        }
+        let s = after_loss(&s);
         if behind {
             broker.delay_views(300);
             behind_runs += 1;
@@ -1115,7 +1193,7 @@ async fn run_model_lagging(
         sidecar.duty.release(&sidecar.broker).await;
         teardown(js, &config).await;
     }
-    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({late_holds} with a hold landing late: between two ticks, or past a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views, {behind_runs} with the watchers behind a late hold), 0 violations");
+    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({late_holds} with a hold landing late: between two ticks, or past a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views, {behind_runs} with the watchers behind a late hold, {lost_runs} with a positions or holds bucket lost and recreated between the ticks), 0 violations");
     assert!(
         viewed_runs == 0 || kept_views * 2 > viewed_runs,
         "the views must be exercised: {kept_views} of {viewed_runs} second ticks kept a view"
