@@ -586,7 +586,9 @@ async fn build(
     if s.pre > 0 {
         st.purge().sequence(s.pre + 1).await.expect("pre-purge");
     }
-    // The gate records, as the gestures publish them.
+    // The gate records, as the gestures publish them; each readmission's
+    // operation and where its record landed.
+    let mut readmissions: Vec<(usize, crewlet::rows::OpId, u64)> = Vec::new();
     for (i, evict) in &s.records {
         let op = crewlet::rows::OpId::mint(chrono::Utc::now());
         let node = format!("node-{i}");
@@ -607,11 +609,15 @@ async fn build(
         for (k, v) in headers {
             h.insert(k, v.as_str());
         }
-        js.publish_with_headers(format!("{stream}.gate"), h, body.into())
+        let ack = js
+            .publish_with_headers(format!("{stream}.gate"), h, body.into())
             .await
             .expect("gate record")
             .await
             .expect("gate ack");
+        if !*evict {
+            readmissions.push((*i, op.clone(), ack.sequence));
+        }
     }
     let created = created_at.to_rfc3339();
     // The generation positions and snapshots of this incarnation carry.
@@ -737,6 +743,21 @@ async fn build(
             }
         };
         put(&backups, format!("node-0.b{i}"), v).await;
+    }
+    // Each readmission's join hold, expired (every sidecar was down past
+    // it), with the operation row the gesture writes: it pins only until
+    // the tick absorbs the readmission, which this tick does (or, with a
+    // malformed cursor, purges nothing at all): it never holds the trim
+    // back here.
+    for (i, op, seq) in &readmissions {
+        let at = match s.nodes[*i].row {
+            Row::At(p) => p + 1,
+            _ => 1,
+        };
+        let hold = json!({"seq": at, "owner": "model", "kind": "join", "expires_at": ts(-60)});
+        put(&holds, format!("{stream}.join-{op}"), hold.to_string()).await;
+        let row = json!({"op_id": op.as_str(), "sign": "readmit", "node": format!("node-{i}"), "logs": {&stream: seq}});
+        put(&gates, format!("_op.{op}"), row.to_string()).await;
     }
     let cursor_key = format!("_absorbed.{stream}");
     match s.cursor {
@@ -972,6 +993,7 @@ async fn run_model_lagging(
     let mut kept_views = 0;
     let mut behind_runs = 0;
     let mut lost_runs = 0;
+    let mut leaderless_runs = 0;
     for n in 0..count {
         let seed = base.wrapping_add(n);
         let s = draw(seed);
@@ -1057,7 +1079,40 @@ async fn run_model_lagging(
             lag_a_follower(js, cluster, &config, s.pre + 1).await;
             late_holds += 1;
         }
+        // On a cluster, a fifth of the fleets are judged while the log and
+        // its buckets have no leader: two of the three servers stopped, and
+        // the tick taken once the one left answers stream info from its
+        // own state (no leader named). Nothing may go.
+        let leaderless = cluster.is_some() && Rng(seed ^ 0x1ead).range(0, 5) == 0;
+        if let (true, Some(c)) = (leaderless, cluster) {
+            for sv in &c.servers[1..] {
+                sv.signal(libc::SIGSTOP);
+            }
+            let deadline = std::time::Instant::now() + Duration::from_secs(25);
+            loop {
+                let mut answered_leaderless = false;
+                if let Ok(mut st) = js.get_stream(&config.domains[0].stream).await {
+                    if let Ok(i) = st.info().await {
+                        answered_leaderless = i
+                            .cluster
+                            .as_ref()
+                            .is_some_and(|c| c.leader.as_deref().is_none_or(str::is_empty));
+                    }
+                }
+                if answered_leaderless || std::time::Instant::now() > deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(500)).await;
+            }
+            leaderless_runs += 1;
+        }
         let report = sidecar.tick().await;
+        if let (true, Some(c)) = (leaderless, cluster) {
+            for sv in &c.servers[1..] {
+                sv.signal(libc::SIGCONT);
+            }
+            crate::support::wait_for_leader(js, &config.domains[0].stream).await;
+        }
         if viewed {
             kept_views += usize::from(report.views.kept > 0);
         }
@@ -1084,7 +1139,7 @@ async fn run_model_lagging(
                 .and_then(|a| a.frontier)
                 .unwrap_or(0)
         });
-        let expect_first = if s.stall || late_hold {
+        let expect_first = if s.stall || late_hold || leaderless {
             // The fence's deadline passed before the purge (fence_expired),
             // or a hold at the log's first record pins all of it (a replica
             // that lagged behind it must not be believed): nothing goes,
@@ -1101,7 +1156,7 @@ async fn run_model_lagging(
         };
         for r in first..after {
             assert!(
-                may_go(&s, r) && !late_hold,
+                may_go(&s, r) && !late_hold && !leaderless,
                 "record {r} was purged but the model keeps it\n{}",
                 ctx()
             );
@@ -1193,7 +1248,7 @@ async fn run_model_lagging(
         sidecar.duty.release(&sidecar.broker).await;
         teardown(js, &config).await;
     }
-    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({late_holds} with a hold landing late: between two ticks, or past a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views, {behind_runs} with the watchers behind a late hold, {lost_runs} with a positions or holds bucket lost and recreated between the ticks), 0 violations");
+    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({late_holds} with a hold landing late: between two ticks, or past a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views, {behind_runs} with the watchers behind a late hold, {lost_runs} with a positions or holds bucket lost and recreated between the ticks, {leaderless_runs} judged while the log and buckets had no leader), 0 violations");
     assert!(
         viewed_runs == 0 || kept_views * 2 > viewed_runs,
         "the views must be exercised: {kept_views} of {viewed_runs} second ticks kept a view"
