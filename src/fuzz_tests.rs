@@ -3,10 +3,11 @@
 //! floors row and gate records on the log. Each must never panic, and every
 //! refusal must be a clean error that says what was wrong (rows: naming the
 //! key). `CREWLET_FUZZ_CASES` sets the cases per target (default 2,000 in
-//! the normal run; docs/testing.md gives the release-check figure).
+//! the normal run; docs/testing.md gives the long run's figures). Every run
+//! draws from a fixed seed ([`crate::seeded`]), and what fails is kept in
+//! `proptest-regressions/`.
 
 use proptest::prelude::*;
-use proptest::test_runner::Config;
 
 use crate::config;
 use crate::floor::PublishedFloor;
@@ -88,7 +89,7 @@ fn clean<T, E: std::fmt::Display>(r: Result<T, E>, key: &str) -> Result<(), Test
 }
 
 proptest! {
-    #![proptest_config(Config { cases: cases(), failure_persistence: None, ..Config::default() })]
+    #![proptest_config(crate::seeded::config(cases()))]
 
     #[test]
     fn fuzz_rows(k in key(), b in body()) {

@@ -77,3 +77,5 @@ pub mod trim;
 
 #[cfg(test)]
 mod fuzz_tests;
+#[cfg(test)]
+mod seeded;

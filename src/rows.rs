@@ -956,6 +956,7 @@ mod tests {
     use super::by_chrono;
 
     proptest::proptest! {
+        #![proptest_config(crate::seeded::config(256))]
         #[test]
         fn an_instant_prints_as_chrono_printed_it(
             secs in -70_000_000_000i64..300_000_000_000,

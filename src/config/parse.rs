@@ -256,6 +256,9 @@ pub(super) fn parse_sections(
 
 pub(super) fn yaml_key_text(key: &serde_yaml::Value) -> String {
     match key {
+        // A key that is the empty string is written as YAML writes it, so
+        // that the problem names something the reader can find.
+        serde_yaml::Value::String(s) if s.is_empty() => "\"\"".into(),
         serde_yaml::Value::String(s) => s.clone(),
         other => serde_yaml::to_string(other)
             .map(|s| s.trim().to_string())

@@ -477,3 +477,28 @@ fn a_fence_lasts_no_longer_than_the_duty_buckets_own_lease() {
     // A longer one is not believed beyond this configuration's own TTL.
     assert_eq!(fence_window(s(3), s(60), ms(1500)), ms(1500));
 }
+
+/// A key that is the empty string (`"": 1`, found by the property test
+/// `fuzz_config_text`) is refused with a problem that says where it is,
+/// never one whose field is empty.
+#[test]
+fn an_empty_key_is_named_where_it_is() {
+    for text in [
+        "\"\":",
+        "\"\": 1",
+        "retention:\n  \"\": 5s\n",
+        "domains:\n  - \"\": x\n",
+    ] {
+        let c = check(text);
+        assert!(c.config.is_none(), "{text:?}");
+        assert!(
+            c.problems.iter().any(|p| p.is_error()),
+            "{text:?}: {:?}",
+            c.problems
+        );
+        for p in &c.problems {
+            assert!(!p.field.is_empty(), "{text:?}: {p:?}");
+            assert!(!p.message.is_empty(), "{text:?}: {p:?}");
+        }
+    }
+}

@@ -570,7 +570,7 @@ fn may_go(c: &Case, r: u64) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 4000, ..ProptestConfig::default() })]
+    #![proptest_config(crate::seeded::config(4000))]
 
     #[test]
     fn trim_to_is_the_longest_prefix_the_model_allows(c in case()) {

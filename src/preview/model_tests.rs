@@ -35,7 +35,7 @@ fn preview_config(w: &World) -> crate::config::Config {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+    #![proptest_config(crate::seeded::config(1500))]
 
     /// A preview of a gesture is the model's answer for the fleet with the
     /// gesture made: the same rules, asked of the changed case.

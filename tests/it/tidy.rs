@@ -233,6 +233,7 @@ const LAYERS: &[(&str, &[&str])] = &[
             "exit",
             "proven",
             "failpoint",
+            "seeded",
             "clock",
             "config",
             "buckets",
