@@ -253,3 +253,36 @@ fn the_unit_files_and_manifests_run_real_commands() {
     }
     assert!(checked >= 4, "{checked}");
 }
+
+/// The README's quick start and CI agree: every command of its first `sh`
+/// block is run by `.ci/run` exactly as printed, so a fresh clone cannot
+/// break one of them unseen (the demo once failed at once, `cargo run`
+/// unable to choose between two binaries, while CI passed).
+#[test]
+fn ci_runs_the_readmes_two_commands_as_printed() {
+    let readme = std::fs::read_to_string(root().join("README.md")).expect("README");
+    let ci = std::fs::read_to_string(root().join(".ci/run")).expect(".ci/run");
+    let block: Vec<&str> = readme
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh block in the README")
+        .lines()
+        .filter_map(|l| l.split('#').next())
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(block, ["scripts/demo", "scripts/test"], "the quick start");
+    let run: Vec<&str> = ci.lines().map(str::trim).collect();
+    for cmd in &block {
+        assert!(
+            run.iter()
+                .any(|l| l.split_whitespace().next() == Some(*cmd)),
+            ".ci/run does not run `{cmd}` as the README prints it"
+        );
+    }
+    // The demo's script names the binary: `cargo run` alone cannot choose
+    // between the sidecar and the bench.
+    let demo = std::fs::read_to_string(root().join("scripts/demo")).expect("scripts/demo");
+    assert!(demo.contains("--bin crewlet"), "{demo}");
+}
