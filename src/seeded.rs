@@ -2,7 +2,7 @@
 //! unless told otherwise, so a run passes or fails the same way each time
 //! (CI included), and a case that fails is kept under
 //! `proptest-regressions/` to be tried first on every later run
-//! (docs/testing.md, Property tests). `PROPTEST_RNG_SEED=N` replays
+//! (docs/testing.md, Seeds: every run the same). `PROPTEST_RNG_SEED=N` replays
 //! another seed; `CREWLET_PROPTEST_RANDOM=1` draws a fresh one (the long
 //! exploratory mode, with `CREWLET_FUZZ_CASES` for the parsers' count).
 
