@@ -8,7 +8,7 @@
 //! info.
 
 use crate::rows::Stamped;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -150,6 +150,8 @@ pub struct Sidecar {
     /// Ticks run so far: every `retention.full_read_every`-th (the first
     /// included) reads every bucket whole.
     ticks: u64,
+    /// What each domain's last answer line said ([`log_domain`]).
+    logged: BTreeMap<String, Logged>,
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
@@ -411,6 +413,7 @@ impl Sidecar {
             observer: None,
             failing_since: None,
             ticks: 0,
+            logged: BTreeMap::new(),
         }
     }
 
@@ -509,7 +512,7 @@ impl Sidecar {
             None => {
                 self.failing_since = None;
                 for d in &domains {
-                    log_domain(d, self.duty.holds());
+                    log_domain(d, self.duty.holds(), &mut self.logged);
                 }
             }
         }
@@ -1007,7 +1010,12 @@ impl Sidecar {
     }
 }
 
-fn log_domain(d: &DomainTick, holder: bool) {
+/// What a domain's log line says, to tell whether the answer changed
+/// since the last line (a calm fleet's unchanged answer is logged at
+/// DEBUG, not at INFO every tick).
+type Logged = (i64, u64, String, bool, u64);
+
+fn log_domain(d: &DomainTick, holder: bool, last: &mut BTreeMap<String, Logged>) {
     let a = &d.answer;
     let blocked = a.blocked_names(",");
     let floor = a.floor.map(|f| f as i64).unwrap_or(-1);
@@ -1023,12 +1031,29 @@ fn log_domain(d: &DomainTick, holder: bool) {
         tracing::warn!(event = "not_ready", domain = %a.domain, reason = %why, floor, trim_to = a.trim_to, "NOT READY: nothing purged");
     } else if unreadable {
         tracing::warn!(event = "trim_blocked", domain = %a.domain, blocked_by = %blocked, floor, trim_to = a.trim_to, dry_run = a.dry_run, "a term is unreadable: nothing purged");
-    } else if !holder {
-        tracing::info!(event = "trim_observed", domain = %a.domain, floor, trim_to = a.trim_to, blocked_by = %blocked, dry_run = a.dry_run, "computed (another sidecar holds the duty)");
     } else if purged > 0 {
         tracing::info!(event = "trim_purged", domain = %a.domain, floor, trim_to = a.trim_to, purged, blocked_by = %blocked, dry_run = a.dry_run, "published, then purged");
     } else {
         let would = a.would_purge.map(|w| w.records).unwrap_or(0);
-        tracing::info!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published");
+        let now: Logged = (floor, a.trim_to, blocked.clone(), a.dry_run, would);
+        let changed = last.get(&a.domain) != Some(&now);
+        match (holder, changed) {
+            (false, true) => {
+                tracing::info!(event = "trim_observed", domain = %a.domain, floor, trim_to = a.trim_to, blocked_by = %blocked, dry_run = a.dry_run, "computed (another sidecar holds the duty)")
+            }
+            (false, false) => {
+                tracing::debug!(event = "trim_observed", domain = %a.domain, floor, trim_to = a.trim_to, blocked_by = %blocked, dry_run = a.dry_run, "computed (another sidecar holds the duty), unchanged")
+            }
+            (true, true) => {
+                tracing::info!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published")
+            }
+            (true, false) => {
+                tracing::debug!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published, unchanged")
+            }
+        }
+        last.insert(a.domain.clone(), now);
+        return;
     }
+    // A line of another kind: the next unchanged answer is said again.
+    last.remove(&a.domain);
 }

@@ -349,3 +349,47 @@ fn the_demo_cleans_up_after_a_closed_pipe_and_ctrl_c() {
         "{out:?}"
     );
 }
+
+/// Quiet logs: the published answer is logged at INFO when it changes,
+/// not on every tick (an hour of a calm fleet was mostly that one line).
+#[tokio::test]
+async fn an_unchanged_answer_is_not_logged_every_tick() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    let s = Scratch::new();
+    let cfg = s.write("c.yaml", &yaml(&f.server.url()));
+    let child = Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args([
+            "retention",
+            "run",
+            "--config",
+            cfg.to_str().expect("utf-8"),
+            "--log-format",
+            "json",
+        ])
+        .env_remove("NATS_URL")
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start run");
+    // Some eight ticks: the first answers, the purge once min_age passes,
+    // then nothing changes.
+    tokio::time::sleep(std::time::Duration::from_secs(8)).await;
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: signalling a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(f.first_seq().await, 51, "the fleet was trimmed: {log}");
+    let published = log.matches("\"trim_published\"").count();
+    assert!(
+        (1..=3).contains(&published),
+        "{published} trim_published lines in some eight ticks:\n{log}"
+    );
+}
