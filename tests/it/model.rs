@@ -1112,6 +1112,14 @@ async fn run_model_lagging(
                 sv.signal(libc::SIGCONT);
             }
             crate::support::wait_for_leader(js, &config.domains[0].stream).await;
+            // The meta group elects again too: the next fleet's streams and
+            // buckets are created through it.
+            let probe = create_stream(
+                js,
+                log_stream(&format!("P{n}"), &[&format!("p{n}.>")], 1 << 20),
+            )
+            .await;
+            let _ = js.delete_stream(&probe.cached_info().config.name).await;
         }
         if viewed {
             kept_views += usize::from(report.views.kept > 0);

@@ -270,15 +270,18 @@ pub fn log_stream(name: &str, subjects: &[&str], max_bytes: i64) -> stream::Conf
 }
 
 /// Creates a stream. A server busy deleting others has been seen to answer
-/// 10049 ("error creating store") once in a long run; a short retry keeps
-/// such a blip from failing a test about something else.
+/// 10049 ("error creating store") once in a long run, and a cluster whose
+/// servers were just resumed answers 10008 (no meta leader yet) for a few
+/// seconds; retrying for up to 20 s keeps such a blip from failing a test
+/// about something else.
 pub async fn create_stream(js: &jetstream::Context, config: stream::Config) -> stream::Stream {
-    for _ in 0..3 {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while Instant::now() < deadline {
         match js.create_stream(config.clone()).await {
             Ok(s) => return s,
             Err(e) => {
                 eprintln!("create stream {}: {e}; retrying", config.name);
-                tokio::time::sleep(Duration::from_millis(200)).await;
+                tokio::time::sleep(Duration::from_millis(250)).await;
             }
         }
     }
