@@ -139,7 +139,7 @@ pub fn server_list(url: &str) -> Vec<String> {
     url.split(',')
         .map(str::trim)
         .filter(|s| !s.is_empty())
-        .map(str::to_string)
+        .map(crate::config::server_url)
         .collect()
 }
 
@@ -321,6 +321,11 @@ mod tests {
         assert_eq!(
             server_list("nats://a:4222, nats://b:4223,,"),
             ["nats://a:4222", "nats://b:4223"]
+        );
+        // As the nats CLI takes them: no scheme is nats://.
+        assert_eq!(
+            server_list("127.0.0.1:4222, tls://b:4223, c"),
+            ["nats://127.0.0.1:4222", "tls://b:4223", "nats://c"]
         );
     }
 }

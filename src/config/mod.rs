@@ -118,9 +118,24 @@ impl Checked {
     }
 }
 
-/// Checks one server URL of a list: `nats`, `tls`, `ws` or `wss`.
+/// One server of a list as the client takes it: `host:port` (or a bare
+/// `host`) without a scheme is a `nats://` server, as the `nats` CLI and
+/// NATS's own clients read it.
+pub fn server_url(url: &str) -> String {
+    let url = url.trim();
+    if url.contains("://") || url.is_empty() {
+        url.to_string()
+    } else {
+        format!("nats://{url}")
+    }
+}
+
+/// Checks one server URL of a list: `nats`, `tls`, `ws` or `wss` (no
+/// scheme: `nats`, [`server_url`]).
 pub fn check_url(url: &str) -> Result<(), String> {
-    let allowed = "nats://host:port, tls://host:port, ws(s)://host:port, or `embedded`";
+    let allowed = "nats://host:port, tls://host:port, ws(s)://host:port, host:port, or `embedded`";
+    let url = server_url(url);
+    let url = url.as_str();
     let (scheme, rest) = url
         .split_once("://")
         .ok_or_else(|| format!("{:?} is not a URL; allowed: {allowed}", redact_url(url)))?;

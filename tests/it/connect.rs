@@ -178,3 +178,30 @@ async fn user_password_in_the_url_is_never_printed() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(!run.stdout.contains("s3cretpw") && !run.stderr.contains("s3cretpw"));
 }
+
+/// `-s 127.0.0.1:4222` connects as the `nats` CLI's does: a server
+/// without a scheme is a `nats://` one (it was refused as "not a URL").
+#[tokio::test]
+async fn a_server_without_a_scheme_is_a_nats_url() {
+    let f = crate::support::fleet::Fleet::new(5).await;
+    let hostport = f.server.url().trim_start_matches("nats://").to_string();
+    let s = crate::support::Scratch::new();
+    let cfg = s.write(
+        "c.yaml",
+        &format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{hostport}\"}}\nretention: {{backup_owner: x}}\ndomains: [{{name: tracker, stream: {}}}]\n",
+            crate::support::fleet::STREAM
+        ),
+    );
+    let cfg = cfg.to_str().expect("utf-8");
+    let run = crate::support::crewlet(&["validate", "--config", cfg]);
+    assert!(!run.stdout.contains("is not a URL"), "{run:?}");
+    for args in [
+        vec!["retention", "status", "--config", cfg],
+        vec!["retention", "status", "--config", cfg, "-s", &hostport],
+    ] {
+        let run = crate::support::crewlet(&args);
+        assert!(run.code == 0 || run.code == 1, "connected: {run:?}");
+        assert!(run.stdout.contains(&hostport), "{run:?}");
+    }
+}
