@@ -273,12 +273,33 @@ impl Config {
             .0
             .saturating_mul(r.snapshots_kept.saturating_add(1));
         if span >= r.min_age.0 {
+            let kept = u64::from(r.snapshots_kept) + 1;
+            // A value of each that works with the other as it stands.
+            // (Only one within snapshot_interval's own range.)
+            let least = if r.allow_unsafe_limits {
+                std::time::Duration::from_millis(100)
+            } else {
+                std::time::Duration::from_secs(3_600)
+            };
+            let interval = round_below(r.min_age.0 / u32::try_from(kept).unwrap_or(u32::MAX))
+                .filter(|i| *i >= least);
+            let min_age = round_above(span);
+            let works = match interval {
+                Some(i) => format!(
+                    "snapshot_interval: {} works with min_age {}, or min_age: {} with snapshot_interval {}",
+                    Dur(i),
+                    r.min_age,
+                    Dur(min_age),
+                    r.snapshot_interval
+                ),
+                None => format!("min_age: {} works with snapshot_interval {}", Dur(min_age), r.snapshot_interval),
+            };
             out.push(Problem::error(
                 "retention.snapshot_interval",
                 format!(
-                    "snapshot_interval × (snapshots_kept + 1) = {} × {} = {} must be less than min_age ({}); shorten snapshot_interval or raise min_age",
+                    "snapshot_interval × (snapshots_kept + 1) = {} × {} = {} must be less than min_age ({}); shorten snapshot_interval or raise min_age: {works}",
                     r.snapshot_interval,
-                    u64::from(r.snapshots_kept) + 1,
+                    kept,
                     Dur(span),
                     r.min_age
                 ),
@@ -402,4 +423,34 @@ impl Config {
             .iter()
             .find(|d| d.stream == name_or_stream || d.name == name_or_stream)
     }
+}
+
+/// The largest whole number of the largest unit (day, hour, minute,
+/// second) strictly below `limit`; `None` below a second.
+fn round_below(limit: std::time::Duration) -> Option<std::time::Duration> {
+    for unit in [86_400u64, 3_600, 60, 1] {
+        let whole = limit.as_secs() / unit;
+        let d = std::time::Duration::from_secs(whole * unit);
+        if whole >= 1 && d < limit {
+            return Some(d);
+        }
+        if whole >= 1 {
+            let less = std::time::Duration::from_secs((whole - 1) * unit);
+            if !less.is_zero() {
+                return Some(less);
+            }
+        }
+    }
+    None
+}
+
+/// The smallest whole number of days (or hours, below a day) strictly
+/// above `span`.
+fn round_above(span: std::time::Duration) -> std::time::Duration {
+    let unit = if span.as_secs() >= 86_400 {
+        86_400
+    } else {
+        3_600
+    };
+    std::time::Duration::from_secs((span.as_secs() / unit + 1) * unit)
 }

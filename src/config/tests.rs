@@ -89,7 +89,7 @@ fn single_problems() {
             "min_age below its range",
             "retention:\n  min_age: 2h\n  backup_owner: x\n",
             &[
-                "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age",
+                "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age: min_age: 3d works with snapshot_interval 24h",
                 "error: c.yaml:4: retention.min_age: \"2h\" is out of range; allowed: 24h ..= 90d (retention.allow_unsafe_limits: true lowers the minimum for tests and demos)",
             ],
         ),
@@ -110,7 +110,7 @@ fn single_problems() {
             "the cross-field rule holds even with unsafe limits",
             "retention:\n  min_age: 2h\n  allow_unsafe_limits: true\n  backup_owner: x\n",
             &[
-                "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age",
+                "error: c.yaml:3: retention.snapshot_interval: snapshot_interval × (snapshots_kept + 1) = 24h × 2 = 2d must be less than min_age (2h); shorten snapshot_interval or raise min_age: snapshot_interval: 59m works with min_age 2h, or min_age: 3d with snapshot_interval 24h",
                 "warning: c.yaml:4: retention.min_age: \"2h\" is below the safe minimum 24h (allowed only because retention.allow_unsafe_limits is true)",
             ],
         ),
@@ -500,5 +500,29 @@ fn an_empty_key_is_named_where_it_is() {
             assert!(!p.field.is_empty(), "{text:?}: {p:?}");
             assert!(!p.message.is_empty(), "{text:?}: {p:?}");
         }
+    }
+}
+
+/// `min_age: 24h`, the documented minimum, with the other defaults breaks
+/// the cross-field rule (24h × 2 = 2d): the error names a value of each
+/// field that works, and each does.
+#[test]
+fn the_documented_minimum_min_age_says_what_works_with_it() {
+    let base = "node: {id: node-1}\nnats: {url: \"nats://127.0.0.1:4222\"}\ndomains: [{name: t, stream: T}]\n";
+    let c = check(&format!(
+        "{base}retention: {{min_age: 24h, backup_owner: x}}\n"
+    ));
+    let p = c
+        .problems
+        .iter()
+        .find(|p| p.field == "retention.snapshot_interval")
+        .expect("the cross-field rule");
+    assert!(
+        p.message.contains("snapshot_interval: 11h") && p.message.contains("min_age: 3d"),
+        "{p:?}"
+    );
+    for fix in ["min_age: 24h, snapshot_interval: 11h", "min_age: 3d"] {
+        let c = check(&format!("{base}retention: {{{fix}, backup_owner: x}}\n"));
+        assert!(!c.has_errors(), "{fix}: {:?}", c.problems);
     }
 }
