@@ -728,7 +728,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             ));
             // A rebuild stands in for the tick's full read of the buckets
             // (read and parsed, no view kept), which is what its target is
-            // against (docs/decisions.md, Incremental views (issue 24), "The rebuild's baseline"); against
+            // against (docs/decisions.md, Incremental views, "The rebuild's baseline"); against
             // the bare read, which parses nothing, it is reported.
             let rebuilt = stats(t_rebuild);
             lines.push(line(
@@ -853,7 +853,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             None,
         ));
 
-        // The cost of the proofs (issue 21): the gate-record reader's
+        // The cost of the proofs (reads tied to the leader): the gate-record reader's
         // leader check (a gated log of 10,000 records, none of them gate
         // records, read from the start) against the same reader without it
         // (an ordered consumer on the subject); a leader-answered read of a

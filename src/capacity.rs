@@ -384,7 +384,7 @@ mod tests {
         assert!(ok.note.is_some_and(|n| n.contains("timed out")));
     }
 
-    /// Issue 22, item 18: a ceiling under 1 GiB taken only because of
+    /// An operator's trial: a ceiling under 1 GiB taken only because of
     /// `allow_unsafe_limits` says so.
     #[test]
     fn an_unsafe_ceiling_is_taken_with_a_warning() {

@@ -1,4 +1,4 @@
-//! PURE: the broker's clock as this sidecar sees it (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)").
+//! PURE: the broker's clock as this sidecar sees it (docs/decisions.md, "Pins, clocks, fences, reads").
 //! Every time rule (hold expiry, `min_age`, the fence window, backup age,
 //! lease age) is decided on the broker's clock: each stream-info answer
 //! carries the broker's time (`ts`), and the difference to the sidecar's

@@ -996,7 +996,7 @@ mod tests {
         }
     }
 
-    /// Issue 22, item 17: a malformed row said the JSON parser's text
+    /// An operator's trial: a malformed row said the JSON parser's text
     /// (`invalid type: string "lots", expected u64 at line 1 column 52`).
     #[test]
     fn a_malformed_row_names_the_field_and_what_is_allowed() {

@@ -765,7 +765,7 @@ impl Sidecar {
         }
     }
 
-    /// The age proof (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)"): the slice about to be purged holds
+    /// The age proof (docs/decisions.md, "Pins, clocks, fences, reads"): the slice about to be purged holds
     /// no record younger than `now - min_age`, whatever order the log's
     /// timestamps are in. A bounded, headers-only scan from the log's first
     /// sequence; a slice it cannot prove is clamped below the first young
@@ -881,7 +881,7 @@ impl Sidecar {
     }
 
     /// Lifts the join holds of readmissions a published answer now counts
-    /// (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)").
+    /// (docs/decisions.md, "Pins, clocks, fences, reads").
     async fn retire_join_holds(&self, rows: &ParsedRows, domains: &[DomainTick]) {
         let bucket = &self.config.buckets.holds;
         for d in domains

@@ -265,7 +265,7 @@ fn floor_stale() {
     assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
 }
 
-/// Issue 22, item 10: under `backup_floor: operator` the trim waits for an
+/// An operator's trial: under `backup_floor: operator` the trim waits for an
 /// acknowledgement, not an announced backup: the remedy prints the `ack`
 /// that would move it, with the position the other terms allow.
 #[test]
@@ -299,7 +299,7 @@ fn a_trim_held_under_operator_policy_prints_the_ack() {
     assert!(!held.remedy.contains("backup announce"), "{}", held.remedy);
 }
 
-/// Issue 22, item 9: a hold that pins the log is released by its own id,
+/// An operator's trial: a hold that pins the log is released by its own id,
 /// printed whole, never a placeholder.
 #[test]
 fn a_trim_held_by_a_hold_prints_its_release() {
@@ -323,7 +323,7 @@ fn a_trim_held_by_a_hold_prints_its_release() {
 
 /// An outage is one fleet-level condition: every term unreadable for it
 /// alone, nothing licensed, and no row remedy whatever the rows said when
-/// last read (issue 22, item 6).
+/// last read.
 #[test]
 fn an_outage_is_one_alarm_and_no_row_remedy() {
     let mut w = World::new();

@@ -146,7 +146,7 @@ impl Store {
 /// still finishes, or stays stuck, on its own thread: what it writes is
 /// whole or absent ([`dir::put`]), and a later call on the same file is
 /// refused while it is in flight (the bullet "A directory that stops
-/// answering" in docs/decisions.md, Incremental views (issue 24)).
+/// answering" in docs/decisions.md, Incremental views).
 async fn off_thread<T: Send + 'static>(
     broker: &Broker,
     root: &std::path::Path,

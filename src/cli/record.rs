@@ -162,7 +162,7 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         )));
     }
     // The hold expires by the broker's clock, which decides whether it is
-    // live (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)").
+    // live (docs/decisions.md, "Pins, clocks, fences, reads").
     let expires =
         clock.broker + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
     let row = HoldRow {

@@ -386,7 +386,7 @@ fn an_archive_is_one_store_within_the_bounds_of_archive_md() {
     }
 }
 
-/// Issue 22, item 16: validate stopped at the first mistake inside an
+/// An operator's trial: validate stopped at the first mistake inside an
 /// `archive:` block: a field that failed to parse took the whole block
 /// out, so what else was wrong in it (a relative `dir`, two stores) was
 /// never said. Only the failing field is taken out now.

@@ -137,7 +137,7 @@ pub struct DomainRead {
     /// gates view up to date (the duty holder): whether that worked.
     /// `None` when it did not try.
     pub absorbed: Option<Result<(), String>>,
-    /// The broker's clock in the stream-info answer (docs/decisions.md, "Pins, clocks, fences, reads (issue 10)"):
+    /// The broker's clock in the stream-info answer (docs/decisions.md, "Pins, clocks, fences, reads"):
     /// this domain's answer is computed at that instant.
     pub clock: Option<crate::clock::Reading>,
     /// On an archived domain: its archive as read (and folded) this tick;

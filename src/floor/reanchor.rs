@@ -1,4 +1,4 @@
-//! PURE: which case a `reanchor` is in (docs/decisions.md, "Generations and reanchor (issue 10)"), and what a
+//! PURE: which case a `reanchor` is in (docs/decisions.md, "Generations and reanchor"), and what a
 //! confirmed one opens. The command reads the [`Facts`], calls [`case`]
 //! and [`judge`], writes what the plan says, and prints.
 

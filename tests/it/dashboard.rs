@@ -418,7 +418,7 @@ fn picture(png: &Path) -> Picture {
     }
 }
 
-/// Issue 22, item 7: with the broker gone the page says that what it
+/// An operator's trial: with the broker gone the page says that what it
 /// shows is stale, why, and how old it is (the JSON route answers 503
 /// `unreachable` with `last_answer_at`; the page had shown it as a plain
 /// failure).

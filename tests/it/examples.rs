@@ -85,7 +85,7 @@ fn every_example_is_valid_offline() {
     );
 }
 
-/// Issue 22, item 19: the reference configuration claims every field with
+/// An operator's trial: the reference configuration claims every field with
 /// its default; it had no `http:` section and no `nats.embedded_*`, and its
 /// sample domains named feed consumers a new fleet does not have.
 #[test]

@@ -1,4 +1,4 @@
-//! The first five minutes and the 3 a.m. page (issue 22): what a new user
+//! The first five minutes and the 3 a.m. page: what a new user
 //! and an on-call operator meet first. Each test failed on the code before
 //! its fix.
 

@@ -1,4 +1,4 @@
-//! One test per hole in the invariant found by the review of issue 10
+//! One test per hole in the invariant found by the first review of the purge path
 //! (docs/testing.md lists them). Each one failed on the code before its fix:
 //! a purge took a record something still needed, or a gesture reported
 //! success that was not true.

@@ -867,7 +867,7 @@ async fn random_fleets_on_a_cluster_purge_exactly_what_the_model_allows() {
     run_model_lagging(&js, &cluster.urls(), 3, count, Some(&cluster), scenario).await;
 }
 
-/// Issue 21: a replica behind. In about a third of the cluster scenarios a
+/// A replica behind. In about a third of the cluster scenarios a
 /// follower of the holds bucket is paused (SIGSTOP), a hold that pins the
 /// whole log is placed while the other two commit it, and the follower is
 /// resumed just before the tick: a reader placed on it right then may not

@@ -1,4 +1,4 @@
-//! The operator's surface (issue 11): cron without false alarms,
+//! The operator's surface: cron without false alarms,
 //! connecting like the `nats` CLI, exit codes that tell configuration from
 //! the network. Each test failed on the code before its fix.
 
@@ -907,7 +907,7 @@ fn completions_and_manual_pages() {
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains(".TH crewlet 1"), "{run:?}");
     assert!(run.stdout.contains("retention"), "{run:?}");
-    // Issue 22, item 20: the page names the retention gestures and the exit
+    // An operator's trial: the page names the retention gestures and the exit
     // codes, and its NAME does not repeat the name.
     for want in [
         "crewlet retention evict",

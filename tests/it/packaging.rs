@@ -190,7 +190,7 @@ fn the_dockerfile_copies_what_exists_and_ships_what_it_builds() {
     );
 }
 
-/// Issue 22, item 21: the image has a healthcheck on `/readyz` when HTTP
+/// An operator's trial: the image has a healthcheck on `/readyz` when HTTP
 /// is enabled (cluster.md's packaging): it asks the URL the operator sets
 /// and passes when none is set, with the tool it needs in the image.
 #[test]

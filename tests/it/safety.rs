@@ -1,4 +1,4 @@
-//! Safety by construction (issue 21): one test per leak found by the second
+//! Safety by construction: one test per leak found by the second
 //! review of the purge path. Each one failed on the code before its fix: a
 //! purge could go out past what something still needed, or a guard was
 //! skipped on a path that forgot it.

@@ -283,7 +283,7 @@ fn layer_of(module: &str) -> Option<(usize, &'static str)> {
 }
 
 /// Modules import one way: nothing imports from a layer above its own
-/// (issue 23). Unit tests (after a file's `#[cfg(test)]`) are exempt.
+/// Unit tests (after a file's `#[cfg(test)]`) are exempt.
 #[test]
 fn layers_import_one_way() {
     let mut files = Vec::new();
@@ -336,4 +336,35 @@ fn layers_import_one_way() {
         "imports from a layer above:\n{}",
         upward.join("\n")
     );
+}
+
+/// The repository speaks of itself, not of its history: a reader of the
+/// docs, the code or the tests cannot look up an issue number, so none is
+/// named (say what was decided, measured or found instead).
+#[test]
+fn the_repository_names_no_issue_numbers() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    sources(&root().join("tests"), &mut files);
+    for e in std::fs::read_dir(root().join("docs")).expect("docs") {
+        let p = e.expect("entry").path();
+        if p.extension().is_some_and(|x| x == "md") {
+            files.push(p);
+        }
+    }
+    files.push(root().join("README.md"));
+    // (Built from pieces, so that this test does not name one itself.)
+    let pattern = format!(r"(?i)\b{}s? [0-9]+\b", "issue");
+    let named = regex::Regex::new(&pattern).expect("regex");
+    let mut found = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).expect("read");
+        for (i, line) in text.lines().enumerate() {
+            if named.is_match(line) {
+                let shown = f.strip_prefix(root()).unwrap_or(f).display().to_string();
+                found.push(format!("{shown}:{}: {line}", i + 1));
+            }
+        }
+    }
+    assert!(found.is_empty(), "issue numbers named: {found:#?}");
 }
