@@ -1007,6 +1007,7 @@ impl Sidecar {
             }
         }
         self.duty.release(&self.broker).await;
+        self.broker.close_views().await;
     }
 }
 

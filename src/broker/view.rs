@@ -106,6 +106,10 @@ struct Watched {
 impl Drop for Watched {
     fn drop(&mut self) {
         self.task.abort();
+        // Deleted already ([`Broker::close_views`]).
+        if self.consumer.is_empty() {
+            return;
+        }
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let (js, stream, consumer) = (
                 self.js.clone(),
@@ -368,6 +372,31 @@ impl Broker {
                 tokio::task::spawn_blocking(move || drop(w));
             }
         }
+    }
+
+    /// Drops every kept view and deletes its watcher's consumer, waiting
+    /// (at most a read timeout) for the broker to take each delete: a
+    /// process about to exit (`run --once`, a shutdown) leaves no consumer
+    /// behind for the broker to drop half a minute later.
+    pub async fn close_views(&self) {
+        let all: Vec<Arc<Watched>> = match self.views.by_bucket.lock() {
+            Ok(mut m) => m.drain().map(|(_, w)| w).collect(),
+            Err(_) => Vec::new(),
+        };
+        let deletes = all.into_iter().map(|w| {
+            w.task.abort();
+            let (stream, consumer) = (w.stream.clone(), w.consumer.clone());
+            // Deleted here, awaited: the Drop that would spawn it again
+            // finds nothing to delete.
+            if let Ok(mut owned) = Arc::try_unwrap(w) {
+                owned.consumer.clear();
+            }
+            let js = self.js.clone();
+            async move {
+                let _ = js.delete_consumer_from_stream(consumer, stream).await;
+            }
+        });
+        let _ = tokio::time::timeout(self.read_timeout, futures::future::join_all(deletes)).await;
     }
 
     /// The consumer a new watcher of bucket `name` reads from: the

@@ -145,6 +145,8 @@ async fn serve(
         let report = sidecar.tick().await;
         let status = report.status(&sidecar, Some(server));
         sidecar.duty.release(&sidecar.broker).await;
+        // No consumer left behind: the views' watchers go with the process.
+        sidecar.broker.close_views().await;
         if cli.json {
             println!("{}", crate::report::status_json_text(&status));
         } else if let crate::duty::DutyStatus::Other {

@@ -393,3 +393,40 @@ async fn an_unchanged_answer_is_not_logged_every_tick() {
         "{published} trim_published lines in some eight ticks:\n{log}"
     );
 }
+
+/// The consumers on the buckets' streams, by stream, that still exist.
+async fn consumers_left(f: &Fleet) -> Vec<(String, usize)> {
+    let mut out = Vec::new();
+    for (_, bucket) in f.config.buckets.all() {
+        let name = format!("KV_{bucket}");
+        if let Ok(mut s) = f.js.get_stream(&name).await {
+            if let Ok(info) = s.info().await {
+                if info.state.consumer_count > 0 {
+                    out.push((name, info.state.consumer_count));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// `status` and `run --once` delete every consumer they create before
+/// they exit, the views' watchers included: each used to leave an ordered
+/// consumer on every bucket, for the broker to drop half a minute later.
+#[tokio::test]
+async fn status_and_run_once_leave_no_consumer_behind() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    let s = Scratch::new();
+    let cfg = s.write("c.yaml", &yaml(&f.server.url()));
+    let cfg = cfg.to_str().expect("utf-8");
+    assert!(consumers_left(&f).await.is_empty());
+    for args in [
+        vec!["retention", "status", "--config", cfg],
+        vec!["retention", "run", "--once", "--config", cfg],
+    ] {
+        let run = crewlet(&args);
+        assert!(run.code == 0 || run.code == 1, "{args:?}: {run:?}");
+        assert_eq!(consumers_left(&f).await, [], "after {args:?}");
+    }
+}
