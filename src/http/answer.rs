@@ -31,7 +31,7 @@ pub(super) async fn metrics_route(
     let last = shared.last();
     let tick = match &last {
         Some(l) => String::from_utf8_lossy(&l.metrics).into_owned(),
-        None => metrics::encode(&[], &[], false, &shared.lasting),
+        None => metrics::encode(&[], &[], &shared.lasting),
     };
     let age = last.as_ref().map(|l| {
         (chrono::Utc::now() - l.at)
@@ -39,7 +39,12 @@ pub(super) async fn metrics_route(
             .unwrap_or_default()
             .as_secs_f64()
     });
-    let text = metrics::with_live(&tick, shared.outage().is_none(), age);
+    let held = metrics::duty_still_held(
+        last.as_ref().is_some_and(|l| l.duty_held),
+        age,
+        shared.config.retention.duty_ttl(),
+    );
+    let text = metrics::with_live(&tick, shared.outage().is_none(), age, held);
     let plain = axum::body::Bytes::from(text);
     // Compressed per request: the exposition is small (per domain, not
     // per node), and its live lines differ from one scrape to the next.

@@ -70,7 +70,7 @@ impl Lasting {
 }
 
 /// The exposition text for this tick's answers and alarms.
-pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &Lasting) -> String {
+pub fn encode(answers: &[Answer], alarms: &[Alarm], lasting: &Lasting) -> String {
     let mut r = Registry::with_prefix("crewlet");
     let gauge = |r: &mut Registry, name: &str, help: &str| {
         let f = Family::<DomainLabels, Gauge>::default();
@@ -135,12 +135,6 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
         &mut r,
         "archive_frontier",
         "the archive's frontier (archived domains)",
-    );
-    let held = Gauge::<i64>::default();
-    r.register(
-        "duty_held",
-        "1 while this sidecar holds the trim duty",
-        held.clone(),
     );
     r.register(
         "tick_duration_seconds",
@@ -228,7 +222,6 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
         labels.push(("alarm".into(), a.alarm.to_string()));
         alarm.get_or_create(&labels).set(1);
     }
-    held.set(i64::from(duty_held));
     let mut out = String::new();
     // Encoding into a String cannot fail but for a formatter error.
     if prometheus_client::encoding::text::encode(&mut out, &r).is_err() {
@@ -241,8 +234,31 @@ pub fn encode(answers: &[Answer], alarms: &[Alarm], duty_held: bool, lasting: &L
 /// between ticks, as of now: `crewlet_broker_connected` and
 /// `crewlet_answer_age_seconds` (none before the first answer). They go
 /// before the closing `# EOF`.
-pub fn with_live(tick: &str, connected: bool, answer_age_seconds: Option<f64>) -> String {
+/// Whether the duty lease the last tick held is still surely ours: the
+/// lease lives `ttl` from the renewal that tick made, and past that,
+/// without a tick to renew it (an outage), it cannot be confirmed: 0.
+pub fn duty_still_held(
+    recorded: bool,
+    answer_age_seconds: Option<f64>,
+    ttl: std::time::Duration,
+) -> bool {
+    recorded && answer_age_seconds.is_some_and(|age| age < ttl.as_secs_f64())
+}
+
+pub fn with_live(
+    tick: &str,
+    connected: bool,
+    answer_age_seconds: Option<f64>,
+    duty_held: bool,
+) -> String {
     let mut r = Registry::with_prefix("crewlet");
+    let held = Gauge::<i64>::default();
+    r.register(
+        "duty_held",
+        "1 while this sidecar holds the trim duty (0 once its lease can no longer be confirmed)",
+        held.clone(),
+    );
+    held.set(i64::from(duty_held));
     let up = Gauge::<i64>::default();
     r.register(
         "broker_connected",
@@ -283,7 +299,7 @@ mod tests {
             measurement: String::new(),
             remedy: String::new(),
         };
-        let text = encode(std::slice::from_ref(&a), &[alarm], true, &lasting);
+        let text = encode(std::slice::from_ref(&a), &[alarm], &lasting);
         let d = format!("domain=\"tracker\",stream=\"{}\"", a.stream);
         for line in [
             format!("crewlet_first_seq{{{d}}} 1"),
@@ -297,7 +313,6 @@ mod tests {
                 i64::from(!a.blocked_by.is_empty())
             ),
             "crewlet_alarm{alarm=\"duty_unheld\"} 1".to_string(),
-            "crewlet_duty_held 1".to_string(),
             "crewlet_purged_records_total 7".to_string(),
             "crewlet_tick_duration_seconds_count 1".to_string(),
         ] {
@@ -310,7 +325,8 @@ mod tests {
             "only terms in state value"
         );
         assert!(!text.contains("archive_frontier{"), "no archive here");
-        let live = with_live(&text, false, Some(12.5));
+        let live = with_live(&text, false, Some(12.5), true);
+        assert!(live.lines().any(|l| l == "crewlet_duty_held 1"), "{live}");
         assert_eq!(live.matches("# EOF").count(), 1, "{live}");
         assert!(live.ends_with("# EOF\n"), "{live}");
         assert!(
@@ -325,5 +341,27 @@ mod tests {
             live.contains("crewlet_trim_to{"),
             "the tick's families stay"
         );
+    }
+
+    /// The lease lives three ticks from its last renewal: an answer older
+    /// than that cannot say the duty is still held (it read 1 well into an
+    /// outage).
+    #[test]
+    fn the_duty_reads_0_once_its_lease_cannot_be_confirmed() {
+        let ttl = std::time::Duration::from_secs(15);
+        assert!(duty_still_held(true, Some(3.0), ttl));
+        assert!(
+            !duty_still_held(true, Some(24.0), ttl),
+            "24 s into an outage"
+        );
+        assert!(!duty_still_held(true, None, ttl));
+        assert!(!duty_still_held(false, Some(1.0), ttl));
+        let live = with_live(
+            "# EOF\n",
+            false,
+            Some(24.0),
+            duty_still_held(true, Some(24.0), ttl),
+        );
+        assert!(live.lines().any(|l| l == "crewlet_duty_held 0"), "{live}");
     }
 }

@@ -58,6 +58,9 @@ pub struct Last {
     /// `status` gzip-compressed (none if compression failed: then the
     /// plain answer goes to every client).
     status_gzip: Option<axum::body::Bytes>,
+    /// Whether that tick held the trim duty (`/metrics` says so only
+    /// while the lease it renewed can still be ours).
+    pub duty_held: bool,
 }
 
 /// A tick's answer as the loop hands it over ([`Shared::record`]).
@@ -93,12 +96,13 @@ impl Last {
     /// Encodes and compresses a recorded answer.
     fn encode(r: &Recorded, lasting: &metrics::Lasting, at: chrono::DateTime<chrono::Utc>) -> Last {
         let status = axum::body::Bytes::from(crate::report::status_json_text(&r.status));
-        let metrics = metrics::encode(&r.answers, &r.alarms, r.duty_held, lasting);
+        let metrics = metrics::encode(&r.answers, &r.alarms, lasting);
         Last {
             status_gzip: gzip(&status),
             status,
             metrics: axum::body::Bytes::from(metrics),
             at,
+            duty_held: r.duty_held,
         }
     }
 }

@@ -95,12 +95,8 @@ async fn a_pin_says_what_it_holds_and_since_when_as_it_moves_and_across_a_restar
     let t = row_term(&v["domains"][0], "applied");
     assert_eq!(t["held_records"], 40, "{t}");
     assert_eq!(t["pinned_since"], first.to_rfc3339(), "{t}");
-    let metrics = crewlet::http::metrics::encode(
-        &[r.domains[0].answer.clone()],
-        &[],
-        true,
-        &Default::default(),
-    );
+    let metrics =
+        crewlet::http::metrics::encode(&[r.domains[0].answer.clone()], &[], &Default::default());
     let d = format!("domain=\"tracker\",stream=\"{STREAM}\"");
     assert!(
         metrics
