@@ -18,6 +18,7 @@ use crate::stream_check::bypass_remedy;
 pub const NAMES: &[&str] = &[
     "archive_failing",
     "backup_age",
+    "broker_refused",
     "broker_retention_bypass",
     "broker_unreachable",
     "clock_skew",
@@ -65,6 +66,20 @@ impl Alarm {
             "remedy": self.remedy,
         })
         .to_string()
+    }
+}
+
+/// `broker_refused` (docs/runbook.md): the servers answer but refuse
+/// this sidecar's credentials or TLS settings. `refusal` is the error,
+/// `credentials` what the configuration gives (never the secret).
+pub fn broker_refused(refusal: &str, credentials: &str) -> Alarm {
+    Alarm {
+        alarm: "broker_refused",
+        domain: None,
+        measurement: refusal.to_string(),
+        remedy: format!(
+            "check the credentials ({credentials}) and the account's permissions on the server; the sidecar retries until they are taken"
+        ),
     }
 }
 

@@ -59,12 +59,37 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
     let name = format!("crewlet/{}", config.node.id);
     let mut wait = std::time::Duration::from_secs(1);
     let mut attempt: u32 = 0;
+    let mut refused = false;
     let stop = wait_for_signal();
     tokio::pin!(stop);
     loop {
         attempt = attempt.saturating_add(1);
         match crate::broker::connect(&url, &config.nats, &name).await {
-            Ok(b) => return Ok(Some(b)),
+            Ok(b) => {
+                if refused {
+                    tracing::info!(
+                        event = "alarm_cleared",
+                        alarm = "broker_refused",
+                        domain = "*",
+                        "alarm cleared"
+                    );
+                }
+                return Ok(Some(b));
+            }
+            // The servers answer but refuse the credentials or the TLS
+            // settings: often a moment's state (an account resolver not
+            // synced yet, credentials mounted late), so the sidecar keeps
+            // trying, and says so as the alarm it is. Exiting 2 would leave
+            // it down for good under a unit that does not restart on 2.
+            Err(e @ crate::broker::ConnectError::Refused { .. }) => {
+                if !refused {
+                    let a =
+                        crate::alarms::broker_refused(&e.to_string(), &credentials_named(config));
+                    tracing::warn!(event = "alarm_raised", alarm = a.alarm, domain = "*", measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
+                    refused = true;
+                }
+                tracing::warn!(event = "waiting_for_broker", attempt, url = %crate::config::redact_url(&url), retry_in_secs = wait.as_secs(), error = %e, "the broker refuses this sidecar's credentials; retrying");
+            }
             Err(e) if e.is_configuration() => {
                 crate::cli::say::error(format_args!("{e}"));
                 return Err(Exit::Usage);
@@ -78,6 +103,23 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
             _ = tokio::time::sleep(wait) => {}
         }
         wait = (wait * 2).min(std::time::Duration::from_secs(30));
+    }
+}
+
+/// Which credentials the configuration gives, for a refusal's remedy
+/// (never the secret itself).
+fn credentials_named(config: &Config) -> String {
+    let n = &config.nats;
+    if let Some(c) = &n.creds {
+        format!("nats.creds {}", c.display())
+    } else if let Some(k) = &n.nkey {
+        format!("nats.nkey {}", k.display())
+    } else if let Some(u) = &n.user {
+        format!("nats.user {u} and its password")
+    } else if n.token.is_some() {
+        "nats.token".into()
+    } else {
+        "none are configured: nats.creds, nkey, user or token".into()
     }
 }
 

@@ -205,3 +205,54 @@ async fn a_server_without_a_scheme_is_a_nats_url() {
         assert!(run.stdout.contains(&hostport), "{run:?}");
     }
 }
+
+/// A refusal at start (a resolver not yet synced, credentials mounted
+/// late) does not end `run`: it keeps retrying and raises
+/// `broker_refused`, naming the credentials. It used to exit 2, which the
+/// shipped systemd unit does not restart.
+#[tokio::test]
+async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
+    let server = Server::start_with(
+        "authorization { user: alice, password: s3cretpw }\n",
+        "nats",
+    );
+    let s = Scratch::new();
+    let path = s.write(
+        "c.yaml",
+        &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: wrongpw}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
+    );
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
+        .args([
+            "retention",
+            "run",
+            "--config",
+            path.to_str().expect("utf-8"),
+            "--log-format",
+            "json",
+        ])
+        .env_remove("NATS_URL")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start run");
+    let mut child = child;
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert!(
+        matches!(child.try_wait(), Ok(None)),
+        "run keeps retrying a refusal"
+    );
+    // SAFETY: signalling a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(i32::try_from(child.id()).expect("pid"), libc::SIGTERM);
+    }
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
+        .await
+        .expect("join")
+        .expect("wait");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{log}");
+    assert!(log.contains("broker_refused"), "{log}");
+    assert!(log.contains("credentials"), "{log}");
+    assert!(!log.contains("wrongpw"), "{log}");
+    assert!(!log.contains("check that nats-server runs"), "{log}");
+}
