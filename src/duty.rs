@@ -64,6 +64,11 @@ pub struct Duty {
     /// fence then grants nothing). The broker expires the lease by it, so
     /// a fence's permit is cut to it ([`crate::config::fence_window`]).
     bucket_max_age: Option<Duration>,
+    /// When this process started taking part, and the sessions it had
+    /// before its current one: a floors row published since under this
+    /// node id by none of them was published by another sidecar.
+    started: Instant,
+    earlier: Vec<String>,
 }
 
 impl Duty {
@@ -89,7 +94,21 @@ impl Duty {
             ttl,
             margin,
             bucket_max_age: None,
+            started: Instant(now),
+            earlier: Vec::new(),
         }
+    }
+
+    /// Every session this process has had, the current one first.
+    pub fn sessions(&self) -> Vec<String> {
+        std::iter::once(self.session.clone())
+            .chain(self.earlier.iter().cloned())
+            .collect()
+    }
+
+    /// When this process started taking part in the duty.
+    pub fn started(&self) -> Instant {
+        self.started
     }
 
     /// How long a fence's permit lasts after its renewal is sent, or
@@ -296,6 +315,12 @@ impl Duty {
     /// is a new lease, not the old one resumed.
     fn lost(&mut self) {
         let old = std::mem::replace(&mut self.session, OpId::mint(Utc::now()).to_string());
+        // Kept (the last few) so that rows this process published under an
+        // earlier session are known for its own.
+        self.earlier.push(old.clone());
+        if self.earlier.len() > 16 {
+            self.earlier.remove(0);
+        }
         self.revision = None;
         tracing::info!(event = "duty_session_renewed", old_session = %old, session = %self.session, "a new session for any later claim");
     }

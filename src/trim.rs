@@ -518,6 +518,7 @@ impl Sidecar {
         }
         let mut policy = AlarmPolicy::from_config(&self.config);
         policy.duty_max_age = self.duty.bucket_max_age();
+        policy.session = Some((self.duty.sessions(), self.duty.started()));
         let view = duty_view(&duty, &self.duty);
         let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();
         let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());

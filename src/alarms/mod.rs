@@ -116,6 +116,10 @@ pub struct AlarmPolicy {
     /// read). A lease the bucket keeps for less than three of this
     /// sidecar's ticks is a configuration mismatch (`config_drift`).
     pub duty_max_age: Option<Duration>,
+    /// The duty sessions this sidecar has had and when it started (a
+    /// running sidecar; `None` for `status`): a floors row published since
+    /// by another session under this node id means two sidecars share it.
+    pub session: Option<(Vec<String>, Instant)>,
 }
 
 impl AlarmPolicy {
@@ -134,6 +138,7 @@ impl AlarmPolicy {
             duty_ttl: c.retention.duty_ttl(),
             fence_margin: c.retention.fence_margin(),
             duty_max_age: None,
+            session: None,
         }
     }
 }
@@ -343,17 +348,45 @@ fn domain_alarms(
     // differently, and whichever holds the duty wins silently.
     if let Some((by, theirs)) = &a.published_config {
         if *by != p.node && *theirs != a.config_digest {
+            let differ = a
+                .published_by
+                .as_ref()
+                .map(|pb| differing_fields(&a.config, &pb.config))
+                .filter(|d| !d.is_empty())
+                .unwrap_or_else(|| {
+                    "its gate_subject, archive, feed_consumer, backup policy, min_age or tick differ".into()
+                });
             out.push(Alarm {
                 alarm: "config_drift",
                 domain: d(),
                 measurement: format!(
-                    "the floors row of {} was published by {by} under another configuration of domain {} (digest {theirs}, this sidecar's {}): its gate_subject, archive, feed_consumer, backup policy or min_age differ",
+                    "the floors row of {} was published by {by} under another configuration of domain {} (digest {theirs}, this sidecar's {}): {differ}",
                     a.stream, a.domain, a.config_digest
                 ),
                 remedy: format!(
                     "make every sidecar's configuration of domain {} the same (compare their domains[] entry and retention section; crewlet validate --config on each)",
                     a.domain
                 ),
+            });
+        }
+    }
+
+    // Two sidecars with one node id: a row published since this one
+    // started, under this node id, by another session.
+    if let (Some((sessions, started)), Some(pb)) = (&p.session, &a.published_by) {
+        if pb.by == p.node
+            && !sessions.contains(&pb.session)
+            && !pb.session.is_empty()
+            && pb.at > *started
+        {
+            out.push(Alarm {
+                alarm: "config_drift",
+                domain: d(),
+                measurement: format!(
+                    "another sidecar runs with node.id {}: it published the floors row of {} at {} under duty session {}, which is not this sidecar's",
+                    p.node, a.stream, pb.at, pb.session
+                ),
+                remedy: "give every sidecar a node.id of its own (node.id in each one's configuration); two with one id cannot be told apart in the duty lease or the floors row".into(),
             });
         }
     }
@@ -540,6 +573,33 @@ fn duty_lease_mismatch(p: &AlarmPolicy) -> Option<Alarm> {
             Dur(p.duty_ttl)
         ),
     })
+}
+
+/// The configuration fields that differ, each with both values:
+/// `min_age: 7d here, 3d in the row`.
+fn differing_fields(
+    ours: &std::collections::BTreeMap<String, Option<String>>,
+    theirs: &std::collections::BTreeMap<String, Option<String>>,
+) -> String {
+    let shown = |v: Option<&Option<String>>| match v {
+        Some(Some(v)) => v.clone(),
+        Some(None) => "not set".into(),
+        None => "unknown".into(),
+    };
+    ours.keys()
+        .chain(theirs.keys())
+        .collect::<std::collections::BTreeSet<_>>()
+        .into_iter()
+        .filter(|k| ours.get(*k) != theirs.get(*k) && theirs.contains_key(*k))
+        .map(|k| {
+            format!(
+                "{k}: {} here, {} in the row",
+                shown(ours.get(k)),
+                shown(theirs.get(k))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 /// Counted nodes whose own row, on the current generation, is below

@@ -23,6 +23,7 @@ fn policy() -> AlarmPolicy {
         duty_ttl: Duration::from_secs(30),
         fence_margin: Duration::from_secs(12),
         duty_max_age: None,
+        session: None,
     }
 }
 
@@ -396,6 +397,73 @@ fn a_duty_bucket_shorter_than_three_ticks_is_config_drift() {
         assert!(
             !alarms.iter().any(|x| x.alarm == "config_drift"),
             "{max_age:?}: {alarms:?}"
+        );
+    }
+}
+
+/// `config_drift` names the fields that differ, with both values; and a
+/// row published since this sidecar started, under its node id, by a
+/// session it never had, says that two sidecars share the node id.
+#[test]
+fn config_drift_names_the_fields_and_a_shared_node_id() {
+    let mut a = World::new().answer();
+    let mut theirs = a.config.clone();
+    theirs.insert("min_age".into(), Some("3d".into()));
+    theirs.insert("tick".into(), Some("5s".into()));
+    a.published_config = Some(("node-2".into(), "0123456789abcdef".into()));
+    a.published_by = Some(crate::floor::PublishedBy {
+        by: "node-2".into(),
+        session: "s9".into(),
+        at: Instant(now()),
+        config: theirs,
+    });
+    let p = policy();
+    let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+    let drift = alarms
+        .iter()
+        .find(|x| x.alarm == "config_drift")
+        .expect("config_drift");
+    for want in [
+        "min_age: 7d here, 3d in the row",
+        "tick: 10s here, 5s in the row",
+    ] {
+        assert!(drift.measurement.contains(want), "{want}: {drift:?}");
+    }
+    assert!(!drift.measurement.contains("gate_subject"), "{drift:?}");
+
+    // The same node id, another session, since this one started.
+    let mut a = World::new().answer();
+    a.published_by = Some(crate::floor::PublishedBy {
+        by: "node-1".into(),
+        session: "s9".into(),
+        at: Instant(now()),
+        config: a.config.clone(),
+    });
+    let mut p = policy();
+    p.session = Some((
+        vec!["s1".into()],
+        Instant(now() - chrono::Duration::minutes(5)),
+    ));
+    let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+    assert!(
+        alarms.iter().any(|x| x.alarm == "config_drift"
+            && x.measurement
+                .contains("another sidecar runs with node.id node-1")),
+        "{alarms:?}"
+    );
+    // Its own earlier session, or a row from before it started: nothing.
+    for (sessions, started) in [
+        (
+            vec!["s1".to_string(), "s9".to_string()],
+            now() - chrono::Duration::minutes(5),
+        ),
+        (vec!["s1".to_string()], now() + chrono::Duration::minutes(5)),
+    ] {
+        p.session = Some((sessions, Instant(started)));
+        let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+        assert!(
+            !alarms.iter().any(|x| x.alarm == "config_drift"),
+            "{alarms:?}"
         );
     }
 }

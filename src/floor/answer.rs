@@ -405,6 +405,15 @@ pub struct Answer {
     /// version); the `config_drift` alarm compares it with ours.
     #[serde(skip)]
     pub published_config: Option<(String, String)>,
+    /// The configuration fields the digest is made of, as this sidecar
+    /// has them (published with the row: `config_drift` names the ones
+    /// that differ).
+    pub config: std::collections::BTreeMap<String, Option<String>>,
+    /// The floors row this answer read: its `config` fields, `session`
+    /// and `at` (what `config_drift` compares, and how another sidecar
+    /// with this one's node id shows itself).
+    #[serde(skip)]
+    pub published_by: Option<PublishedBy>,
     /// The pins this answer was computed from, carried by the floors row
     /// so that a lost bucket lifts none of them ([`super::carried`]).
     pub pins: PinsRecord,
@@ -434,6 +443,31 @@ pub fn config_digest(domain: &Domain, policy: &super::Policy) -> String {
     });
     let hash = sha2::Sha256::digest(canonical.to_string().as_bytes());
     hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// PURE: what the digest is made of, as the configuration says each
+/// (`null` for what is not set), so that `config_drift` can name the
+/// fields that differ and both values.
+pub fn config_fields(
+    domain: &Domain,
+    policy: &super::Policy,
+) -> std::collections::BTreeMap<String, Option<String>> {
+    let dur = |d: std::time::Duration| Some(crate::config::Dur(d).to_string());
+    [
+        ("gate_subject", domain.gate_subject.clone()),
+        ("archive", domain.archive.as_ref().map(|a| a.store().id())),
+        ("feed_consumer", domain.feed_consumer.clone()),
+        (
+            "backup_floor",
+            Some(format!("{:?}", policy.backup_floor).to_lowercase()),
+        ),
+        ("backup_max_age", dur(policy.backup_max_age)),
+        ("min_age", dur(policy.min_age)),
+        ("tick", dur(policy.tick)),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect()
 }
 
 impl Answer {
@@ -538,6 +572,16 @@ impl Bound {
     }
 }
 
+/// Who published the floors row an answer read, and under what.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublishedBy {
+    pub by: String,
+    pub session: String,
+    pub at: Instant,
+    /// Its `config` fields (empty in a row of an older version).
+    pub config: std::collections::BTreeMap<String, Option<String>>,
+}
+
 /// The fields of a published floors row that the next tick needs.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
 pub struct PublishedFloor {
@@ -563,6 +607,10 @@ pub struct PublishedFloor {
     /// rows of older versions).
     #[serde(default)]
     pub config_digest: Option<String>,
+    /// The configuration fields it was published under (read leniently:
+    /// a row of an older version has none).
+    #[serde(default, deserialize_with = "lenient")]
+    pub config: Option<std::collections::BTreeMap<String, Option<String>>>,
     /// The holder's gates view as published: its fault carries over to
     /// readers that do not absorb (status, other sidecars). Read leniently:
     /// a field that only informs must never make the row unreadable.
@@ -812,6 +860,13 @@ pub fn compute(
         config_digest: config_digest(domain, policy),
         published_config: published
             .and_then(|(p, _)| p.config_digest.clone().map(|d| (p.by.clone(), d))),
+        config: config_fields(domain, policy),
+        published_by: published.map(|(p, _)| PublishedBy {
+            by: p.by.clone(),
+            session: p.session.clone(),
+            at: p.at,
+            config: p.config.clone().unwrap_or_default(),
+        }),
         pins,
         by: policy.by.clone(),
         session: policy.session.clone(),

@@ -25,8 +25,8 @@ use std::time::Duration;
 pub use answer::compute;
 pub use answer::{
     explicit_point, Answer, Cause, FloorState, GateFault, GateView, Held, NodeRow, NodeState,
-    NotReady, Outage, PublishedFloor, PurgeClamp, RequestedView, Term, TermName, TermState,
-    WouldPurge,
+    NotReady, Outage, PublishedBy, PublishedFloor, PurgeClamp, RequestedView, Term, TermName,
+    TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;
 pub use pins::{clamp_to_pins, Pins, ReadPresence};

@@ -245,6 +245,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "broker_retention_bypass",
         "by",
         "bytes",
+        "config",
         "config_digest",
         "domain",
         "dry_run",
