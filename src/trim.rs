@@ -1015,7 +1015,7 @@ impl Sidecar {
 /// What a domain's log line says, to tell whether the answer changed
 /// since the last line (a calm fleet's unchanged answer is logged at
 /// DEBUG, not at INFO every tick).
-type Logged = (i64, u64, String, bool, u64);
+type Logged = (i64, u64, String, bool, u64, bool);
 
 fn log_domain(d: &DomainTick, holder: bool, last: &mut BTreeMap<String, Logged>) {
     let a = &d.answer;
@@ -1037,7 +1037,9 @@ fn log_domain(d: &DomainTick, holder: bool, last: &mut BTreeMap<String, Logged>)
         tracing::info!(event = "trim_purged", domain = %a.domain, floor, trim_to = a.trim_to, purged, blocked_by = %blocked, dry_run = a.dry_run, "published, then purged");
     } else {
         let would = a.would_purge.map(|w| w.records).unwrap_or(0);
-        let now: Logged = (floor, a.trim_to, blocked.clone(), a.dry_run, would);
+        // Whether this sidecar holds the duty is part of it: a handover
+        // is said, whatever the answer.
+        let now: Logged = (floor, a.trim_to, blocked.clone(), a.dry_run, would, holder);
         let changed = last.get(&a.domain) != Some(&now);
         match (holder, changed) {
             (false, true) => {

@@ -130,13 +130,32 @@ async fn broker_problems(
         let (field, name) = (spec.role, spec.name.as_str());
         let node_written = !spec.sidecar_owned;
         match b.bucket_settings(name).await {
-            Ok(Some(have)) => found.extend(stream_check::replica_warning(
-                &format!("buckets.{field}"),
-                &format!("bucket {name}"),
-                &format!("KV_{name}"),
-                have.replicas,
-                servers,
-            )),
+            Ok(Some(have)) => {
+                // The duty bucket expires the lease by its own max_age: one
+                // shorter than three of this configuration's ticks would
+                // leave this sidecar's fences too little time (or none) to
+                // purge (docs/runbook.md, config_drift).
+                let ttl = config.retention.duty_ttl();
+                if name == config.buckets.duty && !have.max_age.is_zero() && have.max_age < ttl {
+                    found.push(Problem::error(
+                        "retention.tick",
+                        format!(
+                            "the duty bucket {name} keeps the lease for {} (max_age), less than three of this configuration's ticks ({}): this sidecar's fences would grant {} to purge; give every sidecar the same tick, or set the bucket's max_age: nats stream edit KV_{name} --max-age {}",
+                            crate::config::Dur(have.max_age),
+                            crate::config::Dur(ttl),
+                            crate::config::Dur(crate::config::fence_window(ttl, have.max_age, config.retention.fence_margin())),
+                            crate::config::Dur(ttl)
+                        ),
+                    ));
+                }
+                found.extend(stream_check::replica_warning(
+                    &format!("buckets.{field}"),
+                    &format!("bucket {name}"),
+                    &format!("KV_{name}"),
+                    have.replicas,
+                    servers,
+                ))
+            }
             Ok(None) if !node_written => {}
             Ok(None) => found.push(Problem::error(
                 format!("buckets.{field}"),

@@ -964,3 +964,96 @@ async fn a_floors_row_lost_right_after_a_reanchor_is_not_generation_0() {
         "the generation after the highest one seen"
     );
 }
+
+/// The pins are read again immediately before each log's fence, not once
+/// for every log: a hold placed on the second log while the first is
+/// being fenced and purged (`CREWLET_FAILPOINT=after_pins` pauses there)
+/// bounds the second log's purge. Read once, it did not, and the hold's
+/// records went.
+#[tokio::test]
+async fn a_hold_placed_while_an_earlier_log_is_purged_bounds_the_next() {
+    use std::io::{BufRead, BufReader};
+    const PAGES: &str = "CREWLET_PAGES_LOG";
+    let f = Fleet::new(20).await;
+    create_stream(&f.js, log_stream(PAGES, &["pages.>"], GIB)).await;
+    for i in 0..20 {
+        f.js.publish("pages.r", format!("p{i}").into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    let pages_created = crewlet::broker::read::instant_of(
+        f.js.get_stream(PAGES)
+            .await
+            .expect("pages")
+            .cached_info()
+            .created,
+    );
+    f.presence("node-1", &["data"]).await;
+    f.position("node-1", 20).await;
+    f.put(
+        "crewlet_positions",
+        &format!("{PAGES}.node-1"),
+        json!({"node": "node-1", "stream": PAGES, "seq": 20, "generation": 0, "stream_created": pages_created.to_rfc3339(), "updated_at": ts(0), "status": "ok"}),
+    )
+    .await;
+    f.put(
+        "crewlet_backups",
+        "node-1.both",
+        json!({"id": "both", "node": "node-1", "taken_at": ts(-5), "completed_at": ts(0), "verified": true, "owner": "oncall", "positions": {STREAM: 20, PAGES: 20}}),
+    )
+    .await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}}}, {{name: pages, stream: {PAGES}}}]\n",
+        f.server.url()
+    ));
+    let mut child = once_with(&op, "after_pins:sleep=1500");
+    let stderr = child.stderr.take().expect("stderr");
+    let (seen, lines) = tokio::task::spawn_blocking(move || {
+        let mut lines = BufReader::new(stderr).lines();
+        let mut seen = String::new();
+        for l in lines.by_ref() {
+            let Ok(l) = l else { break };
+            seen.push_str(&l);
+            seen.push('\n');
+            if l.contains("CREWLET_FAILPOINT: pausing") {
+                break;
+            }
+        }
+        (seen, lines)
+    })
+    .await
+    .expect("join");
+    assert!(
+        seen.contains("pausing"),
+        "the tick paused before the first fence: {seen}"
+    );
+    // While tracker is being fenced and purged, a hold lands on pages.
+    f.put(
+        "crewlet_holds",
+        &format!("{PAGES}.restore"),
+        json!({"seq": 6, "owner": "tester", "kind": "operator", "expires_at": ts(600)}),
+    )
+    .await;
+    let rest = tokio::task::spawn_blocking(move || {
+        let r: String = lines.map_while(Result::ok).map(|l| l + "\n").collect();
+        let _ = child.wait();
+        r
+    })
+    .await
+    .expect("join");
+    assert_eq!(f.first_seq().await, 21, "tracker is trimmed: {seen}{rest}");
+    let pages_first =
+        f.js.get_stream(PAGES)
+            .await
+            .expect("pages")
+            .cached_info()
+            .state
+            .first_sequence;
+    assert!(
+        pages_first <= 6,
+        "the hold placed meanwhile keeps pages from 6: first_seq {pages_first}\n{seen}{rest}"
+    );
+}

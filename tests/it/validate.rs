@@ -260,3 +260,28 @@ fn one_pass_honest_durations_and_plain_words() {
         "{run:?}"
     );
 }
+
+/// A tick that does not fit the duty bucket's lease is found by
+/// `validate` when the broker answers: a 10 s tick beside a bucket whose
+/// `max_age` is 6 s would never purge (its fences grant nothing).
+#[tokio::test]
+async fn a_tick_longer_than_the_duty_buckets_lease_allows_is_an_error() {
+    let f = crate::support::fleet::Fleet::new(1).await;
+    // The fleet's buckets were made for a 1 s tick: the lease lives 3 s.
+    let s = crate::support::Scratch::new();
+    let cfg = s.write(
+        "c.yaml",
+        &format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 10s, backup_owner: x}}\ndomains: [{{name: tracker, stream: {}}}]\n",
+            f.server.url(),
+            crate::support::fleet::STREAM
+        ),
+    );
+    let run = crate::support::crewlet(&["validate", "--config", cfg.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("retention.tick: the duty bucket crewlet_duty keeps the lease for 3s (max_age), less than three of this configuration's ticks (30s)")
+            && run.stdout.contains("nats stream edit KV_crewlet_duty --max-age 30s"),
+        "{run:?}"
+    );
+}
