@@ -755,8 +755,19 @@ pub fn json(ask: &Ask, o: &Outcome) -> serde_json::Value {
     }
 }
 
-/// The outcome as text: (stdout, stderr).
-pub fn text(ask: &Ask, o: &Outcome, bucket: &str) -> (String, String) {
+impl Outcome {
+    /// The log an outcome with a row speaks of.
+    pub fn stream(&self) -> Option<&str> {
+        match self {
+            Outcome::Stopped { row, .. } | Outcome::Done { row, .. } => Some(&row.stream),
+            _ => None,
+        }
+    }
+}
+
+/// The outcome as text: (stdout, stderr); `archived`: the log has an
+/// archive.
+pub fn text(ask: &Ask, o: &Outcome, bucket: &str, archived: bool) -> (String, String) {
     match o {
         Outcome::BadInput(BadInput { message, .. }) | Outcome::Refused { message, .. } => {
             (String::new(), format!("refused erase: {message}\n"))
@@ -786,10 +797,17 @@ pub fn text(ask: &Ask, o: &Outcome, bucket: &str) -> (String, String) {
                 "  live log: {} record(s) purged (a purge filtered to {}; no other record moved)\n",
                 row.live_records, row.subject
             ));
-            out.push_str(&format!(
-                "  archive: {} record(s) removed, {} segment(s) rewritten and verified\n",
-                row.archived_records, row.segments_rewritten
-            ));
+            // A log without an archive has nothing there to erase: say so,
+            // not "0 record(s) removed", which reads as a search that found
+            // nothing.
+            if archived {
+                out.push_str(&format!(
+                    "  archive: {} record(s) removed, {} segment(s) rewritten and verified\n",
+                    row.archived_records, row.segments_rewritten
+                ));
+            } else {
+                out.push_str("  archive: none configured for this log\n");
+            }
             out.push_str(&format!(
                 "  recorded in {bucket} as {}.{} (by {}, at {}, reason {:?})\n",
                 row.stream, row.op_id, row.by, row.at, row.reason

@@ -202,22 +202,28 @@ fn kinds(raw: &str) -> String {
 pub enum Surface {
     #[default]
     Cli,
+    /// `status --if-…`, whose flags are long ones (`--force`).
+    Preview,
     Http,
 }
 
 impl Surface {
-    /// How a valued option is named: `-confirm`, or `"confirm"`.
+    /// How a valued option is named: `-confirm`, `--confirm` (status's
+    /// previews take long flags), or `"confirm"`.
     pub fn option(self, name: &str) -> String {
         match self {
             Surface::Cli => format!("-{name}"),
+            Surface::Preview => format!("--{name}"),
             Surface::Http => format!("\"{}\"", name.replace('-', "_")),
         }
     }
 
-    /// How a switch is turned on: `pass -force`, or `send "force": true`.
+    /// How a switch is turned on: `pass -force`, `pass --force`, or
+    /// `send "force": true`.
     pub fn switch(self, name: &str) -> String {
         match self {
             Surface::Cli => format!("pass -{name}"),
+            Surface::Preview => format!("pass --{name}"),
             Surface::Http => format!("send \"{}\": true", name.replace('-', "_")),
         }
     }

@@ -86,9 +86,9 @@ pub fn parse_ack(text: &str) -> Result<(String, u64), String> {
 /// input that names nothing (the flag it came in).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Refused {
-    #[error("--if-evicted {node}: {}", .refusal.words(crate::human::Surface::Cli))]
+    #[error("--if-evicted {node}: {}", .refusal.words(crate::human::Surface::Preview))]
     Evict { node: String, refusal: Refusal },
-    #[error("--if-readmitted {node}: {}", .refusal.words(crate::human::Surface::Cli))]
+    #[error("--if-readmitted {node}: {}", .refusal.words(crate::human::Surface::Preview))]
     Readmit { node: String, refusal: Refusal },
     #[error("--if-evicted, --if-readmitted: no domain has a gate_subject, so no log takes gate records; there is nothing to preview")]
     NoGatedLog,
@@ -512,3 +512,22 @@ pub fn text(previews: &[DomainPreview]) -> String {
 
 #[cfg(test)]
 mod model_tests;
+
+#[cfg(test)]
+mod tests {
+    use super::Refused;
+    use crate::gate::Refusal;
+
+    /// A refused preview names the flag `status` takes (`--force`), not
+    /// the gesture's single-dash one it used to print.
+    #[test]
+    fn a_refused_preview_names_statuss_own_flags() {
+        let r = Refused::Evict {
+            node: "node-1".into(),
+            refusal: Refusal::NodeLive("node-1".into()),
+        };
+        let said = r.to_string();
+        assert!(said.contains("pass --force"), "{said}");
+        assert!(!said.contains(" -force"), "{said}");
+    }
+}

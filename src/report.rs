@@ -74,7 +74,7 @@ fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
             .map(|c| c.to_string())
             .unwrap_or_else(|| "?".into());
         return format!(
-            "NOT READY {}: {why} — the stream was created at {live}, the floor belongs to {old}; run: crewlet retention reanchor -stream {} -confirm {live}",
+            "NOT READY {}: {why} — the stream was created at {live}, the floor belongs to {old}; if it is the one to keep, run: crewlet retention reanchor -stream {} -confirm {live} (a new generation voids every backup and snapshot taken before it, and counts every node at 0 until it reports in it)",
             a.domain, a.stream
         );
     }

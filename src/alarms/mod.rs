@@ -691,6 +691,16 @@ fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc
                 None => "a counted node pins applied: see the node table".into(),
             }
         }
+        // The holds bucket cannot be read: no hold can be listed or
+        // released until it can (term_unreadable says why).
+        TermName::MinHold
+            if a
+                .terms
+                .iter()
+                .any(|t| t.term == TermName::MinHold && t.state_is_unreadable()) =>
+        {
+            "the holds bucket cannot be read (term_unreadable says why): a missing one is recreated by crewlet retention init, and the holds the floors row carries stay in force until they expire; nothing can be listed or released until then".into()
+        }
         TermName::MinHold => {
             let detail = a.terms.iter().find(|t| t.term == TermName::MinHold).and_then(|t| t.detail.clone());
             // The term's detail is "<id> (<owner>)": the id is its first word.
@@ -765,10 +775,13 @@ fn gates_remedy(a: &Answer, fault: &GateFault, bucket: &str) -> String {
     }
 }
 
+/// What a reanchor costs, said wherever one is offered.
+const REANCHOR_COST: &str = "a new generation voids every backup and snapshot taken before it, and counts every node at 0 until it reports in the new generation: the trim waits for all of them";
+
 fn not_ready_remedy(a: &Answer) -> String {
     match &a.not_ready {
         Some(NotReady::Recreated) => match a.live_stream_created {
-            Some(c) => format!("if the new stream is the one to keep: crewlet retention reanchor -stream {} -confirm {c}", a.stream),
+            Some(c) => format!("if the new stream is the one to keep: crewlet retention reanchor -stream {} -confirm {c} ({REANCHOR_COST})", a.stream),
             None => format!("run crewlet retention reanchor -stream {} to see the live stream's created", a.stream),
         },
         Some(NotReady::AheadOfLog) => {
@@ -786,7 +799,7 @@ fn not_ready_remedy(a: &Answer) -> String {
         ),
         Some(NotReady::GenerationUnknown { highest }) => match a.stream_created {
             Some(c) => format!(
-                "the floors row was lost; open the generation after {highest}: crewlet retention reanchor -stream {} -confirm {c}",
+                "the floors row was lost; open the generation after {highest}: crewlet retention reanchor -stream {} -confirm {c} ({REANCHOR_COST})",
                 a.stream
             ),
             None => format!(

@@ -200,7 +200,7 @@ fn not_ready_prints_the_reanchor_command() {
     w.floor_row(json!({"stream": S, "generation": 0, "stream_created": "2026-11-01T00:00:00Z", "floor": 5, "trim_floor_state": "published", "at": ts(-5)}));
     let a = alarms(&w);
     assert_eq!(names(&a), ["not_ready"]);
-    assert_eq!(a[0].remedy, format!("if the new stream is the one to keep: crewlet retention reanchor -stream {S} -confirm {CREATED}"));
+    assert_eq!(a[0].remedy, format!("if the new stream is the one to keep: crewlet retention reanchor -stream {S} -confirm {CREATED} ({REANCHOR_COST})"));
 }
 
 #[test]
@@ -466,4 +466,50 @@ fn config_drift_names_the_fields_and_a_shared_node_id() {
             "{alarms:?}"
         );
     }
+}
+
+/// Remedies match their causes: with the holds bucket unreadable,
+/// `trim_held` does not send the operator to list and release holds (a
+/// command that then fails); a NOT READY offering a reanchor says what it
+/// costs.
+#[test]
+fn remedies_match_their_causes() {
+    let mut w = World::new();
+    w.holds = None;
+    let a = w.answer();
+    let mut p = policy();
+    p.held_alarm_after = Duration::ZERO;
+    let mut a = a;
+    a.held_since = Some(Instant(now() - chrono::Duration::hours(1)));
+    let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+    let held_alarm = alarms
+        .iter()
+        .find(|x| x.alarm == "trim_held")
+        .expect("trim_held");
+    assert!(
+        held_alarm
+            .remedy
+            .contains("the holds bucket cannot be read")
+            && !held_alarm.remedy.contains("crewlet retention holds"),
+        "{held_alarm:?}"
+    );
+    let mut w = World::new();
+    w.floor_row(serde_json::json!({"stream": S, "generation": 0, "stream_created": "2026-10-01T00:00:00Z", "floor": 5, "trim_floor_state": "published", "at": ts(-5)}));
+    let a = w.answer();
+    let alarms = evaluate(
+        std::slice::from_ref(&a),
+        &held(),
+        None,
+        &policy(),
+        now(),
+        None,
+    );
+    let nr = alarms
+        .iter()
+        .find(|x| x.alarm == "not_ready")
+        .expect("not_ready");
+    assert!(
+        nr.remedy.contains("reanchor") && nr.remedy.contains("voids every backup"),
+        "{nr:?}"
+    );
 }

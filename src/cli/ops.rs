@@ -79,7 +79,11 @@ pub(super) async fn erase(cli: &Cli, args: &EraseArgs) -> Exit {
     if cli.json {
         println!("{}", erase::json(&ask, &outcome));
     } else {
-        let (out, err) = erase::text(&ask, &outcome, &config.buckets.erasures);
+        let archived = config
+            .domains
+            .iter()
+            .any(|d| d.archive.is_some() && Some(d.stream.as_str()) == outcome.stream());
+        let (out, err) = erase::text(&ask, &outcome, &config.buckets.erasures, archived);
         print!("{out}");
         eprint!("{err}");
     }

@@ -512,3 +512,21 @@ async fn an_erasure_reaches_the_archive_of_an_older_generation() {
         "generation 0 forgot it"
     );
 }
+
+/// On a log without an archive, the erasure says there is none, not
+/// "archive: 0 record(s) removed" (which reads as a search that found
+/// nothing).
+#[tokio::test]
+async fn an_erasure_on_a_log_without_an_archive_says_there_is_none() {
+    let (f, _) = fleet(None).await;
+    let op = operator(&f, None);
+    let run = op.run(&erase(&[
+        "-subject", PERSON, "-reason", "gdpr", "-confirm", PERSON,
+    ]));
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("archive: none configured for this log"),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("record(s) removed"), "{run:?}");
+}
