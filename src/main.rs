@@ -53,6 +53,9 @@ fn init_tracing(format: LogFormat, default_level: &str) {
         .with_writer(std::io::stderr);
     match format {
         LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
+        // Each event's fields at the top level, beside timestamp and
+        // level: the shape every alarm line has, whichever command wrote
+        // it (docs/runbook.md, Alarms).
+        LogFormat::Json => builder.json().flatten_event(true).init(),
     }
 }

@@ -55,15 +55,20 @@ impl Alarm {
         )
     }
 
-    /// The alarm as one JSON object for `--log-format json` (docs/runbook.md):
-    /// `{"event": "alarm", "alarm", "domain", "measurement", "remedy"}`.
-    pub fn json_line(&self) -> String {
+    /// The alarm as one JSON object for `--log-format json`, in the shape
+    /// `run`'s own JSON log lines have (docs/runbook.md, Alarms): the
+    /// same keys whichever command printed it, so that one alerting rule
+    /// (`"event": "alarm_raised"`) serves both.
+    pub fn json_line(&self, at: DateTime<Utc>) -> String {
         serde_json::json!({
-            "event": "alarm",
+            "timestamp": at.to_rfc3339_opts(chrono::SecondsFormat::Micros, true),
+            "level": "WARN",
+            "event": "alarm_raised",
             "alarm": self.alarm,
-            "domain": self.domain,
+            "domain": self.domain.as_deref().unwrap_or("*"),
             "measurement": self.measurement,
             "remedy": self.remedy,
+            "message": self.line(),
         })
         .to_string()
     }

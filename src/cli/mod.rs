@@ -54,7 +54,7 @@ pub const REFERENCE_CONFIG: &str = include_str!("../../config/crewlet.reference.
 pub fn print_alarm(cli: &Cli, a: &crate::alarms::Alarm) {
     match cli.log_format {
         LogFormat::Text => eprintln!("{}", a.line()),
-        LogFormat::Json => eprintln!("{}", a.json_line()),
+        LogFormat::Json => eprintln!("{}", a.json_line(chrono::Utc::now())),
     }
 }
 

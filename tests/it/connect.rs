@@ -255,4 +255,32 @@ async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
     assert!(log.contains("credentials"), "{log}");
     assert!(!log.contains("wrongpw"), "{log}");
     assert!(!log.contains("check that nats-server runs"), "{log}");
+    // The alarm line has the one shape every alarm line has (status
+    // --log-format json prints the same keys).
+    let raised = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .find(|v| v["event"] == "alarm_raised")
+        .unwrap_or_else(|| panic!("an alarm_raised line: {log}"));
+    let mut keys: Vec<&str> = raised
+        .as_object()
+        .map(|o| o.keys().map(String::as_str).collect())
+        .unwrap_or_default();
+    keys.retain(|k| *k != "target");
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "alarm",
+            "domain",
+            "event",
+            "level",
+            "measurement",
+            "message",
+            "remedy",
+            "timestamp"
+        ],
+        "{raised}"
+    );
+    assert_eq!(raised["alarm"], "broker_refused");
 }

@@ -259,7 +259,7 @@ async fn three_sidecars_one_purger_and_a_handover_within_a_ttl() {
             let Ok(v) = serde_json::from_str::<serde_json::Value>(line) else {
                 continue;
             };
-            let event = v["fields"]["event"].as_str().unwrap_or_default();
+            let event = v["event"].as_str().unwrap_or_default();
             if event == "trim_published" || event == "trim_purged" {
                 let t = v["timestamp"]
                     .as_str()

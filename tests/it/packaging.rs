@@ -286,3 +286,25 @@ fn ci_runs_the_readmes_two_commands_as_printed() {
     let demo = std::fs::read_to_string(root().join("scripts/demo")).expect("scripts/demo");
     assert!(demo.contains("--bin crewlet"), "{demo}");
 }
+
+/// docs/kubernetes.md tells the truth about the probes: liveness on
+/// `/healthz` (a probe on `status`'s exit code would restart the sidecar
+/// in every broker outage), no claim that there is no HTTP endpoint, and
+/// the alarm lines' real event name.
+#[test]
+fn the_kubernetes_guide_probes_what_exists() {
+    let doc = std::fs::read_to_string(root().join("docs/kubernetes.md")).expect("doc");
+    assert!(
+        doc.contains("httpGet: {path: /healthz"),
+        "liveness on /healthz"
+    );
+    assert!(!doc.contains("no HTTP endpoint"), "the HTTP surface exists");
+    assert!(
+        !doc.contains("test $? -ne 3"),
+        "no probe on status's exit code"
+    );
+    assert!(doc.contains("\"event\": \"alarm_raised\""));
+    assert!(!doc.contains("\"event\": \"alarm\"`"));
+    let routes = std::fs::read_to_string(root().join("src/http/mod.rs")).expect("routes");
+    assert!(routes.contains("\"/healthz\""), "the route the probe names");
+}
