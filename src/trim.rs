@@ -717,8 +717,15 @@ impl Sidecar {
             return;
         }
         d.published = Some(self.write_row(a, revision).await);
-        if let Some(Err(e)) = &d.published {
-            tracing::warn!(event = "publish_failed", domain = %a.domain, error = %e, "the answer was not published; nothing is purged this tick");
+        match &d.published {
+            // The row now written is this answer: what it says of the last
+            // publish (the kept answer, its alarms) is this one, as status
+            // reading the row afresh says.
+            Some(Ok(_)) => d.answer.published_at = Some(d.answer.at),
+            Some(Err(e)) => {
+                tracing::warn!(event = "publish_failed", domain = %d.answer.domain, error = %e, "the answer was not published; nothing is purged this tick");
+            }
+            None => {}
         }
     }
 

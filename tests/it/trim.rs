@@ -456,3 +456,20 @@ async fn a_malformed_row_blocks_and_names_its_key() {
     );
     assert_eq!(f.first_seq().await, 1);
 }
+
+/// The answer a tick keeps (what `/v1/retention` serves) and `status
+/// --json` agree on `published_at`: when the floors row was last written,
+/// which is this tick's own publish. The tick's answer used to say the
+/// row before it, a tick behind.
+#[tokio::test]
+async fn the_tick_s_answer_says_its_own_publish() {
+    let f = Fleet::new(10).await;
+    f.healthy(&[("node-1", 10)], 10).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    let r = s.tick().await;
+    let row = f.floors_row().await.expect("published");
+    let at = crewlet::rows::Instant::parse(row["at"].as_str().expect("at")).expect("instant");
+    assert_eq!(r.domains[0].answer.published_at, Some(at));
+}
