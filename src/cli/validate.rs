@@ -135,6 +135,20 @@ async fn broker_problems(
                 // shorter than three of this configuration's ticks would
                 // leave this sidecar's fences too little time (or none) to
                 // purge (docs/runbook.md, config_drift).
+                // A presence bucket without a TTL keeps a crashed node's
+                // lease for ever (a node's client created it with its usual
+                // create-or-open): that node pins as live, and `evict`
+                // refuses it.
+                if name == config.buckets.presence && have.max_age.is_zero() {
+                    found.push(Problem::error(
+                        "buckets.presence",
+                        format!(
+                            "bucket {name} has no TTL (max_age 0): a node that stops stays live for ever; set it to retention.presence_ttl ({}): nats stream edit KV_{name} --max-age {}",
+                            config.retention.presence_ttl,
+                            config.retention.presence_ttl
+                        ),
+                    ));
+                }
                 let ttl = config.retention.duty_ttl();
                 if name == config.buckets.duty && !have.max_age.is_zero() && have.max_age < ttl {
                     found.push(Problem::error(

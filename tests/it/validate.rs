@@ -285,3 +285,27 @@ async fn a_tick_longer_than_the_duty_buckets_lease_allows_is_an_error() {
         "{run:?}"
     );
 }
+
+/// A presence bucket a node's client created without a TTL (its usual
+/// create-or-open) keeps a crashed node live for ever: `validate` says so.
+#[tokio::test]
+async fn a_presence_bucket_without_a_ttl_is_an_error() {
+    let server = Server::start();
+    let js = server.js().await;
+    create_bucket(&js, "crewlet_presence", std::time::Duration::ZERO).await;
+    let s = Scratch::new();
+    let cfg = s.write(
+        "c.yaml",
+        &format!(
+            "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n",
+            server.url()
+        ),
+    );
+    let run = crewlet(&["validate", "--config", cfg.to_str().expect("utf-8")]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("buckets.presence: bucket crewlet_presence has no TTL"),
+        "{run:?}"
+    );
+}
