@@ -124,6 +124,20 @@ pub enum ConnectError {
     Refused { url: String, reason: String },
     #[error("the server URL {url} is not usable: {reason}")]
     BadUrl { url: String, reason: String },
+    #[error("the broker at {url} runs nats-server {version}, which crewlet does not support: it needs 2.10 or later (the message get by sequence and subject the reads are proven with, the purge and key-value API as crewlet uses them); upgrade the server")]
+    Unsupported { url: String, version: String },
+}
+
+/// PURE: whether a nats-server version string (`2.10.26`, `v2.9.10`)
+/// names a release crewlet supports: 2.10 and later. One that does not
+/// parse is let through (a build of its own; the reads prove themselves).
+pub fn supported_server(version: &str) -> bool {
+    let v = version.trim().trim_start_matches('v');
+    let mut parts = v.split(['.', '-']).map(|p| p.parse::<u64>());
+    match (parts.next(), parts.next()) {
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= (2, 10),
+        _ => true,
+    }
 }
 
 impl ConnectError {
@@ -270,6 +284,15 @@ pub async fn connect(
                 }
             }
         })?;
+    // An unsupported server is refused at once, naming its version,
+    // rather than failing in some read on every tick.
+    let version = client.server_info().version;
+    if !supported_server(&version) {
+        return Err(ConnectError::Unsupported {
+            url: shown,
+            version,
+        });
+    }
     let js = async_nats::jetstream::new(client);
     Ok(Broker {
         js,
@@ -315,6 +338,23 @@ fn invalid_data(e: &(dyn std::error::Error + 'static)) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_2_10_and_later_is_supported() {
+        for ok in [
+            "2.10.26",
+            "v2.11.11",
+            "2.15.1",
+            "3.0.0",
+            "2.10.0-beta.1",
+            "custom",
+        ] {
+            assert!(supported_server(ok), "{ok}");
+        }
+        for old in ["2.9.10", "v2.9.25", "1.4.1"] {
+            assert!(!supported_server(old), "{old}");
+        }
+    }
 
     #[test]
     fn server_lists() {

@@ -783,11 +783,82 @@ impl Broker {
             Reply::Ok { message } => Ok(Some(message.seq)),
             // 10037: no message at or after that time.
             Reply::Err { error } if error.err_code == 10037 => Ok(None),
+            // 10003: a bad request. nats-server 2.10 does not know
+            // `start_time`: the first record at or after the instant is
+            // found from sequences and their timestamps instead.
+            Reply::Err { error } if error.err_code == 10003 => {
+                self.first_seq_at_or_after_by_seq(stream, at).await
+            }
             Reply::Err { error } => Err(Fault::failed(format!(
                 "age lookup on {stream}: {} ({}/{})",
                 error.description, error.code, error.err_code
             ))),
         }
+    }
+
+    /// The age lookup without `start_time` (nats-server 2.10): a binary
+    /// search over the retained sequences, each probe the leader's next
+    /// message at or after a sequence (`STREAM.MSG.GET` with
+    /// `next_by_subj`) and its timestamp; some 20 requests for a million
+    /// records. It assumes timestamps in log order, as the broker's own
+    /// lookup does: out of order, the age proof before every purge still
+    /// keeps each young record (docs/trim-floor.md, Clocks and the age
+    /// proof).
+    async fn first_seq_at_or_after_by_seq(
+        &self,
+        stream: &str,
+        at: DateTime<Utc>,
+    ) -> Result<Option<u64>, Fault> {
+        let state = self.stream_state(stream).await?;
+        if state.messages == 0 || state.last_seq < state.first_seq {
+            return Ok(None);
+        }
+        // The first record at or after `seq`: its sequence and time.
+        let probe = |seq: u64| async move {
+            let subject = format!("STREAM.MSG.GET.{stream}");
+            let body = serde_json::json!({"seq": seq, "next_by_subj": ">"});
+            let request = self.js.request::<_, _, serde_json::Value>(subject, &body);
+            let reply = self
+                .bounded(&format!("age lookup on {stream}"), request)
+                .await?;
+            if let Some(err) = reply.get("error") {
+                if err.get("err_code").and_then(serde_json::Value::as_u64) == Some(10037) {
+                    return Ok(None);
+                }
+                return Err(Fault::failed(format!("age lookup on {stream}: {err}")));
+            }
+            let m = &reply["message"];
+            let found = m["seq"].as_u64().zip(
+                m["time"]
+                    .as_str()
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                    .map(|t| t.with_timezone(&Utc)),
+            );
+            found.map(Some).ok_or_else(|| {
+                Fault::failed(format!(
+                    "age lookup on {stream}: a message without its sequence or time"
+                ))
+            })
+        };
+        // Invariant: every record below `lo` is older than `at`; `found`
+        // is the lowest record seen at or after it.
+        let (mut lo, mut hi) = (state.first_seq, state.last_seq);
+        let mut found = None;
+        while lo <= hi {
+            let mid = lo + (hi - lo) / 2;
+            match probe(mid).await? {
+                None => break,
+                Some((seq, time)) if time >= at => {
+                    found = Some(seq);
+                    if mid == 0 {
+                        break;
+                    }
+                    hi = mid - 1;
+                }
+                Some((seq, _)) => lo = seq + 1,
+            }
+        }
+        Ok(found)
     }
 }
 

@@ -32,4 +32,5 @@ mod status;
 mod tidy;
 mod trim;
 mod validate;
+mod versions;
 mod views;

@@ -87,6 +87,12 @@ impl Fleet {
         Self::set_up(Server::start(), Vec::new(), max_bytes, records).await
     }
 
+    /// As [`Fleet::new`], on the oldest nats-server release crewlet
+    /// supports.
+    pub async fn on_oldest(records: u64) -> Fleet {
+        Self::set_up(Server::start_oldest(), Vec::new(), GIB, records).await
+    }
+
     /// A three-server cluster with the domain's stream and every bucket
     /// at three replicas, `records` records in the log.
     pub async fn cluster(records: u64) -> Fleet {

@@ -71,6 +71,27 @@ impl Server {
         Self::start_with_config(Some(conf), scheme)
     }
 
+    /// A plain JetStream server of the oldest supported release.
+    pub fn start_oldest() -> Server {
+        let bin = oldest_nats_server_bin();
+        for _ in 0..5 {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let port = free_port();
+            let child = spawn_bin(&bin, &dir, port, None);
+            let mut server = Server {
+                child,
+                port,
+                dir,
+                scheme: "nats",
+                config: None,
+            };
+            if server.listening_while_alive() {
+                return server;
+            }
+        }
+        panic!("the oldest nats-server did not start on a free port in five tries");
+    }
+
     /// A plain JetStream server on `port` (one a test reserved earlier).
     pub fn start_on(port: u16) -> Server {
         let dir = tempfile::tempdir().expect("temp dir");
@@ -210,7 +231,23 @@ impl Server {
 }
 
 fn spawn(dir: &tempfile::TempDir, port: u16, config: Option<&Path>) -> Child {
-    let mut cmd = Command::new(nats_server_bin());
+    spawn_bin(&nats_server_bin(), dir, port, config)
+}
+
+/// The oldest nats-server release crewlet supports, as
+/// `scripts/install-test-deps` installs it (`.tools/nats-oldest`).
+pub fn oldest_nats_server_bin() -> PathBuf {
+    let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/nats-oldest/bin/nats-server");
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/install-test-deps (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+fn spawn_bin(bin: &Path, dir: &tempfile::TempDir, port: u16, config: Option<&Path>) -> Child {
+    let mut cmd = Command::new(bin);
     if let Some(c) = config {
         cmd.arg("-c").arg(c);
     }
