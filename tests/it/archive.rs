@@ -664,7 +664,8 @@ fn operator_yaml(f: &Fleet, store: &Store) -> String {
         ),
     };
     format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall}}\ndomains:\n  - name: tracker\n    stream: {STREAM}\n    gate_subject: crewlet.tracker.gate\n    archive: {archive}\n",
+        // The fleet's tick (its duty bucket keeps the lease three of them).
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall, tick: 1s, max_clock_skew: 500ms}}\ndomains:\n  - name: tracker\n    stream: {STREAM}\n    gate_subject: crewlet.tracker.gate\n    archive: {archive}\n",
         f.url()
     )
 }
