@@ -370,7 +370,8 @@ async fn place_join_holds(
     // Ten of the holder's ticks (its lease is three), whatever this
     // configuration's tick; the holder extends it while the readmission is
     // not absorbed, and an expired one still pins until it is.
-    let ttl = hold::holder_tick(broker, config).await * 10;
+    let tick = hold::holder_tick(broker, config).await;
+    let ttl = tick * 10;
     // On the broker's clock, which decides whether the hold is live.
     let now = match facts.first() {
         Some(f) => broker
@@ -420,7 +421,7 @@ async fn place_join_holds(
             // tick that read its pins before the hold could still purge
             // what the node needs.
             let in_force = p.row.seq.saturating_sub(1);
-            match hold::confirm(broker, config, p, w, Some(in_force)).await {
+            match hold::confirm(broker, config, p, w, Some(in_force), tick).await {
                 hold::Placed::Held { .. } => {}
                 hold::Placed::Unconfirmed(u) => {
                     refusal = Some(Refusal::JoinHoldUnconfirmed {

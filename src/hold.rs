@@ -200,7 +200,10 @@ pub async fn place(broker: &Broker, config: &Config, p: &Placement<'_>, wait: bo
     match write(broker, config, p).await {
         Err(placed) => placed,
         Ok(_) if !wait => Placed::Unconfirmed(Unconfirmed::NotWaited),
-        Ok(w) => confirm(broker, config, p, &w, None).await,
+        Ok(w) => {
+            let tick = holder_tick(broker, config).await;
+            confirm(broker, config, p, &w, None, tick).await
+        }
     }
 }
 
@@ -260,17 +263,19 @@ pub async fn write(broker: &Broker, config: &Config, p: &Placement<'_>) -> Resul
     })
 }
 
-/// Waits (at most two of the holder's ticks) for an answer a later tick
-/// publishes, and checks the log again. With `in_force` (a readmission's
-/// join hold, pinning from `P + 1`), only an answer whose `min_hold` is at
-/// or below `P` confirms it: a tick that read its pins before the hold and
-/// published after it does not.
+/// Waits (at most two of the holder's ticks, `tick` as [`holder_tick`]
+/// read it) for an answer a later tick publishes, and checks the log
+/// again. With `in_force` (a readmission's join hold, pinning from
+/// `P + 1`), only an answer whose `min_hold` is at or below `P` confirms
+/// it: a tick that read its pins before the hold and published after it
+/// does not.
 pub async fn confirm(
     broker: &Broker,
     config: &Config,
     p: &Placement<'_>,
     w: &Written,
     in_force: Option<u64>,
+    tick: Duration,
 ) -> Placed {
     let before = match (&w.before, &w.lease) {
         (Err(why), _) | (_, Err(why)) => {
@@ -285,7 +290,6 @@ pub async fn confirm(
         (Ok(before), Ok(true)) => *before,
     };
     let key = format!("{}.{}", p.stream, p.id);
-    let tick = holder_tick(broker, config).await;
     let budget = tick * 2 + Duration::from_secs(2);
     let poll = (tick / 10).clamp(Duration::from_millis(50), Duration::from_millis(500));
     let started = Clock::now();

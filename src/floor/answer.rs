@@ -730,6 +730,25 @@ pub fn compute(
         not_ready = Some(NotReady::AheadOfLog);
     }
     let carried_holds = carried_holds(rows, stream, now);
+    // Holds that pin though the bucket does not show them live: carried
+    // over a recreated bucket, or a join hold whose readmission is not
+    // absorbed yet.
+    let lapsed = super::lapsed_join_holds(rows, stream, incarnation, now);
+    let extra_holds: Vec<terms::ExtraHold> = carried_holds
+        .iter()
+        .map(|(id, h)| terms::ExtraHold {
+            id,
+            seq: h.seq,
+            owner: &h.owner,
+            why: "carried from a recreated holds bucket",
+        })
+        .chain(lapsed.iter().map(|(id, seq, owner)| terms::ExtraHold {
+            id,
+            seq: *seq,
+            owner,
+            why: "expired, its readmission not yet absorbed",
+        }))
+        .collect();
     let (mut terms, backup_age, archive) = seven_terms(
         domain,
         policy,
@@ -738,7 +757,7 @@ pub fn compute(
         &line,
         &set,
         published,
-        &carried_holds,
+        &extra_holds,
         at,
         now,
     );
@@ -1091,31 +1110,14 @@ fn seven_terms(
     line: &Lineage,
     set: &super::counted::CountedSet,
     published: Option<&(PublishedFloor, u64)>,
-    carried_holds: &[(&str, &HoldPin)],
+    extra_holds: &[terms::ExtraHold],
     at: Instant,
     now: DateTime<Utc>,
 ) -> (Vec<Term>, Option<std::time::Duration>, Option<ArchiveState>) {
     let stream = domain.stream.as_str();
     let state = read.stream.as_ref().ok();
     let applied = terms::applied(stream, set);
-    let incarnation = super::incarnation(rows, stream, read);
-    let lapsed = super::lapsed_join_holds(rows, stream, incarnation, now);
-    let extra: Vec<terms::ExtraHold> = carried_holds
-        .iter()
-        .map(|(id, h)| terms::ExtraHold {
-            id,
-            seq: h.seq,
-            owner: &h.owner,
-            why: "carried from a recreated holds bucket",
-        })
-        .chain(lapsed.iter().map(|(id, seq, owner)| terms::ExtraHold {
-            id,
-            seq: *seq,
-            owner,
-            why: "expired, its readmission not yet absorbed",
-        }))
-        .collect();
-    let min_hold = terms::min_hold(stream, &rows.holds, &extra, now);
+    let min_hold = terms::min_hold(stream, &rows.holds, extra_holds, now);
     // Backups of an earlier incarnation or generation do not count: the
     // later of the stream's created and the generation's opening.
     let history_from = match (line.gen_created, line.generation_opened_at) {

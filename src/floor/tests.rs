@@ -1186,11 +1186,7 @@ fn a_lapsed_join_hold_pins_until_its_readmission_is_absorbed() {
             .to_string(),
     ));
     let a = w.answer();
-    let hold = a
-        .terms
-        .iter()
-        .find(|t| t.term == TermName::MinHold)
-        .expect("min_hold");
+    let hold = term(&a, TermName::MinHold);
     assert_eq!(hold.seq(), Some(300), "{hold:?}");
     assert!(
         hold.detail
@@ -1207,11 +1203,7 @@ fn a_lapsed_join_hold_pins_until_its_readmission_is_absorbed() {
         .to_string(),
     ));
     let a = w.answer();
-    let hold = a
-        .terms
-        .iter()
-        .find(|t| t.term == TermName::MinHold)
-        .expect("min_hold");
+    let hold = term(&a, TermName::MinHold);
     assert_eq!(hold.state, TermState::Unbounded, "{hold:?}");
 }
 

@@ -34,6 +34,14 @@ async fn node_3_stalled_at_182() -> (Fleet, crewlet::trim::Sidecar) {
     (f, s)
 }
 
+/// The bucket deleted by accident, and a tick that finds it missing.
+async fn lose(f: &Fleet, s: &mut crewlet::trim::Sidecar, bucket: &str) {
+    f.js.delete_key_value(bucket)
+        .await
+        .expect("delete the bucket");
+    s.tick().await;
+}
+
 fn node_entry(status: &Value, node: &str) -> Value {
     status["domains"][0]["nodes"]
         .as_array()
@@ -52,10 +60,7 @@ fn node_entry(status: &Value, node: &str) -> Value {
 async fn a_recreated_positions_bucket_keeps_an_absent_nodes_pin_until_it_reports() {
     let (f, mut s) = node_3_stalled_at_182().await;
     let op = operator(&f);
-    f.js.delete_key_value("crewlet_positions")
-        .await
-        .expect("delete the positions bucket");
-    s.tick().await;
+    lose(&f, &mut s, "crewlet_positions").await;
     assert_eq!(f.first_seq().await, 183, "a missing bucket is unreadable");
     let run = op.status();
     assert!(
@@ -121,10 +126,7 @@ async fn a_recreated_positions_bucket_keeps_an_absent_nodes_pin_until_it_reports
 async fn an_eviction_ends_a_carried_pin() {
     let (f, mut s) = node_3_stalled_at_182().await;
     let op = operator(&f);
-    f.js.delete_key_value("crewlet_positions")
-        .await
-        .expect("delete the positions bucket");
-    s.tick().await;
+    lose(&f, &mut s, "crewlet_positions").await;
     assert_eq!(op.run(&["retention", "init"]).code, 0);
     f.position("node-1", 212).await;
     f.position("node-2", 212).await;
@@ -168,10 +170,7 @@ async fn a_recreated_holds_bucket_keeps_a_live_hold_until_it_expires() {
     let mut s = f.sidecar().await;
     s.tick().await;
     assert_eq!(f.first_seq().await, 40, "the hold keeps 40..");
-    f.js.delete_key_value("crewlet_holds")
-        .await
-        .expect("delete the holds bucket");
-    s.tick().await;
+    lose(&f, &mut s, "crewlet_holds").await;
     let op = operator(&f);
     let run = op.run(&["retention", "init"]);
     assert_eq!(run.code, 0, "{run:?}");

@@ -221,36 +221,16 @@ async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
         "c.yaml",
         &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: wrongpw}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
     );
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args([
-            "retention",
-            "run",
-            "--config",
-            path.to_str().expect("utf-8"),
-            "--log-format",
-            "json",
-        ])
-        .env_remove("NATS_URL")
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("start run");
-    let mut child = child;
+    let mut child = spawn_run(&path, &[]);
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
     assert!(
         matches!(child.try_wait(), Ok(None)),
         "run keeps retrying a refusal"
     );
-    // SAFETY: signalling a child we spawned and have not reaped.
-    unsafe {
-        libc::kill(i32::try_from(child.id()).expect("pid"), libc::SIGTERM);
-    }
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("wait");
-    let log = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(0), "{log}");
+    signal(&child, libc::SIGTERM);
+    let out = finished(child).await;
+    let log = &out.stderr;
+    assert_eq!(out.code, 0, "{log}");
     assert!(log.contains("broker_refused"), "{log}");
     assert!(log.contains("credentials"), "{log}");
     assert!(!log.contains("wrongpw"), "{log}");
@@ -262,25 +242,6 @@ async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
         .find(|v| v["event"] == "alarm_raised")
         .unwrap_or_else(|| panic!("an alarm_raised line: {log}"));
-    let mut keys: Vec<&str> = raised
-        .as_object()
-        .map(|o| o.keys().map(String::as_str).collect())
-        .unwrap_or_default();
-    keys.retain(|k| *k != "target");
-    keys.sort_unstable();
-    assert_eq!(
-        keys,
-        [
-            "alarm",
-            "domain",
-            "event",
-            "level",
-            "measurement",
-            "message",
-            "remedy",
-            "timestamp"
-        ],
-        "{raised}"
-    );
+    assert_eq!(log_keys(&raised), ALARM_KEYS, "{raised}");
     assert_eq!(raised["alarm"], "broker_refused");
 }

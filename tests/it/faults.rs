@@ -1,44 +1,16 @@
 //! Fault injection against a real broker, the invariant checked after each:
 //! no purge ever takes a record something still needs.
 
-use std::process::{Child, Command, Stdio};
+use std::process::Child;
 use std::time::{Duration, Instant};
 
 use crate::support::fleet::*;
-use crate::support::Scratch;
+use crate::support::{signal, spawn_run, Scratch};
 
 fn yaml(url: &str, node: &str) -> String {
     format!(
         "node: {{id: {node}}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
     )
-}
-
-fn spawn_run(cfg: &std::path::Path, env: &[(&str, &str)]) -> Child {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_crewlet"));
-    cmd.args([
-        "retention",
-        "run",
-        "--config",
-        cfg.to_str().expect("utf-8"),
-        "--log-format",
-        "json",
-    ])
-    .env_remove("NATS_URL")
-    .env("RUST_LOG", "info")
-    .stdout(Stdio::null())
-    .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    cmd.spawn().expect("start crewlet")
-}
-
-fn signal(child: &Child, sig: i32) {
-    let pid = i32::try_from(child.id()).expect("pid");
-    // SAFETY: signalling a child we spawned and have not reaped.
-    unsafe {
-        libc::kill(pid, sig);
-    }
 }
 
 async fn finish(child: Child) -> (Option<i32>, String) {

@@ -560,44 +560,20 @@ async fn the_gate_reserve_takes_evictions_until_max_bytes() {
 /// belong to one cut.
 #[tokio::test]
 async fn records_landing_while_a_tick_absorbs_are_not_a_restored_log() {
-    use std::io::{BufRead, BufReader};
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10)], 10).await;
     let op = Op::new(&f);
-    let mut child = op.0.spawn(
+    let child = op.0.spawn(
         &["retention", "run", "--once"],
         &[
             ("RUST_LOG", "info"),
             ("CREWLET_FAILPOINT", "after_stream_info:sleep=1500"),
         ],
     );
-    let stderr = child.stderr.take().expect("stderr");
     // Wait until the tick has read stream info and paused, then append.
-    let (paused, lines) = tokio::task::spawn_blocking(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        let mut seen = String::new();
-        for l in lines.by_ref() {
-            let Ok(l) = l else { break };
-            seen.push_str(&l);
-            seen.push('\n');
-            if l.contains("CREWLET_FAILPOINT: pausing") {
-                break;
-            }
-        }
-        (seen, lines)
-    })
-    .await
-    .expect("join");
-    assert!(paused.contains("pausing"), "the tick paused: {paused}");
+    let paused = crate::support::Paused::at(child).await;
     f.publish(5).await;
-    let rest = tokio::task::spawn_blocking(move || {
-        let r: String = lines.map_while(Result::ok).map(|l| l + "\n").collect();
-        let _ = child.wait();
-        r
-    })
-    .await
-    .expect("join");
-    let log = format!("{paused}{rest}");
+    let log = paused.finish().await;
     let row = f.floors_row().await.expect("published");
     assert_eq!(row["last_seq"], 10, "the tick's cut: {row}");
     assert!(

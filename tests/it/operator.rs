@@ -300,44 +300,17 @@ async fn stderr_is_quiet_and_machine_readable() {
         "json",
     ]);
     assert!(!run.stderr.is_empty());
-    let keys = |v: &serde_json::Value| -> Vec<String> {
-        let mut k: Vec<String> = v
-            .as_object()
-            .map(|o| o.keys().cloned().collect())
-            .unwrap_or_default();
-        k.retain(|k| {
-            k != "target"
-                && k != "threadName"
-                && k != "threadId"
-                && k != "filename"
-                && k != "line_number"
-        });
-        k.sort();
-        k
-    };
     let mut shape = None;
     for line in run.stderr.lines() {
         let v: serde_json::Value =
             serde_json::from_str(line).unwrap_or_else(|e| panic!("not JSON ({e}): {line:?}"));
         assert_eq!(v["event"], "alarm_raised", "{line}");
-        shape = Some(keys(&v));
+        shape = Some(crate::support::log_keys(&v));
     }
     // One shape for an alarm everywhere: `run`'s JSON log lines carry the
     // same keys as `status`'s.
     let shape = shape.expect("an alarm line");
-    assert_eq!(
-        shape,
-        [
-            "alarm",
-            "domain",
-            "event",
-            "level",
-            "measurement",
-            "message",
-            "remedy",
-            "timestamp"
-        ]
-    );
+    assert_eq!(shape, crate::support::ALARM_KEYS);
     let run = crate::support::crewlet_bare(&[
         "retention",
         "run",
@@ -355,7 +328,7 @@ async fn stderr_is_quiet_and_machine_readable() {
         .collect();
     assert!(!raised.is_empty(), "{run:?}");
     for v in &raised {
-        assert_eq!(keys(v), shape, "{v}");
+        assert_eq!(crate::support::log_keys(v), shape, "{v}");
     }
 
     let run = crate::support::crewlet_bare(&["retention", "run", "--once", "--config", &cfg]);

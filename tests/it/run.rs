@@ -358,34 +358,13 @@ async fn an_unchanged_answer_is_not_logged_every_tick() {
     f.healthy(&[("node-1", 50)], 50).await;
     let s = Scratch::new();
     let cfg = s.write("c.yaml", &yaml(&f.server.url()));
-    let child = Command::new(env!("CARGO_BIN_EXE_crewlet"))
-        .args([
-            "retention",
-            "run",
-            "--config",
-            cfg.to_str().expect("utf-8"),
-            "--log-format",
-            "json",
-        ])
-        .env_remove("NATS_URL")
-        .env_remove("RUST_LOG")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("start run");
+    let child = crate::support::spawn_run(&cfg, &[]);
     // Some eight ticks: the first answers, the purge once min_age passes,
     // then nothing changes.
     tokio::time::sleep(std::time::Duration::from_secs(8)).await;
-    let pid = i32::try_from(child.id()).expect("pid");
-    // SAFETY: signalling a child we spawned and have not reaped.
-    unsafe {
-        libc::kill(pid, libc::SIGTERM);
-    }
-    let out = tokio::task::spawn_blocking(move || child.wait_with_output())
-        .await
-        .expect("join")
-        .expect("wait");
-    let log = String::from_utf8_lossy(&out.stderr);
+    crate::support::signal(&child, libc::SIGTERM);
+    let out = crate::support::finished(child).await;
+    let log = &out.stderr;
     assert_eq!(f.first_seq().await, 51, "the fleet was trimmed: {log}");
     let published = log.matches("\"trim_published\"").count();
     assert!(

@@ -972,7 +972,6 @@ async fn a_floors_row_lost_right_after_a_reanchor_is_not_generation_0() {
 /// records went.
 #[tokio::test]
 async fn a_hold_placed_while_an_earlier_log_is_purged_bounds_the_next() {
-    use std::io::{BufRead, BufReader};
     const PAGES: &str = "CREWLET_PAGES_LOG";
     let f = Fleet::new(20).await;
     create_stream(&f.js, log_stream(PAGES, &["pages.>"], GIB)).await;
@@ -1009,27 +1008,8 @@ async fn a_hold_placed_while_an_earlier_log_is_purged_bounds_the_next() {
         "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}}}, {{name: pages, stream: {PAGES}}}]\n",
         f.server.url()
     ));
-    let mut child = once_with(&op, "after_pins:sleep=1500");
-    let stderr = child.stderr.take().expect("stderr");
-    let (seen, lines) = tokio::task::spawn_blocking(move || {
-        let mut lines = BufReader::new(stderr).lines();
-        let mut seen = String::new();
-        for l in lines.by_ref() {
-            let Ok(l) = l else { break };
-            seen.push_str(&l);
-            seen.push('\n');
-            if l.contains("CREWLET_FAILPOINT: pausing") {
-                break;
-            }
-        }
-        (seen, lines)
-    })
-    .await
-    .expect("join");
-    assert!(
-        seen.contains("pausing"),
-        "the tick paused before the first fence: {seen}"
-    );
+    let child = once_with(&op, "after_pins:sleep=1500");
+    let paused = crate::support::Paused::at(child).await;
     // While tracker is being fenced and purged, a hold lands on pages.
     f.put(
         "crewlet_holds",
@@ -1037,14 +1017,8 @@ async fn a_hold_placed_while_an_earlier_log_is_purged_bounds_the_next() {
         json!({"seq": 6, "owner": "tester", "kind": "operator", "expires_at": ts(600)}),
     )
     .await;
-    let rest = tokio::task::spawn_blocking(move || {
-        let r: String = lines.map_while(Result::ok).map(|l| l + "\n").collect();
-        let _ = child.wait();
-        r
-    })
-    .await
-    .expect("join");
-    assert_eq!(f.first_seq().await, 21, "tracker is trimmed: {seen}{rest}");
+    let log = paused.finish().await;
+    assert_eq!(f.first_seq().await, 21, "tracker is trimmed: {log}");
     let pages_first =
         f.js.get_stream(PAGES)
             .await
@@ -1054,6 +1028,6 @@ async fn a_hold_placed_while_an_earlier_log_is_purged_bounds_the_next() {
             .first_sequence;
     assert!(
         pages_first <= 6,
-        "the hold placed meanwhile keeps pages from 6: first_seq {pages_first}\n{seen}{rest}"
+        "the hold placed meanwhile keeps pages from 6: first_seq {pages_first}\n{log}"
     );
 }

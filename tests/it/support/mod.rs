@@ -563,6 +563,115 @@ pub async fn finished(child: std::process::Child) -> Run {
     }
 }
 
+/// `crewlet retention run --config CFG --log-format json` in the
+/// background, `RUST_LOG=info` and `env` set: stdout dropped, stderr (the
+/// JSON log) kept for [`finished`].
+pub fn spawn_run(cfg: &Path, env: &[(&str, &str)]) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_crewlet"));
+    cmd.args([
+        "retention",
+        "run",
+        "--config",
+        cfg.to_str().expect("utf-8"),
+        "--log-format",
+        "json",
+    ])
+    .env_remove("NATS_URL")
+    .env("RUST_LOG", "info")
+    .stdout(Stdio::null())
+    .stderr(Stdio::piped());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("start crewlet")
+}
+
+/// Sends `sig` to a child this test started.
+pub fn signal(child: &std::process::Child, sig: i32) {
+    let pid = i32::try_from(child.id()).expect("pid");
+    // SAFETY: signalling a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid, sig);
+    }
+}
+
+/// A child stopped at a `CREWLET_FAILPOINT=<point>:sleep=<ms>`: what it
+/// logged up to the pause, and the rest of its stderr to read once the
+/// test has acted inside the window.
+pub struct Paused {
+    pub seen: String,
+    lines: std::io::Lines<std::io::BufReader<std::process::ChildStderr>>,
+    child: std::process::Child,
+}
+
+impl Paused {
+    /// Reads `child`'s stderr (piped) until it logs that it is pausing
+    /// (or ends).
+    pub async fn at(mut child: std::process::Child) -> Paused {
+        use std::io::BufRead;
+        let stderr = child.stderr.take().expect("stderr");
+        let (seen, lines) = tokio::task::spawn_blocking(move || {
+            let mut lines = std::io::BufReader::new(stderr).lines();
+            let mut seen = String::new();
+            for l in lines.by_ref() {
+                let Ok(l) = l else { break };
+                seen.push_str(&l);
+                seen.push('\n');
+                if l.contains("CREWLET_FAILPOINT: pausing") {
+                    break;
+                }
+            }
+            (seen, lines)
+        })
+        .await
+        .expect("join");
+        assert!(seen.contains("pausing"), "the child paused: {seen}");
+        Paused { seen, lines, child }
+    }
+
+    /// Lets it finish: everything it logged.
+    pub async fn finish(self) -> String {
+        let Paused {
+            seen,
+            lines,
+            mut child,
+        } = self;
+        let rest = tokio::task::spawn_blocking(move || {
+            let r: String = lines.map_while(Result::ok).map(|l| l + "\n").collect();
+            let _ = child.wait();
+            r
+        })
+        .await
+        .expect("join");
+        format!("{seen}{rest}")
+    }
+}
+
+/// The keys every alarm line has under `--log-format json`, whichever
+/// command wrote it (docs/runbook.md, Alarms).
+pub const ALARM_KEYS: [&str; 8] = [
+    "alarm",
+    "domain",
+    "event",
+    "level",
+    "measurement",
+    "message",
+    "remedy",
+    "timestamp",
+];
+
+/// A JSON log line's keys, sorted, less `target` (which only a running
+/// sidecar's lines carry).
+pub fn log_keys(v: &serde_json::Value) -> Vec<String> {
+    let mut k: Vec<String> = v
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    k.retain(|k| k != "target");
+    k.sort();
+    k
+}
+
 /// SplitMix64: a seeded generator small enough to read, so that a failing
 /// random test replays from its seed.
 pub struct Rng(pub u64);
