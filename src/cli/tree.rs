@@ -214,7 +214,10 @@ pub struct ReanchorArgs {
 pub enum Retention {
     /// Create every KV bucket of the contract with its settings. Idempotent:
     /// an existing bucket is left as it is, and each setting that differs is
-    /// reported as a warning. Exits 0 once every bucket exists.
+    /// reported as a warning. Before it recreates a missing positions or
+    /// holds bucket it prints, as `carried` lines, the pins the published
+    /// floors rows carry over it and how each ends. Exits 0 once every
+    /// bucket exists.
     Init,
     /// The sidecar: claims the trim duty, ticks every retention.tick
     /// (read, compute, publish, purge), evaluates alarms. Started before
