@@ -3,6 +3,16 @@
 
 use std::time::Duration;
 
+/// A broker time as a wall clock (UTC): "02:14" within the last day,
+/// "2026-11-30 02:14" before it.
+pub fn clock(at: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> String {
+    if now.signed_duration_since(at) < chrono::Duration::days(1) {
+        at.format("%H:%M").to_string()
+    } else {
+        at.format("%Y-%m-%d %H:%M").to_string()
+    }
+}
+
 /// "3 days", "5 hours", "40 minutes", "12 seconds": the largest unit that
 /// is at least one, rounded down, so an age is never overstated.
 pub fn age(d: Duration) -> String {

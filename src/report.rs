@@ -129,16 +129,14 @@ pub fn held_phrase(h: &crate::floor::Held, now: DateTime<Utc>) -> String {
         .signed_duration_since(h.since.0)
         .to_std()
         .unwrap_or_default();
-    let when = if age < Duration::from_secs(86_400) {
-        h.since.0.format("%H:%M").to_string()
-    } else {
-        h.since.0.format("%Y-%m-%d %H:%M").to_string()
-    };
+    let when = human::clock(h.since.0, now);
+    // "pinned for" names whose clock this is: the term's own, beside the
+    // trim_held alarm's "the trim has been held for" (since `held_since`).
     if h.records == 0 {
-        return format!(" since {when} ({})", human::age(age));
+        return format!(" since {when} (pinned for {})", human::age(age));
     }
     format!(
-        " since {when} ({}), holding back {} records, about {}",
+        " since {when} (pinned for {}), holding back {} records, about {}",
         human::age(age),
         human::count(h.records),
         human::bytes(h.bytes)

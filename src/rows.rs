@@ -285,7 +285,16 @@ pub(crate) fn parse_json<'a, T: Deserialize<'a>>(key: &str, body: &'a [u8]) -> R
         Ok(v) => return Ok(v),
         Err(e) => e,
     };
-    if first.is_syntax() || first.is_eof() {
+    // serde_json reports a value of the wrong kind where it expects one
+    // of a set of names as a syntax error; a body that is one JSON object
+    // is not one, whatever the parser calls it.
+    let one_object = || {
+        matches!(
+            serde_json::from_slice::<serde_json::Value>(body),
+            Ok(serde_json::Value::Object(_))
+        )
+    };
+    if (first.is_syntax() || first.is_eof()) && !one_object() {
         return Err(not_json());
     }
     let mut de = serde_json::Deserializer::from_slice(body);
@@ -296,7 +305,16 @@ pub(crate) fn parse_json<'a, T: Deserialize<'a>>(key: &str, body: &'a [u8]) -> R
     };
     let inner = e.inner();
     if inner.is_syntax() || inner.is_eof() {
-        return Err(not_json());
+        if !one_object() {
+            return Err(not_json());
+        }
+        return Err(RowError::malformed(
+            key,
+            format!(
+                "field {}: the value is not one of those allowed here (see docs/contract.md)",
+                e.path()
+            ),
+        ));
     }
     let raw = inner.to_string();
     // serde_json appends " at line L column C": not an operator's concern.
@@ -355,11 +373,54 @@ impl PresenceRow {
 }
 
 /// Whether a node's applier still continues the log (docs/contract.md, `crewlet_positions` — where each node stands on each log).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PositionStatus {
     Ok,
     LogDiverged,
+}
+
+impl<'de> Deserialize<'de> for PositionStatus {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_of(
+            d,
+            &[
+                ("ok", PositionStatus::Ok),
+                ("log_diverged", PositionStatus::LogDiverged),
+            ],
+        )
+    }
+}
+
+/// A field a node writes as one of a few names. serde's derived enum
+/// calls a `null` or a number there a syntax error, which an operator would
+/// read as a row that is not JSON; this names what was found and what is
+/// allowed (`unknown value "tired"; allowed: "", "sole_node", …`).
+fn one_of<'de, D: Deserializer<'de>, T: Copy>(
+    d: D,
+    names: &'static [(&'static str, T)],
+) -> Result<T, D::Error> {
+    struct Names<T: 'static>(&'static [(&'static str, T)]);
+    impl<T: Copy> serde::de::Visitor<'_> for Names<T> {
+        type Value = T;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a string")
+        }
+        fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
+            match self.0.iter().find(|(name, _)| *name == v) {
+                Some((_, value)) => Ok(*value),
+                None => {
+                    let allowed: Vec<String> =
+                        self.0.iter().map(|(name, _)| format!("{name:?}")).collect();
+                    Err(E::custom(format!(
+                        "unknown value {v:?}; allowed: {}",
+                        allowed.join(", ")
+                    )))
+                }
+            }
+        }
+    }
+    d.deserialize_str(Names(names))
 }
 
 /// Where one node stands on one log (bucket `positions`, key `<stream>.<node>`).
@@ -609,7 +670,7 @@ impl AckRow {
 }
 
 /// Why a node cannot take a new snapshot artefact (docs/contract.md, `crewlet_snapshots` — what each node can donate).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SkipReason {
     #[serde(rename = "")]
@@ -622,6 +683,26 @@ pub enum SkipReason {
     AheadOfLog,
     LogDiverged,
     Failed,
+}
+
+impl<'de> Deserialize<'de> for SkipReason {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        use SkipReason::*;
+        one_of(
+            d,
+            &[
+                ("", None),
+                ("sole_node", SoleNode),
+                ("lagging", Lagging),
+                ("unhydrated", Unhydrated),
+                ("deferred", Deferred),
+                ("insufficient_space", InsufficientSpace),
+                ("ahead_of_log", AheadOfLog),
+                ("log_diverged", LogDiverged),
+                ("failed", Failed),
+            ],
+        )
+    }
 }
 
 /// One snapshot artefact a node can donate.
@@ -1291,6 +1372,27 @@ mod tests {
             .replace("\"skip_reason\": \"\"", "\"skip_reason\": \"tired\"");
         assert!(SnapshotRow::parse("node-2", unknown.as_bytes()).is_err());
         assert!(SnapshotRow::parse("node-3", body).is_err());
+    }
+
+    #[test]
+    fn a_null_skip_reason_is_named_with_what_is_allowed() {
+        // The row is one JSON object: its problem is the field's value.
+        let body = br#"{"node": "node-2", "updated_at": "2026-11-30T00:00:00Z", "skip_reason": null}"#;
+        let e = SnapshotRow::parse("node-2", body).expect_err("null").to_string();
+        assert!(!e.contains("not a JSON object"), "{e}");
+        assert!(e.contains("skip_reason") && e.contains("null"), "{e}");
+        let tired = br#"{"node": "node-2", "updated_at": "2026-11-30T00:00:00Z", "skip_reason": "tired"}"#;
+        let e = SnapshotRow::parse("node-2", tired).expect_err("tired").to_string();
+        assert!(
+            e.contains("skip_reason") && e.contains("\"tired\"") && e.contains("\"sole_node\""),
+            "{e}"
+        );
+        let status = br#"{"node":"n1","stream":"S","seq":1,"generation":0,"stream_created":"2026-11-01T00:00:00Z","updated_at":"2026-11-01T00:00:00Z","status":7}"#;
+        let e = PositionRow::parse("S.n1", status).expect_err("7").to_string();
+        assert!(e.contains("field status") && e.contains('7'), "{e}");
+        // A body that is not one JSON object is still said so.
+        let e = SnapshotRow::parse("node-2", b"{\"node\": ").expect_err("cut").to_string();
+        assert!(e.contains("not a JSON object"), "{e}");
     }
 
     #[test]

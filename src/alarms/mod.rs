@@ -337,10 +337,13 @@ fn domain_alarms(
             out.push(Alarm {
                 alarm: "trim_held",
                 domain: d(),
+                // The trim's clock (held_since), named as such: the
+                // remedy's pin phrase says "pinned for" on the term's own.
                 measurement: format!(
-                    "blocked_by {} for {} (held_alarm_after is {})",
+                    "blocked_by {}: the trim has been held for {} (held_since {}; held_alarm_after is {})",
                     a.blocked_names(", "),
                     human::age(held_for),
+                    human::clock(held_since.0, now),
                     Dur(p.held_alarm_after)
                 ),
                 remedy: held_remedy(a, p, *first, now),
@@ -478,11 +481,16 @@ fn domain_alarms(
             )
         }),
         (None, DutyView::Held { holder, claimed_at }) => (since(now, *claimed_at) > stale_after)
-            .then(|| {
-                format!(
+            .then(|| match &a.not_ready {
+                // A row is there, but no time can be read from it.
+                Some(NotReady::FloorUnreadable { error, row: true }) => format!(
+                    "the floors row does not parse ({error}), so no answer can be read from it; {holder} claimed the duty {} ago",
+                    human::age(since(now, *claimed_at))
+                ),
+                _ => format!(
                     "no floors row has been published since {holder} claimed the duty {} ago",
                     human::age(since(now, *claimed_at))
-                )
+                ),
             }),
         (None, _) => None,
     };

@@ -165,9 +165,12 @@ fn trim_held_names_the_absent_node_and_the_evict_command() {
         "blocked_by": ["applied"], "held_since": ts(-2 * 86400), "at": ts(-5)}));
     let a = alarms(&w);
     assert_eq!(names(&a), ["trim_held"]);
-    assert_eq!(
-        a[0].measurement,
-        "blocked_by applied, backup_floor for 2 days (held_alarm_after is 24h)"
+    // The trim's clock, named: held_since, two days back (a date).
+    let m = &a[0].measurement;
+    assert!(
+        m.starts_with("blocked_by applied, backup_floor: the trim has been held for 2 days (held_since 20")
+            && m.ends_with("; held_alarm_after is 24h)"),
+        "{m}"
     );
     assert!(
         a[0].remedy
@@ -264,6 +267,25 @@ fn floor_stale() {
         None,
     );
     assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
+}
+
+/// A floors row that is there but does not parse is not "nothing
+/// published": the alarm says the row does not parse, and why.
+#[test]
+fn floor_stale_over_a_row_that_does_not_parse_says_so() {
+    let mut w = World::new();
+    w.floors = Some(vec![(S.to_string(), "{\"stream\": 7}".to_string())]);
+    let a = alarms(&w);
+    let stale = a
+        .iter()
+        .find(|x| x.alarm == "floor_stale")
+        .expect("floor_stale");
+    assert!(
+        stale.measurement.contains("the floors row does not parse")
+            && stale.measurement.contains("stream")
+            && !stale.measurement.contains("no floors row has been published"),
+        "{stale:?}"
+    );
 }
 
 /// An operator's trial: under `backup_floor: operator` the trim waits for an

@@ -21,6 +21,14 @@ use crate::rows::{GateRow, GateState, Incarnation, Instant, PositionStatus, Pres
 pub enum ZeroReason {
     NoRow,
     LeftGen(u64),
+    /// The row names the current generation but another `created` time:
+    /// a log of the same name that no longer exists, or (when the time is
+    /// the log's own, cut short) a node that passed it through a date type
+    /// of lower precision.
+    OtherLog {
+        named: Instant,
+        log: Option<Instant>,
+    },
     Diverged,
     AtZero,
 }
@@ -32,12 +40,41 @@ impl ZeroReason {
             ZeroReason::LeftGen(g) => {
                 format!("{node}'s position is from a generation the log has left (left gen {g})")
             }
+            ZeroReason::OtherLog { named, log } => match log {
+                Some(log) if cut_short(named, log) => format!(
+                    "{node}'s position names the log as created at {named}, which is the log's \
+                     creation time {log} cut short: a row carries stream_created exactly as the \
+                     broker gives it, to the nanosecond (docs/contract.md, Writing a node in \
+                     another language)"
+                ),
+                Some(log) => format!(
+                    "{node}'s position is from another log of this name (created at {named}; \
+                     this one was created at {log}): the node must start over on this log"
+                ),
+                None => format!(
+                    "{node}'s position is from another log of this name (created at {named})"
+                ),
+            },
             ZeroReason::Diverged => format!(
                 "{node} reports log_diverged: it applied a history this log does not continue"
             ),
             ZeroReason::AtZero => format!("{node} is at position 0"),
         }
     }
+}
+
+/// Whether `named` is `log` with its fraction cut to fewer digits (a
+/// millisecond or microsecond date type, or whole seconds).
+fn cut_short(named: Instant, log: Instant) -> bool {
+    use chrono::Timelike;
+    let (a, b) = (named.0, log.0);
+    if a == b || a.timestamp() != b.timestamp() {
+        return false;
+    }
+    let nanos = b.nanosecond();
+    [1_000_000_000, 1_000_000, 1_000]
+        .iter()
+        .any(|unit| a.nanosecond() == nanos / unit * unit)
 }
 
 /// One node as the trim sees it on one log.
@@ -222,7 +259,14 @@ pub fn counted_set<'a>(
                 diverged = p.status == PositionStatus::LogDiverged;
                 if !current {
                     row.left_gen = Some(p.generation);
-                    zero_reason = Some(ZeroReason::LeftGen(p.generation));
+                    zero_reason = Some(if p.generation == generation.number {
+                        ZeroReason::OtherLog {
+                            named: p.stream_created,
+                            log: generation.created,
+                        }
+                    } else {
+                        ZeroReason::LeftGen(p.generation)
+                    });
                 } else if diverged {
                     if !evicted {
                         row.state = NodeState::LogDiverged;

@@ -797,6 +797,34 @@ fn evictions_and_the_fence_window() {
 }
 
 #[test]
+fn a_position_naming_the_logs_creation_in_milliseconds_says_so() {
+    // A node that passed `created` through a millisecond date type names
+    // generation 0 of this very log: the status says the time was cut
+    // short, not that the log left a generation.
+    let mut w = World::new();
+    w.position("node-1", 900, 0, "2026-11-02T10:00:00.418Z", "ok");
+    let a = w.answer();
+    check(&a, TermName::Applied, "value 0");
+    let why = reason(&a, TermName::Applied);
+    assert!(!why.contains("left gen"), "{why}");
+    assert!(
+        why.contains("2026-11-02T10:00:00.418Z")
+            && why.contains("cut short")
+            && why.contains("to the nanosecond"),
+        "{why}"
+    );
+
+    // Another log of the same name (created at another time) is said so.
+    let mut w = World::new();
+    w.position("node-1", 900, 0, "2026-10-01T00:00:00Z", "ok");
+    let why = reason(&w.answer(), TermName::Applied);
+    assert!(
+        why.contains("another log of this name") && why.contains(CREATED),
+        "{why}"
+    );
+}
+
+#[test]
 fn generations() {
     // A row of another generation counts at 0 and shows left gen N.
     let mut w = World::new();
