@@ -279,9 +279,16 @@ fn domain_alarms(
         if !matches!(t.state, TermState::Unreadable { .. }) {
             let stale = a.backup_age_secs.map(|_| a.backup_stale);
             let measurement = match (p.backup_floor, stale) {
-                (BackupPolicy::Engine, None) => {
-                    Some(format!("no verified backup names {}", a.stream))
-                }
+                // The term's own reason when it has one: after a reanchor
+                // the manifests are there but speak of the history before
+                // it, and "none names the log" would send the operator
+                // looking for manifests they can see.
+                (BackupPolicy::Engine, None) => Some(match &t.state {
+                    TermState::Value {
+                        reason: Some(why), ..
+                    } => why.clone(),
+                    _ => format!("no verified backup names {}", a.stream),
+                }),
                 (BackupPolicy::Operator, None) => Some(format!(
                     "no acknowledgement has been given for {}",
                     a.stream

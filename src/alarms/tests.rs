@@ -141,6 +141,24 @@ fn backup_age_names_the_owner_and_clears() {
         .contains(&format!("crewlet retention ack -stream {S} -position N")));
 }
 
+/// Manifests completed before the log's generation opened do not count,
+/// and backup_age says that, not that no backup names the log.
+#[test]
+fn backup_age_over_manifests_older_than_the_generation_says_so() {
+    let mut w = fresh();
+    for (id, days) in [("b1", 40), ("b2", 35)] {
+        w.backup("node-1", id, 800, -days * 86400, true, true);
+    }
+    let a = alarms(&w);
+    let age = a.iter().find(|x| x.alarm == "backup_age").expect("backup_age");
+    assert!(
+        age.measurement
+            .contains("no verified backup of CREWLET_TRACKER_LOG was completed since this generation opened")
+            && age.measurement.contains("2 older one(s)"),
+        "{age:?}"
+    );
+}
+
 #[test]
 fn term_unreadable_names_the_error_and_init() {
     let mut w = fresh();
