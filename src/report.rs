@@ -5,7 +5,6 @@ use chrono::{DateTime, Utc};
 
 use crate::floor::{Answer, NodeState, NotReady, TermName, TermState};
 use crate::human;
-use std::time::Duration;
 
 /// Is this domain trimming? (docs/runbook.md, Reading status): not when NOT READY, in dry
 /// run with something it would purge, or when this tick licenses no purge

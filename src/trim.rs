@@ -518,6 +518,14 @@ impl Sidecar {
         }
         let mut policy = AlarmPolicy::from_config(&self.config);
         policy.duty_max_age = self.duty.bucket_max_age();
+        if outage.is_none() {
+            policy.presence_max_age = self
+                .broker
+                .lease_max_age(&self.config.buckets.presence)
+                .await
+                .ok()
+                .flatten();
+        }
         policy.session = Some((self.duty.sessions(), self.duty.started()));
         let view = duty_view(&duty, &self.duty);
         let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();

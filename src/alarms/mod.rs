@@ -121,6 +121,12 @@ pub struct AlarmPolicy {
     /// read). A lease the bucket keeps for less than three of this
     /// sidecar's ticks is a configuration mismatch (`config_drift`).
     pub duty_max_age: Option<Duration>,
+    /// The presence bucket, the TTL this configuration gives it, and its
+    /// own `max_age` as read this time (`None`: not read). Without a TTL
+    /// a node that stops stays live for ever (`config_drift`).
+    pub presence_bucket: String,
+    pub presence_ttl: Duration,
+    pub presence_max_age: Option<Duration>,
     /// The duty sessions this sidecar has had and when it started (a
     /// running sidecar; `None` for `status`): a floors row published since
     /// by another session under this node id means two sidecars share it.
@@ -143,6 +149,9 @@ impl AlarmPolicy {
             duty_ttl: c.retention.duty_ttl(),
             fence_margin: c.retention.fence_margin(),
             duty_max_age: None,
+            presence_bucket: c.buckets.presence.clone(),
+            presence_ttl: c.retention.presence_ttl.0,
+            presence_max_age: None,
             session: None,
         }
     }
@@ -195,6 +204,9 @@ pub fn evaluate(
         });
     }
     if let Some(alarm) = duty_lease_mismatch(policy) {
+        out.push(alarm);
+    }
+    if let Some(alarm) = presence_without_ttl(policy) {
         out.push(alarm);
     }
     // A `run --once` from cron releases the lease between runs: a fleet
@@ -591,6 +603,31 @@ fn duty_lease_mismatch(p: &AlarmPolicy) -> Option<Alarm> {
             "give every sidecar the same retention.tick, and the bucket a max_age of three ticks: nats stream edit KV_{} --max-age {}",
             p.duty_bucket,
             Dur(p.duty_ttl)
+        ),
+    })
+}
+
+/// The presence bucket keeps its leases for ever (`max_age` 0, as a NATS
+/// client's usual create-or-open makes it): a node that stops stays live,
+/// its pin with it, and `evict` refuses it as `node_live`. Said as
+/// `config_drift`: the bucket is not configured as this sidecar's
+/// `retention.presence_ttl` says (docs/decisions.md, A presence bucket
+/// without a TTL is config_drift).
+fn presence_without_ttl(p: &AlarmPolicy) -> Option<Alarm> {
+    if p.presence_max_age != Some(Duration::ZERO) {
+        return None;
+    }
+    Some(Alarm {
+        alarm: "config_drift",
+        domain: None,
+        measurement: format!(
+            "the presence bucket {} has no TTL (max_age 0): a node that stops stays live for ever, and its position pins every log until it is evicted, which refuses a live node",
+            p.presence_bucket
+        ),
+        remedy: format!(
+            "give the bucket retention.presence_ttl as its max_age: nats stream edit KV_{} --max-age {}",
+            p.presence_bucket,
+            Dur(p.presence_ttl)
         ),
     })
 }

@@ -23,6 +23,9 @@ fn policy() -> AlarmPolicy {
         duty_ttl: Duration::from_secs(30),
         fence_margin: Duration::from_secs(12),
         duty_max_age: None,
+        presence_bucket: "crewlet_presence".into(),
+        presence_ttl: Duration::from_secs(30),
+        presence_max_age: None,
         session: None,
     }
 }
@@ -433,6 +436,38 @@ fn a_duty_bucket_shorter_than_three_ticks_is_config_drift() {
         None,
     ] {
         p.duty_max_age = max_age;
+        let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+        assert!(
+            !alarms.iter().any(|x| x.alarm == "config_drift"),
+            "{max_age:?}: {alarms:?}"
+        );
+    }
+}
+
+/// A presence bucket without a TTL is named with the command that gives
+/// it one; a TTL, or one not read, says nothing.
+#[test]
+fn a_presence_bucket_without_a_ttl_is_config_drift() {
+    let a = fresh().answer();
+    let mut p = policy();
+    p.presence_max_age = Some(Duration::ZERO);
+    let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
+    let drift = alarms
+        .iter()
+        .find(|x| x.alarm == "config_drift")
+        .expect("the alarm");
+    assert!(
+        drift.measurement.contains("crewlet_presence has no TTL"),
+        "{drift:?}"
+    );
+    assert!(
+        drift
+            .remedy
+            .contains("nats stream edit KV_crewlet_presence --max-age 30s"),
+        "{drift:?}"
+    );
+    for max_age in [Some(Duration::from_secs(30)), None] {
+        p.presence_max_age = max_age;
         let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
         assert!(
             !alarms.iter().any(|x| x.alarm == "config_drift"),

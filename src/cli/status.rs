@@ -95,6 +95,11 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
             .await
             .ok()
             .flatten();
+        policy.presence_max_age = broker
+            .lease_max_age(&config.buckets.presence)
+            .await
+            .ok()
+            .flatten();
     }
     let active = alarms::evaluate(
         &answers,

@@ -287,9 +287,10 @@ async fn a_tick_longer_than_the_duty_buckets_lease_allows_is_an_error() {
 }
 
 /// A presence bucket a node's client created without a TTL (its usual
-/// create-or-open) keeps a crashed node live for ever: `validate` says so.
+/// create-or-open) keeps a crashed node live for ever: `validate` says so,
+/// and `status` raises `config_drift` with the command that mends it.
 #[tokio::test]
-async fn a_presence_bucket_without_a_ttl_is_an_error() {
+async fn a_presence_bucket_without_a_ttl_is_an_error_and_an_alarm_in_status() {
     let server = Server::start();
     let js = server.js().await;
     create_bucket(&js, "crewlet_presence", std::time::Duration::ZERO).await;
@@ -307,5 +308,13 @@ async fn a_presence_bucket_without_a_ttl_is_an_error() {
         run.stdout
             .contains("buckets.presence: bucket crewlet_presence has no TTL"),
         "{run:?}"
+    );
+    let status = crewlet(&["retention", "status", "--config", cfg.to_str().expect("utf-8")]);
+    assert_eq!(status.code, 1, "{status:?}");
+    assert!(
+        status.stderr.lines().any(|l| l.starts_with("ALARM config_drift")
+            && l.contains("crewlet_presence has no TTL")
+            && l.contains("nats stream edit KV_crewlet_presence --max-age 30s")),
+        "{status:?}"
     );
 }
