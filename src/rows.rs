@@ -1377,21 +1377,31 @@ mod tests {
     #[test]
     fn a_null_skip_reason_is_named_with_what_is_allowed() {
         // The row is one JSON object: its problem is the field's value.
-        let body = br#"{"node": "node-2", "updated_at": "2026-11-30T00:00:00Z", "skip_reason": null}"#;
-        let e = SnapshotRow::parse("node-2", body).expect_err("null").to_string();
+        let body =
+            br#"{"node": "node-2", "updated_at": "2026-11-30T00:00:00Z", "skip_reason": null}"#;
+        let e = SnapshotRow::parse("node-2", body)
+            .expect_err("null")
+            .to_string();
         assert!(!e.contains("not a JSON object"), "{e}");
         assert!(e.contains("skip_reason") && e.contains("null"), "{e}");
-        let tired = br#"{"node": "node-2", "updated_at": "2026-11-30T00:00:00Z", "skip_reason": "tired"}"#;
-        let e = SnapshotRow::parse("node-2", tired).expect_err("tired").to_string();
+        let tired =
+            br#"{"node": "node-2", "updated_at": "2026-11-30T00:00:00Z", "skip_reason": "tired"}"#;
+        let e = SnapshotRow::parse("node-2", tired)
+            .expect_err("tired")
+            .to_string();
         assert!(
             e.contains("skip_reason") && e.contains("\"tired\"") && e.contains("\"sole_node\""),
             "{e}"
         );
         let status = br#"{"node":"n1","stream":"S","seq":1,"generation":0,"stream_created":"2026-11-01T00:00:00Z","updated_at":"2026-11-01T00:00:00Z","status":7}"#;
-        let e = PositionRow::parse("S.n1", status).expect_err("7").to_string();
+        let e = PositionRow::parse("S.n1", status)
+            .expect_err("7")
+            .to_string();
         assert!(e.contains("field status") && e.contains('7'), "{e}");
         // A body that is not one JSON object is still said so.
-        let e = SnapshotRow::parse("node-2", b"{\"node\": ").expect_err("cut").to_string();
+        let e = SnapshotRow::parse("node-2", b"{\"node\": ")
+            .expect_err("cut")
+            .to_string();
         assert!(e.contains("not a JSON object"), "{e}");
     }
 

@@ -153,11 +153,14 @@ fn backup_age_over_manifests_older_than_the_generation_says_so() {
         w.backup("node-1", id, 800, -days * 86400, true, true);
     }
     let a = alarms(&w);
-    let age = a.iter().find(|x| x.alarm == "backup_age").expect("backup_age");
+    let age = a
+        .iter()
+        .find(|x| x.alarm == "backup_age")
+        .expect("backup_age");
     assert!(
-        age.measurement
-            .contains("no verified backup of CREWLET_TRACKER_LOG was completed since this generation opened")
-            && age.measurement.contains("2 older one(s)"),
+        age.measurement.contains(
+            "no verified backup of CREWLET_TRACKER_LOG was completed since this generation opened"
+        ) && age.measurement.contains("2 older one(s)"),
         "{age:?}"
     );
 }
@@ -189,8 +192,9 @@ fn trim_held_names_the_absent_node_and_the_evict_command() {
     // The trim's clock, named: held_since, two days back (a date).
     let m = &a[0].measurement;
     assert!(
-        m.starts_with("blocked_by applied, backup_floor: the trim has been held for 2 days (held_since 20")
-            && m.ends_with("; held_alarm_after is 24h)"),
+        m.starts_with(
+            "blocked_by applied, backup_floor: the trim has been held for 2 days (held_since 20"
+        ) && m.ends_with("; held_alarm_after is 24h)"),
         "{m}"
     );
     assert!(
@@ -304,7 +308,9 @@ fn floor_stale_over_a_row_that_does_not_parse_says_so() {
     assert!(
         stale.measurement.contains("the floors row does not parse")
             && stale.measurement.contains("stream")
-            && !stale.measurement.contains("no floors row has been published"),
+            && !stale
+                .measurement
+                .contains("no floors row has been published"),
         "{stale:?}"
     );
 }

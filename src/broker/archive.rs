@@ -2,8 +2,10 @@
 //! never replaced (an object of that name with other bytes is an error),
 //! listed by name, read back whole.
 
+use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
 use async_nats::jetstream::object_store;
 use futures::StreamExt;
+use serde::Deserialize;
 use tokio::io::AsyncReadExt;
 
 use super::{Broker, Fault};
@@ -129,7 +131,7 @@ impl Broker {
         if let Some(all) = stamp.as_ref().and_then(|s| self.listings.hit(bucket, s)) {
             return Ok(all);
         }
-        let store = match self.js.get_object_store(bucket).await {
+        let stream = match self.js.get_stream(format!("OBJ_{bucket}")).await {
             Ok(s) => s,
             Err(e) => {
                 let missing =
@@ -144,28 +146,27 @@ impl Broker {
                 });
             }
         };
+        // The objects' entries are read here rather than through the
+        // store's `list`: that deserializes each whole entry, and one
+        // written by another client (a deletion marker whose `mtime` is
+        // not an RFC 3339 time, say) failed the whole listing, so a
+        // deleted segment read as a broken store instead of a gap. Only
+        // the name, the size and the deletion mark decide anything here.
         let list = async {
-            let mut list = store
-                .list()
+            let consumer = stream
+                .create_consumer(OrderedConfig {
+                    filter_subject: format!("$O.{bucket}.M.>"),
+                    deliver_policy: DeliverPolicy::All,
+                    ..Default::default()
+                })
                 .await
                 .map_err(|e| failed(format!("listing {bucket}: {e}")))?;
-            let mut all = Vec::new();
-            while let Some(info) = list.next().await {
-                let info = info.map_err(|e| failed(format!("listing {bucket}: {e}")))?;
-                if info.deleted {
-                    continue;
-                }
-                if let Some((_, _, first_seq, last_seq)) = segment::parse_name(&info.name) {
-                    all.push(Listed {
-                        name: info.name,
-                        first_seq,
-                        last_seq,
-                        bytes: info.size as u64,
-                    });
-                }
-            }
-            all.sort_by(|a, b| a.name.cmp(&b.name));
-            Ok(all)
+            let name = consumer.cached_info().name.clone();
+            let all = read_entries(bucket, consumer).await;
+            // Not left for the server to expire (a `status` deletes
+            // every consumer it made before it exits).
+            let _ = stream.delete_consumer(&name).await;
+            all
         };
         let all = tokio::time::timeout(self.read_timeout, list)
             .await
@@ -434,4 +435,66 @@ impl Broker {
         let _ = s.delete_consumer(&name).await;
         walk
     }
+}
+
+/// The listing's entries, read to the last one the consumer announced.
+async fn read_entries(
+    bucket: &str,
+    consumer: async_nats::jetstream::consumer::Consumer<OrderedConfig>,
+) -> Result<Vec<Listed>, ListError> {
+    let failed = |message: String| ListError {
+        missing: false,
+        message,
+    };
+    let mut all = Vec::new();
+    if consumer.cached_info().num_pending == 0 {
+        return Ok(all);
+    }
+
+    let mut entries = consumer
+        .messages()
+        .await
+        .map_err(|e| failed(format!("listing {bucket}: {e}")))?;
+    while let Some(m) = entries.next().await {
+        let m = m.map_err(|e| failed(format!("listing {bucket}: {e}")))?;
+        let pending = m
+            .info()
+            .map_err(|e| failed(format!("listing {bucket}: {e}")))?
+            .pending;
+        match serde_json::from_slice::<Entry>(&m.payload) {
+            Ok(e) if !e.deleted => {
+                if let Some((_, _, first_seq, last_seq)) = segment::parse_name(&e.name) {
+                    all.push(Listed {
+                        name: e.name,
+                        first_seq,
+                        last_seq,
+                        bytes: e.size,
+                    });
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                return Err(failed(format!(
+                    "listing {bucket}: the entry on {} does not parse ({e})",
+                    m.subject
+                )))
+            }
+        }
+        if pending == 0 {
+            break;
+        }
+    }
+    all.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(all)
+}
+
+/// What a listing needs of an object's entry (`$O.<bucket>.M.<name>`);
+/// every other field, whatever its client wrote there, is ignored.
+#[derive(Deserialize)]
+struct Entry {
+    name: String,
+    #[serde(default)]
+    size: u64,
+    #[serde(default)]
+    deleted: bool,
 }

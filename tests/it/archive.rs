@@ -916,6 +916,74 @@ async fn verify_archive_proves_a_sound_archive_and_names_each_problem() {
     assert!(run.stderr.contains("has no archive"), "{run:?}");
 }
 
+/// A segment deleted from an Object Store archive with the store's own
+/// delete (as an operator would, by hand): verify-archive names the gap
+/// and exits 1, as for a directory, not 3 over the deletion marker.
+#[tokio::test]
+async fn verify_archive_names_a_segment_deleted_from_the_object_store() {
+    let store = Store::ObjectStore(BUCKET.into());
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    s.tick().await;
+    let objects =
+        f.js.get_object_store(BUCKET)
+            .await
+            .expect("the archive's bucket");
+    objects
+        .delete(crewlet::archive::segment::name(STREAM, 0, 21, 40))
+        .await
+        .expect("delete the middle segment");
+    let op = crate::support::Operator::with_yaml(&operator_yaml(&f, &store));
+    let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert_eq!(v["sound"], false, "{v}");
+    let problems: Vec<String> = v["problems"]
+        .as_array()
+        .expect("problems")
+        .iter()
+        .filter_map(|p| p.as_str().map(String::from))
+        .collect();
+    assert_eq!(problems.len(), 1, "{problems:?}");
+    assert!(
+        problems[0].starts_with("gap:") && problems[0].contains("21..40"),
+        "{problems:?}"
+    );
+    // A deletion marker as another client writes it (its mtime is not a
+    // time async-nats can parse): the next segment is a gap too, not a
+    // listing that fails.
+    let next = crewlet::archive::segment::name(STREAM, 0, 41, 60);
+    let info = objects.info(&next).await.expect("the next segment");
+    let encoded = {
+        use base64::Engine;
+        base64::engine::general_purpose::URL_SAFE.encode(&next)
+    };
+    let marker = serde_json::json!({"name": next, "bucket": BUCKET, "nuid": info.nuid,
+        "size": 0, "chunks": 0, "digest": "", "mtime": "", "deleted": true});
+    let mut headers = async_nats::HeaderMap::new();
+    headers.insert("Nats-Rollup", "sub");
+    f.js.publish_with_headers(
+        format!("$O.{BUCKET}.M.{encoded}"),
+        headers,
+        marker.to_string().into(),
+    )
+    .await
+    .expect("publish")
+    .await
+    .expect("stored");
+    let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let problems = v["problems"].to_string();
+    assert!(problems.contains("gap:") && problems.contains("21..60"), "{v}");
+    // The tick sees the same: the archive's term is unreadable, missing.
+    let r = s.tick().await;
+    assert!(
+        term_state(&r, TermName::ArchiveFloor).contains("missing"),
+        "{}",
+        term_state(&r, TermName::ArchiveFloor)
+    );
+}
+
 /// Every file under `root` with its bytes.
 fn walk(root: &Path) -> Vec<(PathBuf, Vec<u8>)> {
     let mut out = Vec::new();

@@ -309,12 +309,20 @@ async fn a_presence_bucket_without_a_ttl_is_an_error_and_an_alarm_in_status() {
             .contains("buckets.presence: bucket crewlet_presence has no TTL"),
         "{run:?}"
     );
-    let status = crewlet(&["retention", "status", "--config", cfg.to_str().expect("utf-8")]);
+    let status = crewlet(&[
+        "retention",
+        "status",
+        "--config",
+        cfg.to_str().expect("utf-8"),
+    ]);
     assert_eq!(status.code, 1, "{status:?}");
     assert!(
-        status.stderr.lines().any(|l| l.starts_with("ALARM config_drift")
-            && l.contains("crewlet_presence has no TTL")
-            && l.contains("nats stream edit KV_crewlet_presence --max-age 30s")),
+        status
+            .stderr
+            .lines()
+            .any(|l| l.starts_with("ALARM config_drift")
+                && l.contains("crewlet_presence has no TTL")
+                && l.contains("nats stream edit KV_crewlet_presence --max-age 30s")),
         "{status:?}"
     );
 }
