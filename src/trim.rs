@@ -499,6 +499,7 @@ impl Sidecar {
             read_nothing(&duty, &domains).then(|| Outage {
                 since: crate::rows::Instant(failing_since),
                 servers: self.broker.url.clone(),
+                refused: None,
             })
         });
         match &outage {

@@ -127,6 +127,9 @@ pub struct AlarmPolicy {
     pub presence_bucket: String,
     pub presence_ttl: Duration,
     pub presence_max_age: Option<Duration>,
+    /// Which credentials the configuration gives (never the secret), for
+    /// `broker_refused`'s remedy.
+    pub credentials: String,
     /// The duty sessions this sidecar has had and when it started (a
     /// running sidecar; `None` for `status`): a floors row published since
     /// by another session under this node id means two sidecars share it.
@@ -152,6 +155,7 @@ impl AlarmPolicy {
             presence_bucket: c.buckets.presence.clone(),
             presence_ttl: c.retention.presence_ttl.0,
             presence_max_age: None,
+            credentials: crate::config::credentials_named(&c.nats),
             session: None,
         }
     }
@@ -178,7 +182,20 @@ pub fn evaluate(
     outage: Option<&Outage>,
 ) -> Vec<Alarm> {
     if let Some(o) = outage {
-        return vec![broker_unreachable(o, now)];
+        return vec![match &o.refused {
+            // The servers answer, and refuse: the credentials are what to
+            // look at, not the network.
+            Some(why) => broker_refused(
+                &format!(
+                    "the broker refuses this sidecar's credentials: {why} (servers tried: {}; since {}, {} ago); every term is unreadable until it takes them, and nothing is purged",
+                    o.servers,
+                    o.since,
+                    human::age(since(now, o.since))
+                ),
+                &policy.credentials,
+            ),
+            None => broker_unreachable(o, now),
+        }];
     }
     let mut out = Vec::new();
     if let Some(o) = crate::clock::skew_past(clock_offset, policy.max_clock_skew) {

@@ -26,6 +26,7 @@ fn policy() -> AlarmPolicy {
         presence_bucket: "crewlet_presence".into(),
         presence_ttl: Duration::from_secs(30),
         presence_max_age: None,
+        credentials: "nats.user alice and its password".into(),
         session: None,
     }
 }
@@ -382,6 +383,7 @@ fn an_outage_is_one_alarm_and_no_row_remedy() {
     let outage = Outage {
         since: Instant(now() - chrono::Duration::seconds(90)),
         servers: "nats://a:4222,nats://b:4222".into(),
+        refused: None,
     };
     let answer = w.answer().unreachable(&outage);
     assert_eq!(answer.trim_to, 0);

@@ -40,9 +40,26 @@ pub struct Broker {
 pub struct Link {
     ever: std::sync::atomic::AtomicBool,
     down_since: std::sync::Mutex<Option<chrono::DateTime<chrono::Utc>>>,
+    /// The server's refusal of this client's credentials on the last
+    /// attempt to connect again (cleared once connected).
+    refused: std::sync::Mutex<Option<String>>,
 }
 
 impl Link {
+    fn refused(&self) -> Option<String> {
+        match self.refused.lock() {
+            Ok(g) => g.clone(),
+            Err(p) => p.into_inner().clone(),
+        }
+    }
+
+    fn set_refused(&self, why: Option<String>) {
+        match self.refused.lock() {
+            Ok(mut g) => *g = why,
+            Err(p) => *p.into_inner() = why,
+        }
+    }
+
     fn down_since(&self) -> Option<chrono::DateTime<chrono::Utc>> {
         match self.down_since.lock() {
             Ok(g) => *g,
@@ -60,6 +77,7 @@ impl Link {
     /// Records a connection; returns how long it was down before, or
     /// `None` for the first one.
     fn connected(&self) -> Option<chrono::Duration> {
+        self.set_refused(None);
         let before = self.down_since();
         self.set_down_since(None);
         let was_up = self.ever.swap(true, std::sync::atomic::Ordering::SeqCst);
@@ -198,6 +216,26 @@ pub async fn connect(
                             "lost the connection to the broker; reconnecting"
                         )
                     }
+                    // A reconnection the server refused: the credentials
+                    // were revoked or rotated, or the account's resolver
+                    // lost them (async-nats reports it as a client error
+                    // and keeps trying). A live connection whose user is
+                    // revoked is told so by the server before it closes.
+                    async_nats::Event::ClientError(async_nats::ClientError::Other(e))
+                        if refusal(&e) =>
+                    {
+                        if link.refused().is_none() {
+                            tracing::warn!(
+                                event = "broker_refusing",
+                                error = %e,
+                                "the broker refuses this sidecar's credentials; retrying"
+                            );
+                        }
+                        link.set_refused(Some(e));
+                    }
+                    async_nats::Event::ServerError(async_nats::ServerError::AuthorizationViolation) => {
+                        link.set_refused(Some("authorization violation".into()));
+                    }
                     async_nats::Event::Connected => {
                         // The first connection is the one `started` logs.
                         if let Some(down) = link.connected() {
@@ -317,8 +355,15 @@ impl Broker {
         Some(crate::floor::Outage {
             since: crate::rows::Instant(self.link.down_since().unwrap_or_else(chrono::Utc::now)),
             servers: self.url.clone(),
+            refused: self.link.refused(),
         })
     }
+}
+
+/// Whether a client error async-nats reports while connecting again is the
+/// server refusing the credentials (its words for the two kinds).
+fn refusal(e: &str) -> bool {
+    e == "authorization violation" || e == "failed signing nonce"
 }
 
 /// Whether an IO error of kind `InvalidData` is in `e`'s source chain.

@@ -84,7 +84,7 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
             Err(e @ crate::broker::ConnectError::Refused { .. }) => {
                 if !refused {
                     let a =
-                        crate::alarms::broker_refused(&e.to_string(), &credentials_named(config));
+                        crate::alarms::broker_refused(&e.to_string(), &crate::config::credentials_named(&config.nats));
                     tracing::warn!(event = "alarm_raised", alarm = a.alarm, domain = "*", measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
                     refused = true;
                 }
@@ -103,23 +103,6 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
             _ = tokio::time::sleep(wait) => {}
         }
         wait = (wait * 2).min(std::time::Duration::from_secs(30));
-    }
-}
-
-/// Which credentials the configuration gives, for a refusal's remedy
-/// (never the secret itself).
-fn credentials_named(config: &Config) -> String {
-    let n = &config.nats;
-    if let Some(c) = &n.creds {
-        format!("nats.creds {}", c.display())
-    } else if let Some(k) = &n.nkey {
-        format!("nats.nkey {}", k.display())
-    } else if let Some(u) = &n.user {
-        format!("nats.user {u} and its password")
-    } else if n.token.is_some() {
-        "nats.token".into()
-    } else {
-        "none are configured: nats.creds, nkey, user or token".into()
     }
 }
 

@@ -46,6 +46,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         nothing.then(|| crate::floor::Outage {
             since: Instant(now),
             servers: broker.url.clone(),
+            refused: None,
         })
     });
     let answers: Vec<crate::floor::Answer> = match &outage {

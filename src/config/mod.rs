@@ -155,6 +155,22 @@ pub fn check_url(url: &str) -> Result<(), String> {
 }
 
 /// A URL fit to print: any `user:password@` or `token@` is replaced.
+/// Which credentials the configuration gives, for a refusal's remedy
+/// (never the secret itself).
+pub fn credentials_named(n: &NatsConfig) -> String {
+    if let Some(c) = &n.creds {
+        format!("nats.creds {}", c.display())
+    } else if let Some(k) = &n.nkey {
+        format!("nats.nkey {}", k.display())
+    } else if let Some(u) = &n.user {
+        format!("nats.user {u} and its password")
+    } else if n.token.is_some() {
+        "nats.token".into()
+    } else {
+        "none are configured: nats.creds, nkey, user or token".into()
+    }
+}
+
 pub fn redact_url(url: &str) -> String {
     match url.split_once("://") {
         Some((scheme, rest)) => match rest.rsplit_once('@') {

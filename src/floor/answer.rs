@@ -83,15 +83,25 @@ pub struct Outage {
     pub since: Instant,
     /// The server list, redacted.
     pub servers: String,
+    /// The servers answer but refuse this sidecar's credentials (the
+    /// refusal, as the server gave it): `broker_refused`, not an outage of
+    /// the network.
+    pub refused: Option<String>,
 }
 
 impl Outage {
     /// The reason every term is unreadable for.
     pub fn reason(&self) -> String {
-        format!(
-            "the broker is unreachable (since {}; servers tried: {})",
-            self.since, self.servers
-        )
+        match &self.refused {
+            Some(why) => format!(
+                "the broker refuses this sidecar's credentials ({why}; since {}; servers tried: {})",
+                self.since, self.servers
+            ),
+            None => format!(
+                "the broker is unreachable (since {}; servers tried: {})",
+                self.since, self.servers
+            ),
+        }
     }
 }
 

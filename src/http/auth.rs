@@ -188,10 +188,18 @@ pub(super) fn reachable(shared: &Shared) -> Result<(), ApiError> {
     let mut e = error(
         StatusCode::SERVICE_UNAVAILABLE,
         "unreachable",
-        format!(
-            "the broker cannot be reached (since {}; servers tried: {}); nothing is read or written, and {shown}",
-            outage.since, outage.servers
-        ),
+        match &outage.refused {
+            // Still `unreachable` (the error code clients key on): the
+            // message says the servers answer and refuse.
+            Some(why) => format!(
+                "the broker refuses this sidecar's credentials ({why}; since {}; servers tried: {}); nothing is read or written, and {shown}",
+                outage.since, outage.servers
+            ),
+            None => format!(
+                "the broker cannot be reached (since {}; servers tried: {}); nothing is read or written, and {shown}",
+                outage.since, outage.servers
+            ),
+        },
     );
     e.extra
         .insert("last_answer_at".into(), last.map(|l| l.to_string()).into());

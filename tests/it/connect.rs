@@ -245,3 +245,105 @@ async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
     assert_eq!(log_keys(&raised), ALARM_KEYS, "{raised}");
     assert_eq!(raised["alarm"], "broker_refused");
 }
+
+/// A refusal that comes later, in a running sidecar (the password rotated
+/// on the server, a user revoked): the sidecar keeps running, raises
+/// `broker_refused` naming the credentials instead of calling the broker
+/// unreachable, and clears it once the server takes them again.
+#[tokio::test]
+async fn a_refusal_in_a_running_sidecar_raises_broker_refused_and_clears() {
+    let allowed = "authorization { user: alice, password: s3cretpw }\n";
+    let mut server = Server::start_with(allowed, "nats");
+    let s = Scratch::new();
+    let path = s.write(
+        "c.yaml",
+        &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: s3cretpw}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
+    );
+    let mut child = spawn_run(&path, &[]);
+    // The log as it is written, read beside the running sidecar.
+    let log = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+    let reader = {
+        let log = log.clone();
+        let stderr = child.stderr.take().expect("stderr");
+        std::thread::spawn(move || {
+            use std::io::BufRead;
+            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+                let mut l = log.lock().expect("log");
+                l.push_str(&line);
+                l.push('\n');
+            }
+        })
+    };
+    // Whether one line of the log holds every one of `all`.
+    let seen = |all: &'static [&'static str]| {
+        let log = log.clone();
+        move || {
+            let log = log.clone();
+            async move {
+                log.lock()
+                    .expect("log")
+                    .lines()
+                    .any(|l| all.iter().all(|w| l.contains(w)))
+            }
+        }
+    };
+    assert!(
+        crate::support::fleet::eventually(20, seen(&["\"event\":\"started\""])).await,
+        "the sidecar runs: {}",
+        log.lock().expect("log")
+    );
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
+    server.rewrite_config("authorization { user: alice, password: rotated }\n");
+    server.restart();
+    assert!(
+        crate::support::fleet::eventually(30, seen(&["alarm_raised", "\"alarm\":\"broker_refused\""])).await,
+        "broker_refused raised: {}",
+        log.lock().expect("log")
+    );
+    assert!(matches!(child.try_wait(), Ok(None)), "run keeps going");
+    server.rewrite_config(allowed);
+    server.restart();
+    assert!(
+        crate::support::fleet::eventually(30, seen(&["alarm_cleared", "\"alarm\":\"broker_refused\""])).await,
+        "cleared once the server takes the credentials: {}",
+        log.lock().expect("log")
+    );
+    signal(&child, libc::SIGTERM);
+    let out = finished(child).await;
+    reader.join().expect("reader");
+    let log = log.lock().expect("log").clone();
+    assert_eq!(out.code, 0, "{log}");
+    let alarms: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["event"] == "alarm_raised" || v["event"] == "alarm_cleared")
+        .collect();
+    let refused = alarms
+        .iter()
+        .find(|v| v["event"] == "alarm_raised" && v["alarm"] == "broker_refused")
+        .unwrap_or_else(|| panic!("{log}"));
+    assert_eq!(log_keys(refused), ALARM_KEYS, "{refused}");
+    let m = refused["measurement"].as_str().unwrap_or_default();
+    assert!(m.contains("authorization violation"), "{refused}");
+    assert!(
+        refused["remedy"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("nats.user alice and its password"),
+        "{refused}"
+    );
+    assert!(
+        !alarms
+            .iter()
+            .any(|v| v["event"] == "alarm_raised" && v["alarm"] == "broker_unreachable"),
+        "a refusal is not an unreachable broker: {log}"
+    );
+    assert!(
+        alarms
+            .iter()
+            .any(|v| v["event"] == "alarm_cleared" && v["alarm"] == "broker_refused"),
+        "{log}"
+    );
+    assert!(!log.contains("s3cretpw") && !log.contains("rotated"), "{log}");
+}
+

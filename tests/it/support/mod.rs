@@ -188,6 +188,13 @@ impl Server {
         let _ = self.child.wait();
     }
 
+    /// Replaces the configuration text a server started with
+    /// ([`Server::start_with`]); it takes effect at [`Server::restart`].
+    pub fn rewrite_config(&self, conf: &str) {
+        let path = self.config.as_ref().expect("a server started with a configuration");
+        std::fs::write(path, conf).expect("rewrite server config");
+    }
+
     /// Starts again on the same port and store (after [`Server::kill`]).
     pub fn restart(&mut self) {
         self.kill();
