@@ -287,6 +287,27 @@ fn ci_runs_the_readmes_two_commands_as_printed() {
     assert!(demo.contains("--bin crewlet"), "{demo}");
 }
 
+/// The test command runs the integration core again on the oldest
+/// supported nats-server, the one `scripts/install-test-deps` installs,
+/// so CI proves the supported range and not only its newest end.
+#[test]
+fn the_test_command_runs_the_core_on_the_oldest_supported_server() {
+    let test = std::fs::read_to_string(root().join("scripts/test")).expect("scripts/test");
+    let deps = std::fs::read_to_string(root().join("scripts/install-test-deps"))
+        .expect("scripts/install-test-deps");
+    assert!(
+        deps.contains("NATS_SERVER_VERSION=2.10.") && deps.contains(".tools/nats-oldest"),
+        "{deps}"
+    );
+    let oldest_run = test
+        .split("NATS_SERVER_BIN=\"$top/.tools/nats-oldest/bin/nats-server\"")
+        .nth(1)
+        .unwrap_or_else(|| panic!("scripts/test runs nothing on the oldest server: {test}"));
+    for core in ["trim::", "safety::", "gates::", "views::", "pins::", "status::"] {
+        assert!(oldest_run.contains(core), "{core} is not run on the oldest: {test}");
+    }
+}
+
 /// docs/kubernetes.md tells the truth about the probes: liveness on
 /// `/healthz` (a probe on `status`'s exit code would restart the sidecar
 /// in every broker outage), no claim that there is no HTTP endpoint, and

@@ -61,7 +61,7 @@ async fn a_pinned_fleet_reads_in_one_sentence() {
     );
     assert!(
         run.stderr
-            .contains("ALARM trim_held tracker: blocked_by applied for"),
+            .contains("ALARM trim_held tracker: blocked_by applied: the trim has been held for"),
         "{run:?}"
     );
     assert!(
