@@ -233,7 +233,9 @@ pub async fn connect(
                         }
                         link.set_refused(Some(e));
                     }
-                    async_nats::Event::ServerError(async_nats::ServerError::AuthorizationViolation) => {
+                    async_nats::Event::ServerError(
+                        async_nats::ServerError::AuthorizationViolation,
+                    ) => {
                         link.set_refused(Some("authorization violation".into()));
                     }
                     async_nats::Event::Connected => {

@@ -83,8 +83,10 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
             // it down for good under a unit that does not restart on 2.
             Err(e @ crate::broker::ConnectError::Refused { .. }) => {
                 if !refused {
-                    let a =
-                        crate::alarms::broker_refused(&e.to_string(), &crate::config::credentials_named(&config.nats));
+                    let a = crate::alarms::broker_refused(
+                        &e.to_string(),
+                        &crate::config::credentials_named(&config.nats),
+                    );
                     tracing::warn!(event = "alarm_raised", alarm = a.alarm, domain = "*", measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
                     refused = true;
                 }

@@ -116,7 +116,11 @@ async fn broker_problems(
             let mut p = Problem::error("nats", e.to_string());
             p.line = source.line_of("nats");
             problems.push(p);
-            return (BrokerChecks::Skipped(e.to_string()), false);
+            // The error above says why; said once.
+            return (
+                BrokerChecks::Skipped("no connection (the nats error above)".into()),
+                false,
+            );
         }
         Err(e) => return (BrokerChecks::Skipped(e.to_string()), true),
     };

@@ -974,7 +974,10 @@ async fn verify_archive_names_a_segment_deleted_from_the_object_store() {
     let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
     assert_eq!(run.code, 1, "{run:?}");
     let problems = v["problems"].to_string();
-    assert!(problems.contains("gap:") && problems.contains("21..60"), "{v}");
+    assert!(
+        problems.contains("gap:") && problems.contains("21..60"),
+        "{v}"
+    );
     // The tick sees the same: the archive's term is unreadable, missing.
     let r = s.tick().await;
     assert!(

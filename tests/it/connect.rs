@@ -267,7 +267,10 @@ async fn a_refusal_in_a_running_sidecar_raises_broker_refused_and_clears() {
         let stderr = child.stderr.take().expect("stderr");
         std::thread::spawn(move || {
             use std::io::BufRead;
-            for line in std::io::BufReader::new(stderr).lines().map_while(Result::ok) {
+            for line in std::io::BufReader::new(stderr)
+                .lines()
+                .map_while(Result::ok)
+            {
                 let mut l = log.lock().expect("log");
                 l.push_str(&line);
                 l.push('\n');
@@ -296,7 +299,11 @@ async fn a_refusal_in_a_running_sidecar_raises_broker_refused_and_clears() {
     server.rewrite_config("authorization { user: alice, password: rotated }\n");
     server.restart();
     assert!(
-        crate::support::fleet::eventually(30, seen(&["alarm_raised", "\"alarm\":\"broker_refused\""])).await,
+        crate::support::fleet::eventually(
+            30,
+            seen(&["alarm_raised", "\"alarm\":\"broker_refused\""])
+        )
+        .await,
         "broker_refused raised: {}",
         log.lock().expect("log")
     );
@@ -304,7 +311,11 @@ async fn a_refusal_in_a_running_sidecar_raises_broker_refused_and_clears() {
     server.rewrite_config(allowed);
     server.restart();
     assert!(
-        crate::support::fleet::eventually(30, seen(&["alarm_cleared", "\"alarm\":\"broker_refused\""])).await,
+        crate::support::fleet::eventually(
+            30,
+            seen(&["alarm_cleared", "\"alarm\":\"broker_refused\""])
+        )
+        .await,
         "cleared once the server takes the credentials: {}",
         log.lock().expect("log")
     );
@@ -344,6 +355,8 @@ async fn a_refusal_in_a_running_sidecar_raises_broker_refused_and_clears() {
             .any(|v| v["event"] == "alarm_cleared" && v["alarm"] == "broker_refused"),
         "{log}"
     );
-    assert!(!log.contains("s3cretpw") && !log.contains("rotated"), "{log}");
+    assert!(
+        !log.contains("s3cretpw") && !log.contains("rotated"),
+        "{log}"
+    );
 }
-

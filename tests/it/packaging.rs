@@ -303,8 +303,13 @@ fn the_test_command_runs_the_core_on_the_oldest_supported_server() {
         .split("NATS_SERVER_BIN=\"$top/.tools/nats-oldest/bin/nats-server\"")
         .nth(1)
         .unwrap_or_else(|| panic!("scripts/test runs nothing on the oldest server: {test}"));
-    for core in ["trim::", "safety::", "gates::", "views::", "pins::", "status::"] {
-        assert!(oldest_run.contains(core), "{core} is not run on the oldest: {test}");
+    for core in [
+        "trim::", "safety::", "gates::", "views::", "pins::", "status::",
+    ] {
+        assert!(
+            oldest_run.contains(core),
+            "{core} is not run on the oldest: {test}"
+        );
     }
 }
 

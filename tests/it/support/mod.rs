@@ -73,11 +73,20 @@ impl Server {
 
     /// A plain JetStream server of the oldest supported release.
     pub fn start_oldest() -> Server {
-        let bin = oldest_nats_server_bin();
+        Self::start_bin(&oldest_nats_server_bin())
+    }
+
+    /// A plain JetStream server of a release crewlet does not support
+    /// (Debian's, older than 2.10).
+    pub fn start_unsupported() -> Server {
+        Self::start_bin(&unsupported_nats_server_bin())
+    }
+
+    fn start_bin(bin: &Path) -> Server {
         for _ in 0..5 {
             let dir = tempfile::tempdir().expect("temp dir");
             let port = free_port();
-            let child = spawn_bin(&bin, &dir, port, None);
+            let child = spawn_bin(bin, &dir, port, None);
             let mut server = Server {
                 child,
                 port,
@@ -89,7 +98,10 @@ impl Server {
                 return server;
             }
         }
-        panic!("the oldest nats-server did not start on a free port in five tries");
+        panic!(
+            "{} did not start on a free port in five tries",
+            bin.display()
+        );
     }
 
     /// A plain JetStream server on `port` (one a test reserved earlier).
@@ -191,7 +203,10 @@ impl Server {
     /// Replaces the configuration text a server started with
     /// ([`Server::start_with`]); it takes effect at [`Server::restart`].
     pub fn rewrite_config(&self, conf: &str) {
-        let path = self.config.as_ref().expect("a server started with a configuration");
+        let path = self
+            .config
+            .as_ref()
+            .expect("a server started with a configuration");
         std::fs::write(path, conf).expect("rewrite server config");
     }
 
@@ -245,6 +260,20 @@ fn spawn(dir: &tempfile::TempDir, port: u16, config: Option<&Path>) -> Child {
 /// `scripts/install-test-deps` installs it (`.tools/nats-oldest`).
 pub fn oldest_nats_server_bin() -> PathBuf {
     let p = Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/nats-oldest/bin/nats-server");
+    assert!(
+        p.is_file(),
+        "{} is missing: run scripts/install-test-deps (scripts/test does)",
+        p.display()
+    );
+    p
+}
+
+/// A nats-server older than crewlet supports: Debian's package (2.9.10 on
+/// Debian 12), unpacked into `.tools/nats-unsupported` by
+/// `scripts/install-test-deps`.
+pub fn unsupported_nats_server_bin() -> PathBuf {
+    let p =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join(".tools/nats-unsupported/usr/sbin/nats-server");
     assert!(
         p.is_file(),
         "{} is missing: run scripts/install-test-deps (scripts/test does)",
