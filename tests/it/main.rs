@@ -27,6 +27,7 @@ mod pins;
 mod run;
 mod safety;
 mod samples;
+mod schemas;
 mod security;
 mod status;
 mod tidy;
