@@ -313,6 +313,67 @@ fn the_test_command_runs_the_core_on_the_oldest_supported_server() {
     }
 }
 
+/// docs/contract.md says what a node written in another language must do,
+/// each rule an integrator had to guess (a JavaScript node written from
+/// the document alone): open the buckets, never create them; never delete
+/// the positions row; `stream_created` to the nanosecond; where the
+/// generation comes from; the presence TTL; gate records; which fields are
+/// required; report after the commit; instants; the snapshot row's
+/// compare-and-set; how the backup term chooses; one bad row blocks all;
+/// and the schemas, which exist.
+#[test]
+fn the_node_contract_states_each_rule_an_integrator_needs() {
+    let doc = std::fs::read_to_string(root().join("docs/contract.md")).expect("docs/contract.md");
+    let section = doc
+        .split("### Writing a node in another language")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the section");
+    for rule in [
+        "Open the buckets, never create them",
+        "Renew the lease every third of the presence TTL",
+        "`max_age`",
+        "Report a position only after your own commit",
+        "Never delete your own positions row",
+        "to the nanosecond",
+        "millisecond date type",
+        "**`generation`** is the floors row's",
+        "After a reanchor",
+        "Gate records on the log",
+        "still reports their sequence",
+        "Required fields.",
+        "`null` is refused",
+        "`completed_at: null`",
+        "numbers are refused",
+        "`+00:00`",
+        "One bad row makes its term unreadable for the whole fleet",
+        "newest manifest by `completed_at`",
+        "Old manifests may\n  be deleted",
+        "compare-and-set",
+        "docs/schemas/",
+    ] {
+        assert!(
+            section.contains(rule),
+            "docs/contract.md does not say: {rule}"
+        );
+    }
+    for schema in [
+        "presence",
+        "position",
+        "hold",
+        "backup-manifest",
+        "backup-ack",
+        "snapshot",
+    ] {
+        assert!(
+            root()
+                .join(format!("docs/schemas/{schema}.schema.json"))
+                .is_file(),
+            "{schema}"
+        );
+    }
+}
+
 /// docs/kubernetes.md tells the truth about the probes: liveness on
 /// `/healthz` (a probe on `status`'s exit code would restart the sidecar
 /// in every broker outage), no claim that there is no HTTP endpoint, and
