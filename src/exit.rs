@@ -82,6 +82,18 @@ impl Class {
     }
 }
 
+/// What every gesture's outcome (done, refused, failed) says of itself:
+/// its kind, from which the exit code and the HTTP status both come, and
+/// its code (`--json`'s `error`, the HTTP answer's `error`).
+pub trait Outcome {
+    fn class(&self) -> Class;
+    fn code(&self) -> &'static str;
+    /// The process's exit code for it.
+    fn exit(&self) -> Exit {
+        self.class().exit()
+    }
+}
+
 /// Why input was refused before anything was read (exit 2, HTTP 400):
 /// each its code, once.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -42,7 +42,6 @@
     deny(clippy::unwrap_used, clippy::expect_used, clippy::panic)
 )]
 
-pub mod ack;
 pub mod alarms;
 pub mod archive;
 /// The performance figures (the `crewlet-bench` binary, `bench` feature).
@@ -56,21 +55,17 @@ pub mod clock;
 pub mod config;
 pub mod duty;
 pub mod embedded;
-pub mod erase;
 pub mod exit;
 pub mod failpoint;
 pub mod floor;
 pub mod gate;
 pub mod gesture;
-pub mod hold;
 pub mod http;
 pub mod human;
 pub mod node;
 pub mod preview;
 pub mod proven;
 pub mod report;
-pub mod requested;
-pub mod resize;
 pub mod rows;
 pub mod stream_check;
 pub mod trim;

@@ -18,8 +18,8 @@ use std::sync::Arc;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
-use crate::config::{BackupPolicy, Config};
-use crate::exit::Class;
+use crate::config::Config;
+use crate::exit::{Class, Outcome};
 use crate::floor::{self, Answer, DomainRead, ParsedRows, TermName};
 use crate::gate::{self, Presence, Refusal};
 use crate::rows::{AckRow, GateRow, GateState, Instant};
@@ -100,7 +100,7 @@ pub enum Refused {
     Ack {
         stream: String,
         seq: u64,
-        error: crate::ack::AckError,
+        error: crate::gesture::ack::AckError,
     },
     #[error("--if-acked {stream}={seq}: the stream cannot be read ({error}), so the acknowledgement cannot be judged")]
     AckUnjudged {
@@ -200,7 +200,7 @@ fn evict(
     crate::rows::check_node_id(node).map_err(|e| refused(Refusal::NodeIdInvalid(e)))?;
     gate::judge_known(
         node,
-        crate::gesture::seen_anywhere(rows, config, node),
+        crate::gesture::evict::seen_anywhere(rows, config, node),
         force,
     )
     .map_err(refused)?;
@@ -272,7 +272,7 @@ fn readmit(
         .zip(reads)
         .filter(|(d, _)| d.gate_subject.is_some())
         .map(|(d, read)| match &read.stream {
-            Ok(state) => crate::gesture::readmit_facts(rows, state, d, node),
+            Ok(state) => crate::gesture::evict::readmit_facts(rows, state, d, node),
             Err(e) => Err(e.clone()),
         })
         .collect();
@@ -332,38 +332,30 @@ fn acknowledge(
         seq,
         error,
     };
-    if config.retention.backup_floor == BackupPolicy::Engine {
-        return Err(refused(crate::ack::AckError::PolicyEngine {
-            announce: crate::alarms::announce_command(&d.stream),
-        }));
-    }
-    let state = read.stream.as_ref().map_err(|e| Refused::AckUnjudged {
-        stream: stream.to_string(),
-        seq,
-        error: e.clone(),
-    })?;
-    if seq > state.last_seq {
-        return Err(refused(crate::ack::AckError::PastTail {
-            position: seq,
-            last_seq: state.last_seq,
-            stream: stream.to_string(),
-        }));
-    }
-    let current = rows
-        .backups
-        .as_ref()
-        .ok()
-        .and_then(|b| b.acks.get(stream))
-        .and_then(|a| a.as_ref().ok());
-    if let Some(c) = current.filter(|c| seq < c.position) {
-        return Err(refused(crate::ack::AckError::WouldLower {
-            stream: stream.to_string(),
-            position: seq,
-            current: c.position,
-            by: c.by.clone(),
-            at: c.at,
-        }));
-    }
+    // The real gesture's judge, on the facts this read holds.
+    let ask = crate::gesture::ack::check(d, seq, "preview", false);
+    let facts = match crate::gesture::ack::Facts::without_broker(config) {
+        Some(f) => f,
+        None => {
+            let state = read.stream.as_ref().map_err(|e| Refused::AckUnjudged {
+                stream: stream.to_string(),
+                seq,
+                error: e.clone(),
+            })?;
+            crate::gesture::ack::Facts::Operator {
+                last_seq: state.last_seq,
+                now: Instant(now),
+                current: rows
+                    .backups
+                    .as_ref()
+                    .ok()
+                    .and_then(|b| b.acks.get(stream))
+                    .and_then(|a| a.as_ref().ok())
+                    .cloned(),
+            }
+        }
+    };
+    crate::gesture::ack::judge(&ask, &facts).map_err(refused)?;
     if let Ok(b) = &mut out.backups {
         Arc::make_mut(b).acks.insert(
             stream.to_string(),

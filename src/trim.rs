@@ -978,7 +978,7 @@ impl Sidecar {
                 .active
                 .contains(&(a.alarm.to_string(), a.domain.clone()))
             {
-                tracing::warn!(event = "alarm_raised", alarm = a.alarm, domain = a.domain.as_deref().unwrap_or("*"), measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
+                tracing::warn!(event = "alarm_raised", alarm = a.alarm.as_str(), domain = a.domain.as_deref().unwrap_or("*"), measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
             }
         }
         for (name, domain) in self.active.difference(&now) {

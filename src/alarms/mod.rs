@@ -13,30 +13,77 @@ use crate::human;
 use crate::rows::Instant;
 use crate::stream_check::bypass_remedy;
 
-/// Every alarm there is (docs/runbook.md, Alarms); each has a runbook entry
-/// (docs/runbook.md), which a test checks.
-pub const NAMES: &[&str] = &[
-    "archive_failing",
-    "backup_age",
-    "broker_refused",
-    "broker_retention_bypass",
-    "broker_unreachable",
-    "clock_skew",
-    "config_drift",
-    "duty_unheld",
-    "floor_stale",
-    "gates_unabsorbed",
-    "log_headroom",
-    "node_behind_log",
-    "not_ready",
-    "term_unreadable",
-    "trim_held",
-];
+/// Defines [`AlarmName`] and its list from one table, so that the list
+/// cannot leave a name out.
+macro_rules! alarm_names {
+    ($($variant:ident => $name:literal,)*) => {
+        /// Every alarm there is (docs/runbook.md, Alarms); each has a
+        /// runbook entry, which a test checks.
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+        pub enum AlarmName {
+            $($variant,)*
+        }
+
+        impl AlarmName {
+            /// Every alarm, in the order of its name.
+            pub const ALL: &'static [AlarmName] = &[$(AlarmName::$variant,)*];
+
+            /// Its name, as the output, the logs and the metrics carry it.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $(AlarmName::$variant => $name,)*
+                }
+            }
+        }
+    };
+}
+
+alarm_names! {
+    ArchiveFailing => "archive_failing",
+    BackupAge => "backup_age",
+    BrokerRefused => "broker_refused",
+    BrokerRetentionBypass => "broker_retention_bypass",
+    BrokerUnreachable => "broker_unreachable",
+    ClockSkew => "clock_skew",
+    ConfigDrift => "config_drift",
+    DutyUnheld => "duty_unheld",
+    FloorStale => "floor_stale",
+    GatesUnabsorbed => "gates_unabsorbed",
+    LogHeadroom => "log_headroom",
+    NodeBehindLog => "node_behind_log",
+    NotReady => "not_ready",
+    TermUnreadable => "term_unreadable",
+    TrimHeld => "trim_held",
+}
+
+/// Every alarm's name (docs/runbook.md, Alarms), from [`AlarmName::ALL`].
+pub fn names() -> Vec<&'static str> {
+    AlarmName::ALL.iter().map(|a| a.as_str()).collect()
+}
+
+impl std::fmt::Display for AlarmName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for AlarmName {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// `alarm == "trim_held"`, as the outputs spell it.
+impl PartialEq<&str> for AlarmName {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}
 
 /// One active alarm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Alarm {
-    pub alarm: &'static str,
+    pub alarm: AlarmName,
     /// `None` for a fleet-level alarm (`duty_unheld`).
     pub domain: Option<String>,
     pub measurement: String,
@@ -79,7 +126,7 @@ impl Alarm {
 /// `credentials` what the configuration gives (never the secret).
 pub fn broker_refused(refusal: &str, credentials: &str) -> Alarm {
     Alarm {
-        alarm: "broker_refused",
+        alarm: AlarmName::BrokerRefused,
         domain: None,
         measurement: refusal.to_string(),
         remedy: format!(
@@ -206,7 +253,7 @@ pub fn evaluate(
             "ahead of"
         };
         out.push(Alarm {
-            alarm: "clock_skew",
+            alarm: AlarmName::ClockSkew,
             domain: None,
             measurement: format!(
                 "the clock of sidecar {} is {:.1}s {side} the broker's (max_clock_skew is {}); every time rule uses the broker's clock",
@@ -237,7 +284,7 @@ pub fn evaluate(
         DutyView::Held { .. } => {}
         DutyView::Unheld if fresh_row => {}
         DutyView::Unheld => out.push(Alarm {
-            alarm: "duty_unheld",
+            alarm: AlarmName::DutyUnheld,
             domain: None,
             measurement: format!(
                 "no sidecar holds the trim duty and no floors row was published within 3 ticks ({}); nothing is being trimmed",
@@ -246,7 +293,7 @@ pub fn evaluate(
             remedy: "start a sidecar with node.duty: true (crewlet retention run), or check the cron job that runs crewlet retention run --once".into(),
         }),
         DutyView::Unreadable(e) => out.push(Alarm {
-            alarm: "duty_unheld",
+            alarm: AlarmName::DutyUnheld,
             domain: None,
             measurement: format!("the duty lease could not be read: {e}"),
             remedy: "check the duty bucket (crewlet retention init creates it) and the broker"
@@ -280,7 +327,7 @@ fn domain_alarms(
             format!("the trim is held by {}", a.blocked_names(", "))
         };
         out.push(Alarm {
-            alarm: "log_headroom",
+            alarm: AlarmName::LogHeadroom,
             domain: d(),
             measurement: format!(
                 "headroom_fraction {:.3}: {} of a soft ceiling of {}",
@@ -343,7 +390,7 @@ fn domain_alarms(
                     BackupPolicy::Operator => format!("once a copy is off-site: crewlet retention ack -stream {} -position N{owner}", a.stream),
                 };
                 out.push(Alarm {
-                    alarm: "backup_age",
+                    alarm: AlarmName::BackupAge,
                     domain: d(),
                     measurement,
                     remedy,
@@ -355,7 +402,7 @@ fn domain_alarms(
     for t in &a.terms {
         if let TermState::Unreadable { error, cause } = &t.state {
             out.push(Alarm {
-                alarm: "term_unreadable",
+                alarm: AlarmName::TermUnreadable,
                 domain: d(),
                 measurement: format!("{} is unreadable: {error}", t.term.as_str()),
                 remedy: unreadable_remedy(a, t.term, *cause),
@@ -371,7 +418,7 @@ fn domain_alarms(
         let held_for = since(now, held_since);
         if held_for > p.held_alarm_after {
             out.push(Alarm {
-                alarm: "trim_held",
+                alarm: AlarmName::TrimHeld,
                 domain: d(),
                 // The trim's clock (held_since), named as such: the
                 // remedy's pin phrase says "pinned for" on the term's own.
@@ -401,7 +448,7 @@ fn domain_alarms(
                     "its gate_subject, archive, feed_consumer, backup policy, min_age or tick differ".into()
                 });
             out.push(Alarm {
-                alarm: "config_drift",
+                alarm: AlarmName::ConfigDrift,
                 domain: d(),
                 measurement: format!(
                     "the floors row of {} was published by {by} under another configuration of domain {} (digest {theirs}, this sidecar's {}): {differ}",
@@ -424,7 +471,7 @@ fn domain_alarms(
             && pb.at > *started
         {
             out.push(Alarm {
-                alarm: "config_drift",
+                alarm: AlarmName::ConfigDrift,
                 domain: d(),
                 measurement: format!(
                     "another sidecar runs with node.id {}: it published the floors row of {} at {} under duty session {}, which is not this sidecar's",
@@ -443,7 +490,7 @@ fn domain_alarms(
                 .map(|s| format!(" since {s} ({} ago)", human::age(since(now, s))))
                 .unwrap_or_default();
             out.push(Alarm {
-                alarm: "gates_unabsorbed",
+                alarm: AlarmName::GatesUnabsorbed,
                 domain: d(),
                 measurement: format!(
                     "the gates view of {} cannot absorb gate records from {first}{since}: {fault}; nothing from {first} on is purged",
@@ -466,7 +513,7 @@ fn domain_alarms(
                 .map(|s| format!(" at {s}"))
                 .unwrap_or_default();
             out.push(Alarm {
-                alarm: "archive_failing",
+                alarm: AlarmName::ArchiveFailing,
                 domain: d(),
                 measurement: format!(
                     "the fold of {}{at} is failing{since}: {error}; nothing past the frontier {} is purged",
@@ -480,7 +527,7 @@ fn domain_alarms(
 
     if let Some(why) = &a.not_ready {
         out.push(Alarm {
-            alarm: "not_ready",
+            alarm: AlarmName::NotReady,
             domain: d(),
             measurement: format!("NOT READY: {why}"),
             remedy: not_ready_remedy(a),
@@ -494,7 +541,7 @@ fn domain_alarms(
             .map(|b| format!("{} = {}", b.limit, b.value))
             .collect();
         out.push(Alarm {
-            alarm: "broker_retention_bypass",
+            alarm: AlarmName::BrokerRetentionBypass,
             domain: d(),
             measurement: format!(
                 "stream {}'s own limits can delete records the floor protects: {}",
@@ -536,7 +583,7 @@ fn domain_alarms(
             _ => "no sidecar holds the duty now: if crewlet retention run --once runs from cron, set retention.tick to the cron interval (the row is stale after 3 ticks); otherwise read the last holder's logs".to_string(),
         };
         out.push(Alarm {
-            alarm: "floor_stale",
+            alarm: AlarmName::FloorStale,
             domain: d(),
             measurement,
             remedy: who,
@@ -548,7 +595,7 @@ fn domain_alarms(
 /// nothing is to be done to the fleet's rows.
 fn broker_unreachable(o: &Outage, now: DateTime<Utc>) -> Alarm {
     Alarm {
-        alarm: "broker_unreachable",
+        alarm: AlarmName::BrokerUnreachable,
         domain: None,
         measurement: format!(
             "no server answers (servers tried: {}) since {} ({} ago); every term is unreadable until one does, and nothing is purged",
@@ -607,7 +654,7 @@ fn duty_lease_mismatch(p: &AlarmPolicy) -> Option<Alarm> {
         )
     };
     Some(Alarm {
-        alarm: "config_drift",
+        alarm: AlarmName::ConfigDrift,
         domain: None,
         measurement: format!(
             "the duty bucket {} expires its lease after {} (max_age), sooner than three of sidecar {}'s ticks ({}): {effect}",
@@ -635,7 +682,7 @@ fn presence_without_ttl(p: &AlarmPolicy) -> Option<Alarm> {
         return None;
     }
     Some(Alarm {
-        alarm: "config_drift",
+        alarm: AlarmName::ConfigDrift,
         domain: None,
         measurement: format!(
             "the presence bucket {} has no TTL (max_age 0): a node that stops stays live for ever, and its position pins every log until it is evicted, which refuses a live node",
@@ -705,7 +752,7 @@ fn node_behind_log(a: &Answer) -> Option<Alarm> {
         n => format!(" and {} more", n - 5),
     };
     Some(Alarm {
-        alarm: "node_behind_log",
+        alarm: AlarmName::NodeBehindLog,
         domain: Some(a.domain.clone()),
         measurement: format!(
             "{}{more} report(s) a position below what {} still holds (its first record is {}): the records they need to catch up by replay are gone",

@@ -50,7 +50,7 @@ fn alarms(w: &World) -> Vec<Alarm> {
 }
 
 fn names(a: &[Alarm]) -> Vec<&str> {
-    a.iter().map(|a| a.alarm).collect()
+    a.iter().map(|a| a.alarm.as_str()).collect()
 }
 
 #[test]

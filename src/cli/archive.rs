@@ -284,7 +284,7 @@ pub async fn tail(cli: &Cli, args: &super::TailArgs) -> Exit {
 }
 
 pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
-    use crate::requested::Ask;
+    use crate::gesture::trim::Ask;
     let ask = match (&args.entry, &args.at) {
         (Some(n), None) => Ask::Entry(exit_on_err!(whole(
             "--entry",
@@ -313,7 +313,9 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
     let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
     let broker = exit_on_err!(super::connect(&loaded.config).await);
     let by = super::by_name(args.by.as_deref());
-    match crate::requested::raise(&broker, &loaded.config, &domain, ask, &by, &args.reason).await {
+    match crate::gesture::trim::raise(&broker, &loaded.config, &domain, ask, &by, &args.reason)
+        .await
+    {
         Ok(r) => {
             if cli.json {
                 println!("{}", serde_json::to_value(&r).unwrap_or_default());

@@ -3,7 +3,7 @@
 
 use super::{Cli, GestureArgs};
 use crate::exit::Exit;
-use crate::gesture::{self, Ask, Performed};
+use crate::gesture::evict::{self as gesture, Ask, Performed};
 use crate::rows::GateSign;
 
 pub async fn run(cli: &Cli, sign: GateSign, args: &GestureArgs) -> Exit {

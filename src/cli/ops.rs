@@ -7,9 +7,9 @@ use super::*;
 /// systemd units often run without `$USER`, and the record should still
 /// name someone.
 /// `crewlet retention set-capacity`: judged before anything is written
-/// (`crewlet::resize`).
+/// (`crewlet::gesture::capacity`).
 pub(super) async fn set_capacity(cli: &Cli, args: &SetCapacityArgs) -> Exit {
-    use crate::resize::{self, Ask, BadInput, Outcome};
+    use crate::gesture::capacity::{self as set_capacity, Ask, BadInput, Outcome};
     let loaded = exit_on_err!(load_config(cli));
     let config = loaded.config;
     let ask = Ask {
@@ -27,27 +27,27 @@ pub(super) async fn set_capacity(cli: &Cli, args: &SetCapacityArgs) -> Exit {
             ),
         })
     } else {
-        match resize::check(&config, &ask) {
+        match set_capacity::check(&config, &ask) {
             Err(b) => Outcome::BadInput(b),
             Ok((domain, target)) => {
                 let broker = exit_on_err!(connect(&config).await);
-                resize::apply(&config, &broker, &domain, target).await
+                set_capacity::apply(&config, &broker, &domain, target).await
             }
         }
     };
     if cli.json {
-        println!("{}", resize::json(&outcome));
+        println!("{}", set_capacity::json(&outcome));
     } else {
-        let (out, err) = resize::text(&outcome);
+        let (out, err) = set_capacity::text(&outcome);
         print!("{out}");
         eprint!("{err}");
     }
     outcome.exit()
 }
 
-/// `crewlet retention erase` (`crewlet::erase`).
+/// `crewlet retention erase` (`crewlet::gesture::erase`).
 pub(super) async fn erase(cli: &Cli, args: &EraseArgs) -> Exit {
-    use crate::erase::{self, Ask, Outcome};
+    use crate::gesture::erase::{self, Ask, Outcome};
     let loaded = exit_on_err!(load_config(cli));
     let config = loaded.config;
     let ask = Ask {

@@ -6,7 +6,6 @@
 //! a `?`; both sides are exit codes.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use chrono::Utc;
 
@@ -14,11 +13,7 @@ use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, HoldsArgs, KindArg, ReleaseArg
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
-use crate::rows::{check_node_id, BackupManifest, HoldKind, HoldRow, Instant, OpId};
-
-/// The longest a hold may live: a pin nobody renews should not outlive a
-/// month of retention decisions.
-const HOLD_TTL_MAX: Duration = Duration::from_secs(30 * 86400);
+use crate::rows::{check_node_id, BackupManifest, HoldKind, HoldRow, Instant};
 
 type Outcome = Result<Exit, Exit>;
 
@@ -67,85 +62,67 @@ async fn put<T: serde::Serialize>(
 }
 
 pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
-    use crate::ack::AckError;
+    use crate::exit::Outcome as _;
+    use crate::gesture::ack::{self, AckError, Facts};
     let (config, d) = config_and_domain(cli, &args.stream)?;
     let position = seq_arg("position", &args.position, POSITION)?;
-    // Judged before connecting: under engine nothing is read or written.
-    if config.retention.backup_floor == crate::config::BackupPolicy::Engine {
-        let e = AckError::PolicyEngine {
-            announce: crate::alarms::announce_command(&d.stream),
-        };
-        crate::cli::say::refused(e.code(), &e);
-        return Ok(Exit::Attention);
-    }
-    let broker = super::connect(&config).await?;
     let by = super::by_name(args.by.as_deref());
-    let done = match crate::ack::acknowledge(&broker, &config, &d, position, &by, args.lower).await {
-        Ok(r) => r,
-        Err(e @ (AckError::PolicyEngine { .. } | AckError::WouldLower { .. })) => {
-            crate::cli::say::refused(e.code(), &e);
-            return Ok(Exit::Attention);
+    let ask = ack::check(&d, position, &by, args.lower);
+    // Under engine it is refused before connecting: nothing is read.
+    let done = match Facts::without_broker(&config) {
+        Some(facts) => ack::judge(&ask, &facts),
+        None => {
+            let broker = super::connect(&config).await?;
+            match ack::facts(&broker, &config, &ask).await {
+                Ok(facts) => match ack::judge(&ask, &facts) {
+                    Ok(plan) => ack::apply(&broker, &config, plan).await,
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            }
+        }
+    };
+    match done {
+        Ok(done) => {
+            if cli.json {
+                println!("{}", ack::json(&done));
+            } else {
+                println!("{}", ack::text(&done));
+            }
+            Ok(Exit::Ok)
         }
         Err(AckError::PastTail {
             position,
             last_seq,
             stream,
-        }) => {
-            return Err(bad(format!(
-                "-position {position} is past the log's last sequence {last_seq} on {stream}; acknowledge only what a copy holds"
-            )))
+        }) => Err(bad(format!(
+            "-position {position} is past the log's last sequence {last_seq} on {stream}; acknowledge only what a copy holds"
+        ))),
+        Err(e @ AckError::Unreachable(_)) => Err(unreachable(e.to_string())),
+        Err(e) => {
+            crate::cli::say::refused(e.code(), &e);
+            Ok(e.exit())
         }
-        Err(e @ AckError::Unreachable(_)) => return Err(unreachable(e.to_string())),
-    };
-    let row = &done.row;
-    if cli.json {
-        println!(
-            "{}",
-            serde_json::json!({"acknowledged": true, "stream": d.stream, "position": position, "by": row.by, "at": row.at, "previous": done.previous})
-        );
-    } else {
-        let was = match done.previous {
-            Some(p) if p > position => format!(" (lowered from {p})"),
-            Some(p) => format!(" (was {p})"),
-            None => String::new(),
-        };
-        println!(
-            "acknowledged {} up to {position}{was} (by {})",
-            d.stream, row.by
-        );
     }
-    Ok(Exit::Ok)
 }
 
 pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
+    use crate::gesture::hold;
     let (config, d) = config_and_domain(cli, &args.stream)?;
-    let seq = match seq_arg("seq", &args.seq, "a whole number, 1 or more")? {
-        0 => return Err(bad(
-            "-seq 0: a hold names the first sequence its holder still needs; allowed: 1 or more",
-        )),
-        s => s,
+    let asked = hold::Asked {
+        seq: seq_arg("seq", &args.seq, "a whole number, 1 or more")?,
+        ttl: &args.ttl,
+        owner: &args.owner,
+        kind: match args.kind {
+            Some(KindArg::Backup) => HoldKind::Backup,
+            Some(KindArg::Join) => HoldKind::Join,
+            Some(KindArg::Operator) | None => HoldKind::Operator,
+        },
+        reason: args.reason.as_deref(),
+        id: args.id.as_deref(),
+        replace: args.replace,
     };
-    let ttl = match crate::config::duration::parse(&args.ttl) {
-        Ok(t) if t.is_zero() => return Err(bad("-ttl 0s: a hold must live; allowed: 1s ..= 30d")),
-        Ok(t) if t > HOLD_TTL_MAX => {
-            return Err(bad(format!(
-                "-ttl {}: too long; allowed: 1s ..= 30d",
-                args.ttl
-            )))
-        }
-        Ok(t) => t,
-        Err(e) => return Err(bad(format!("-ttl {e} (1s ..= 30d)"))),
-    };
-    if args.owner.trim().is_empty() {
-        return Err(bad("-owner is empty; name who holds the pin"));
-    }
-    let id = match &args.id {
-        Some(id) => {
-            check_node_id(id).map_err(|e| bad(format!("-id {e}")))?;
-            id.clone()
-        }
-        None => format!("hold-{}", OpId::mint(Utc::now())),
-    };
+    let ask = hold::check(&d.stream, &asked, Utc::now()).map_err(bad)?;
     let broker = super::connect(&config).await?;
     super::require_stream(&broker, &config, &d).await?;
     super::require_bucket(&broker, &config.buckets.holds).await?;
@@ -153,42 +130,26 @@ pub async fn hold(cli: &Cli, args: &HoldArgs) -> Outcome {
         .stream_state_at(&d.stream)
         .await
         .map_err(|e| unreachable(format!("{e}; nothing written")))?;
-    if seq > state.last_seq + 1 {
-        return Err(bad(format!(
-            "-seq {seq} is past the log's end (last sequence {} on {}); allowed: 1 ..= {}",
-            state.last_seq,
-            d.stream,
-            state.last_seq + 1
-        )));
-    }
-    // The hold expires by the broker's clock, which decides whether it is
-    // live (docs/decisions.md, "Pins, clocks, fences, reads").
-    let expires =
-        clock.broker + chrono::Duration::from_std(ttl).unwrap_or(chrono::Duration::zero());
-    let row = HoldRow {
-        seq,
-        owner: args.owner.clone(),
-        kind: match args.kind {
-            Some(KindArg::Backup) => HoldKind::Backup,
-            Some(KindArg::Join) => HoldKind::Join,
-            Some(KindArg::Operator) | None => HoldKind::Operator,
-        },
-        reason: args.reason.clone().unwrap_or_default(),
-        expires_at: Instant(expires),
-    };
-    let placed = crate::hold::Placement {
+    let row = hold::judge(&ask, state.last_seq, clock.broker).map_err(bad)?;
+    let placed = hold::Placement {
         stream: &d.stream,
-        id: &id,
+        id: &ask.id,
         row: &row,
-        replace: args.replace,
+        replace: ask.replace,
     };
-    let outcome = crate::hold::place(&broker, &config, &placed, !args.no_wait).await;
-    print_hold(cli, &d.stream, &id, &row, &outcome);
+    let outcome = hold::place(&broker, &config, &placed, !args.no_wait).await;
+    print_hold(cli, &d.stream, &ask.id, &row, &outcome);
     Ok(outcome.exit())
 }
 
-fn print_hold(cli: &Cli, stream: &str, id: &str, row: &HoldRow, outcome: &crate::hold::Placed) {
-    use crate::hold::Placed;
+fn print_hold(
+    cli: &Cli,
+    stream: &str,
+    id: &str,
+    row: &HoldRow,
+    outcome: &crate::gesture::hold::Placed,
+) {
+    use crate::gesture::hold::Placed;
     if cli.json {
         let mut v = serde_json::json!({"hold_id": id, "stream": stream, "seq": row.seq, "expires_at": row.expires_at, "outcome": outcome.code()});
         if let Placed::Held { floor, .. } = outcome {
@@ -300,15 +261,15 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
     let (config, d) = config_and_domain(cli, &args.stream)?;
     check_node_id(&args.hold_id).map_err(|e| bad(format!("HOLD_ID {e}")))?;
     let broker = super::connect(&config).await?;
-    let released = crate::hold::lift(&broker, &config, &d.stream, &args.hold_id).await;
+    let released = crate::gesture::hold::lift(&broker, &config, &d.stream, &args.hold_id).await;
     let words = released.words(&d.stream, &args.hold_id);
     match &released {
-        crate::hold::Released::Released if cli.json => println!(
+        crate::gesture::hold::Released::Released if cli.json => println!(
             "{}",
             serde_json::json!({"released": true, "stream": d.stream, "hold_id": args.hold_id})
         ),
-        crate::hold::Released::Released => println!("{words}"),
-        crate::hold::Released::Failed(_) => return Err(unreachable(words)),
+        crate::gesture::hold::Released::Released => println!("{words}"),
+        crate::gesture::hold::Released::Failed(_) => return Err(unreachable(words)),
         refused => {
             crate::cli::say::refused(refused.code().unwrap_or_default(), format_args!("{words}"))
         }

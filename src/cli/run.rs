@@ -87,7 +87,7 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
                         &e.to_string(),
                         &crate::config::credentials_named(&config.nats),
                     );
-                    tracing::warn!(event = "alarm_raised", alarm = a.alarm, domain = "*", measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
+                    tracing::warn!(event = "alarm_raised", alarm = a.alarm.as_str(), domain = "*", measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
                     refused = true;
                 }
                 tracing::warn!(event = "waiting_for_broker", attempt, url = %crate::config::redact_url(&url), retry_in_secs = wait.as_secs(), error = %e, "the broker refuses this sidecar's credentials; retrying");

@@ -44,8 +44,7 @@ impl ZeroReason {
                 Some(log) if cut_short(named, log) => format!(
                     "{node}'s position names the log as created at {named}, which is the log's \
                      creation time {log} cut short: a row carries stream_created exactly as the \
-                     broker gives it, to the nanosecond (docs/contract.md, Writing a node in \
-                     another language)"
+                     broker gives it, to the nanosecond (see docs/contract.md)"
                 ),
                 Some(log) => format!(
                     "{node}'s position is from another log of this name (created at {named}; \

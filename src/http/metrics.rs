@@ -294,7 +294,7 @@ mod tests {
         let lasting = Lasting::default();
         lasting.observe(0.05, 7);
         let alarm = Alarm {
-            alarm: "duty_unheld",
+            alarm: crate::alarms::AlarmName::DutyUnheld,
             domain: None,
             measurement: String::new(),
             remedy: String::new(),

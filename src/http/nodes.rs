@@ -58,7 +58,7 @@ pub(super) async fn gesture_route(
         Ok(b) => b,
         Err(r) => return r.into_response(),
     };
-    let ask = gesture::Ask {
+    let ask = gesture::evict::Ask {
         node,
         confirm: b.confirm,
         force: b.force,
@@ -66,12 +66,12 @@ pub(super) async fn gesture_route(
         reason: b.reason,
         by: format!("token:{}", who.name),
     };
-    let performed = match gesture::check(&shared.config, &ask) {
+    let performed = match gesture::evict::check(&shared.config, &ask) {
         Err(p) => p,
         Ok(op) => {
             let (shared, ask, id) = (shared.clone(), ask.clone(), op.clone());
             match detached("gesture", &id, GESTURE_WAIT, async move {
-                gesture::perform(&shared.config, &shared.broker, sign, &ask, op).await
+                gesture::evict::perform(&shared.config, &shared.broker, sign, &ask, op).await
             })
             .await
             {
@@ -80,7 +80,7 @@ pub(super) async fn gesture_route(
             }
         }
     };
-    let mut v = gesture::json(sign, &ask, &performed, crate::human::Surface::Http);
+    let mut v = gesture::evict::json(sign, &ask, &performed, crate::human::Surface::Http);
     let status = status_of(performed.class());
     if status != StatusCode::OK {
         // The error body every route answers with, and the gesture's own.

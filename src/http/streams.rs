@@ -114,7 +114,8 @@ pub(super) async fn ack(
     Path(stream): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
-    use crate::ack::AckError;
+    use crate::exit::Outcome as _;
+    use crate::gesture::ack::{self, AckError};
     let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
@@ -126,20 +127,16 @@ pub(super) async fn ack(
         Err(r) => return r.into_response(),
     };
     let (position, lower) = position;
-    let by = format!("token:{}", who.name);
-    match crate::ack::acknowledge(
-        &shared.broker,
-        &shared.config,
-        &domain,
-        position,
-        &by,
-        lower,
-    )
-    .await
-    {
-        Ok(done) => json_ok(
-            json!({"acknowledged": true, "stream": done.row.stream, "position": done.row.position, "by": done.row.by, "at": done.row.at, "previous": done.previous}),
-        ),
+    let ask = ack::check(&domain, position, &format!("token:{}", who.name), lower);
+    let done = match ack::facts(&shared.broker, &shared.config, &ask).await {
+        Ok(facts) => match ack::judge(&ask, &facts) {
+            Ok(plan) => ack::apply(&shared.broker, &shared.config, plan).await,
+            Err(e) => Err(e),
+        },
+        Err(e) => Err(e),
+    };
+    match done {
+        Ok(done) => json_ok(ack::json(&done)),
         // A position past the log answers the route's usual `bad_request`.
         Err(e @ AckError::PastTail { .. }) => {
             error(status_of(e.class()), "bad_request", e.to_string()).into_response()
@@ -169,7 +166,7 @@ pub(super) fn whole(field: &str, v: &serde_json::Value, min: u64) -> Result<u64,
     })
 }
 
-pub(super) fn trim_ask(bytes: &[u8]) -> Result<(crate::requested::Ask, String), ApiError> {
+pub(super) fn trim_ask(bytes: &[u8]) -> Result<(crate::gesture::trim::Ask, String), ApiError> {
     let bad = |m: String| error(StatusCode::BAD_REQUEST, "bad_request", m);
     let b: TrimBody = super::auth::body(bytes, r#"{"seq_num": N} or {"timestamp_ms": T}"#)?;
     if b.reason.chars().count() > 1024 || b.reason.chars().any(char::is_control) {
@@ -178,14 +175,14 @@ pub(super) fn trim_ask(bytes: &[u8]) -> Result<(crate::requested::Ask, String), 
         ));
     }
     let ask = match (&b.seq_num, &b.timestamp_ms) {
-        (Some(n), None) => crate::requested::Ask::Entry(whole("seq_num", n, 1)?),
+        (Some(n), None) => crate::gesture::trim::Ask::Entry(whole("seq_num", n, 1)?),
         (None, Some(t)) => {
             let ms = whole("timestamp_ms", t, 0)?;
             let at = i64::try_from(ms)
                 .ok()
                 .and_then(chrono::DateTime::from_timestamp_millis)
                 .ok_or_else(|| bad(format!("timestamp_ms: {ms} is not an instant")))?;
-            crate::requested::Ask::At(at)
+            crate::gesture::trim::Ask::At(at)
         }
         _ => return Err(bad("give exactly one of seq_num and timestamp_ms".into())),
     };
@@ -207,7 +204,8 @@ pub(super) async fn trim(
         Err(r) => return r.into_response(),
     };
     let by = format!("token:{}", who.name);
-    match crate::requested::raise(&shared.broker, &shared.config, &domain, ask, &by, &reason).await
+    match crate::gesture::trim::raise(&shared.broker, &shared.config, &domain, ask, &by, &reason)
+        .await
     {
         Ok(r) => json_ok(
             json!({"requested": r.requested, "applied_at_next_tick": r.applied_at_next_tick, "bounded_by": r.bounded_by, "unchanged": r.unchanged}),
@@ -243,7 +241,7 @@ pub(super) async fn capacity(
     Path(stream): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
-    use crate::resize::{self, Outcome};
+    use crate::gesture::capacity::{self as set_capacity, Outcome};
     let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),
@@ -264,23 +262,23 @@ pub(super) async fn capacity(
         (Ok(b), Ok(c)) => (b, c),
         (Err(r), _) | (_, Err(r)) => return r.into_response(),
     };
-    let ask = resize::Ask {
+    let ask = set_capacity::Ask {
         stream: domain.stream.clone(),
         bytes,
         confirm,
         surface: crate::human::Surface::Http,
     };
-    let outcome = match resize::check(&shared.config, &ask) {
+    let outcome = match set_capacity::check(&shared.config, &ask) {
         Err(b) => Outcome::BadInput(b),
         Ok((domain, target)) => {
-            resize::apply(&shared.config, &shared.broker, &domain, target).await
+            set_capacity::apply(&shared.config, &shared.broker, &domain, target).await
         }
     };
     let status = status_of(outcome.class());
     (
         status,
         [(header::CONTENT_TYPE, "application/json")],
-        resize::json(&outcome).to_string(),
+        set_capacity::json(&outcome).to_string(),
     )
         .into_response()
 }
@@ -301,7 +299,7 @@ pub(super) async fn erase(
     Path(stream): Path<String>,
     bytes: axum::body::Bytes,
 ) -> Response {
-    use crate::erase::{self, Outcome};
+    use crate::gesture::erase::{self, Outcome};
     let domain = match domain_reachable(&shared, &stream) {
         Ok(g) => g,
         Err(r) => return r.into_response(),

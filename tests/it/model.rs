@@ -879,7 +879,7 @@ async fn random_fleets_on_a_cluster_purge_exactly_what_the_model_allows() {
 /// whose watchers are behind the late hold (`behind` in
 /// [`run_model_lagging`]): with CREWLET_MODEL_VIEWS_UNPROVEN=1 they fail,
 /// on one server and on the cluster. The gate reader's proof is shown by
-/// `safety::leak_1_the_gate_reader_is_proven_against_the_leader`.
+/// `safety::the_gate_reader_is_proven_against_the_leader`.
 async fn lag_a_follower(
     js: &async_nats::jetstream::Context,
     cluster: Option<&crate::support::cluster::Cluster>,

@@ -1,5 +1,5 @@
-//! Safety by construction: one test per leak found by the second
-//! review of the purge path. Each one failed on the code before its fix: a
+//! Safety by construction: each test is a place where a newer path once
+//! crossed an older guard. Each failed on the code before its fix: a
 //! purge could go out past what something still needed, or a guard was
 //! skipped on a path that forgot it.
 
@@ -16,7 +16,7 @@ const GATE: &str = "crewlet.tracker.gate";
 /// record (or a subject's), and a `max_age` under a second was read as 0:
 /// neither was a `broker_retention_bypass`.
 #[tokio::test]
-async fn leak_9_rollups_and_a_sub_second_max_age_are_bypasses() {
+async fn rollups_and_a_sub_second_max_age_are_bypasses() {
     let f = Fleet::new(0).await;
     let mut rollup = log_stream("ROLLUP_LOG", &["rollup.>"], GIB);
     rollup.allow_rollup = true;
@@ -75,7 +75,7 @@ async fn wait_child(child: std::process::Child) -> String {
 /// answer, and the first holder's purge still went out at its old target.
 /// The fence is a deadline: a purge that cannot be sent before it is not.
 #[tokio::test]
-async fn leak_2_a_purge_stalled_past_its_fence_is_not_sent() {
+async fn a_purge_stalled_past_its_fence_is_not_sent() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -109,7 +109,7 @@ async fn leak_2_a_purge_stalled_past_its_fence_is_not_sent() {
 /// sidecar claimed it, and the first one's purge still went out. The fence
 /// now lasts no longer than the bucket's lease.
 #[tokio::test]
-async fn leak_4_a_fence_lasts_no_longer_than_the_duty_buckets_own_lease() {
+async fn a_fence_lasts_no_longer_than_the_duty_buckets_own_lease() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let mut duty =
@@ -157,7 +157,7 @@ async fn leak_4_a_fence_lasts_no_longer_than_the_duty_buckets_own_lease() {
 /// and session (written by someone else), its revision adopted, and the
 /// tick went on to purge. A refusal gives the duty up for the tick.
 #[tokio::test]
-async fn leak_3_a_refused_renewal_gives_the_duty_up() {
+async fn a_refused_renewal_gives_the_duty_up() {
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10)], 10).await;
     let mut s = f.sidecar().await;
@@ -187,7 +187,7 @@ async fn leak_3_a_refused_renewal_gives_the_duty_up() {
 /// broker time of the write, and `renewal`, a fresh id), so that a re-read
 /// after a lost answer tells whose write is there.
 #[tokio::test]
-async fn leak_3_every_renewal_writes_a_value_of_its_own() {
+async fn every_renewal_writes_a_value_of_its_own() {
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10)], 10).await;
     let mut s = f.sidecar().await;
@@ -209,7 +209,7 @@ async fn leak_3_every_renewal_writes_a_value_of_its_own() {
 /// young records included, with no age proof: a trim no one asked for in
 /// this history.
 #[tokio::test]
-async fn leak_6_a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
+async fn a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     // A floor of generation 0 is published (a reanchor needs one to move on).
@@ -284,7 +284,7 @@ async fn leak_6_a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
 /// positions of a later generation it is NOT READY (`generation_unknown`),
 /// publishes nothing, and the printed reanchor opens the next generation.
 #[tokio::test]
-async fn leak_7_a_lost_floors_row_is_not_a_silent_generation_0() {
+async fn a_lost_floors_row_is_not_a_silent_generation_0() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let mut s = f.sidecar().await;
@@ -340,7 +340,7 @@ async fn raw_eviction(f: &Fleet, node: &str) -> u64 {
 /// shown, and the purge took that record unabsorbed. Now the leader is
 /// asked for the next gate record after what the reader showed.
 #[tokio::test]
-async fn leak_1_the_gate_reader_is_proven_against_the_leader() {
+async fn the_gate_reader_is_proven_against_the_leader() {
     let f = Fleet::new(10).await;
     let gate_seq = raw_eviction(&f, "node-9").await;
     f.publish(5).await;
@@ -386,7 +386,7 @@ async fn leak_1_the_gate_reader_is_proven_against_the_leader() {
 /// the leader refuses to move the cursor, and nothing is purged past the
 /// unabsorbed eviction.
 #[tokio::test]
-async fn leak_1_on_a_cluster_a_lagging_follower_cannot_move_the_cursor() {
+async fn on_a_cluster_a_lagging_follower_cannot_move_the_cursor() {
     let f = Fleet::cluster(10).await;
     let leader =
         f.js.get_stream(STREAM)
@@ -457,7 +457,7 @@ fn hold_args<'a>(seq: &'a str, id: &'a str) -> Vec<&'a str> {
 /// flight, so a hold confirms at once, also when the duty bucket does not
 /// exist yet. It waited two ticks and exited 1.
 #[tokio::test]
-async fn leak_4_with_no_lease_held_a_hold_confirms_at_once() {
+async fn with_no_lease_held_a_hold_confirms_at_once() {
     let f = Fleet::new(20).await;
     f.js.delete_key_value("crewlet_duty")
         .await
@@ -484,7 +484,7 @@ async fn leak_4_with_no_lease_held_a_hold_confirms_at_once() {
 /// does not publish leaves it unconfirmed (exit 1); the next answer
 /// confirms it.
 #[tokio::test]
-async fn leak_4_on_a_cluster_a_hold_is_held_only_against_a_later_answer() {
+async fn on_a_cluster_a_hold_is_held_only_against_a_later_answer() {
     let f = Fleet::cluster(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let mut s = f.sidecar().await;
@@ -537,7 +537,7 @@ async fn leak_4_on_a_cluster_a_hold_is_held_only_against_a_later_answer() {
 /// absorption fail) it lapsed, and the purge could then pass the node.
 /// The duty holder extends it every tick until the record is absorbed.
 #[tokio::test]
-async fn leak_5_a_join_hold_is_extended_while_its_readmission_is_unabsorbed() {
+async fn a_join_hold_is_extended_while_its_readmission_is_unabsorbed() {
     let f = Fleet::new(100).await;
     f.healthy(&[("node-1", 100)], 100).await;
     f.position("node-4", 20).await;
@@ -620,7 +620,7 @@ mod archive {
     /// `unreadable`. Missing segments at or below the published frontier
     /// make it unreadable, and nothing is purged.
     #[tokio::test]
-    async fn leak_8_a_directory_gone_below_the_frontier_is_unreadable() {
+    async fn a_directory_gone_below_the_frontier_is_unreadable() {
         let scratch = tempfile::tempdir().expect("dir");
         let root = scratch.path().join("archive");
         let store = Store::Dir(root.clone());
@@ -657,7 +657,7 @@ mod archive {
     /// missing in the middle exited 3 (as for a lost broker) instead of 1
     /// naming the gap.
     #[tokio::test]
-    async fn leak_8_verify_archive_names_a_missing_object_segment() {
+    async fn verify_archive_names_a_missing_object_segment() {
         let store = Store::ObjectStore("crewlet_archive".into());
         let mut f = Fleet::new(100).await;
         f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
@@ -708,7 +708,7 @@ mod archive {
     /// would never come, and the archive's frontier stayed below it. The
     /// reader now asks the log's leader whether anything is left there.
     #[tokio::test]
-    async fn leak_13_a_fold_finishes_a_slice_whose_last_record_was_deleted() {
+    async fn a_fold_finishes_a_slice_whose_last_record_was_deleted() {
         let scratch = tempfile::tempdir().expect("dir");
         let store = Store::Dir(scratch.path().join("archive"));
         let mut f = Fleet::new(100).await;
@@ -746,7 +746,7 @@ mod archive {
 /// conservatively now: the first record stamped at or after `T` with none
 /// before it.
 #[tokio::test]
-async fn leak_10_at_resolves_conservatively_over_out_of_order_stamps() {
+async fn at_resolves_conservatively_over_out_of_order_stamps() {
     let (f, old, young) = Fleet::with_out_of_order_stamps().await;
     f.healthy(&[("node-1", 10)], 10).await;
     let mid = old + (young - old) / 2;
@@ -754,11 +754,11 @@ async fn leak_10_at_resolves_conservatively_over_out_of_order_stamps() {
     config.domains[0].gate_subject = None;
     config.retention.min_age = crewlet::config::Dur::hours(1);
     let broker = f.broker().await;
-    let raised = crewlet::requested::raise(
+    let raised = crewlet::gesture::trim::raise(
         &broker,
         &config,
         &config.domains[0],
-        crewlet::requested::Ask::At(mid),
+        crewlet::gesture::trim::Ask::At(mid),
         "alice",
         "",
     )
@@ -791,7 +791,7 @@ async fn raw_config(f: &Fleet) -> Value {
 /// field changed; a configuration edited between the judgement and the
 /// update is not overwritten (`changed_meanwhile`, nothing written).
 #[tokio::test]
-async fn leak_11_set_capacity_sends_the_configuration_as_read() {
+async fn set_capacity_sends_the_configuration_as_read() {
     let f = Fleet::new(10).await;
     let op = operator(&f);
     // What the command sends to the broker, seen on the wire.
@@ -853,7 +853,7 @@ async fn leak_11_set_capacity_sends_the_configuration_as_read() {
 /// disagreed silently. The floors row carries a digest of what decides a
 /// purge; another sidecar whose digest differs raises `config_drift`.
 #[tokio::test]
-async fn leak_13_sidecars_whose_configurations_drift_say_so() {
+async fn sidecars_whose_configurations_drift_say_so() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let mut holder = f.sidecar().await;
@@ -898,7 +898,7 @@ async fn leak_13_sidecars_whose_configurations_drift_say_so() {
 /// process, moves the key between each read and write) reported the
 /// watermark taken without having written it.
 #[tokio::test]
-async fn leak_13_a_raise_that_never_wrote_is_not_reported_as_taken() {
+async fn a_raise_that_never_wrote_is_not_reported_as_taken() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let op = operator(&f);

@@ -1,7 +1,7 @@
-//! One test per hole in the invariant found by the first review of the purge path
-//! (docs/testing.md lists them). Each one failed on the code before its fix:
-//! a purge took a record something still needed, or a gesture reported
-//! success that was not true.
+//! The invariant's cases: each test is a way a purge once took a record
+//! something still needed, or a gesture reported a success that was not
+//! true (docs/testing.md lists them). Each failed on the code before its
+//! fix.
 
 use std::time::Duration;
 
@@ -38,7 +38,7 @@ fn term(r: &crewlet::trim::TickReport, name: crewlet::floor::TermName) -> crewle
 }
 
 fn alarm_names(r: &crewlet::trim::TickReport) -> Vec<&'static str> {
-    r.alarms.iter().map(|a| a.alarm).collect()
+    r.alarms.iter().map(|a| a.alarm.as_str()).collect()
 }
 
 fn has_alarm(run: &Run, name: &str) -> bool {
@@ -51,7 +51,7 @@ fn has_alarm(run: &Run, name: &str) -> bool {
 /// absorbing failed (here: a malformed cursor row), so an eviction was lost
 /// for good.
 #[tokio::test]
-async fn hole_1_the_purge_never_passes_an_unabsorbed_gate_record() {
+async fn the_purge_never_passes_an_unabsorbed_gate_record() {
     let f = Fleet::new(10).await;
     let gate_seq = raw_eviction(&f, "node-9").await;
     assert_eq!(gate_seq, 11);
@@ -109,7 +109,7 @@ async fn hole_1_the_purge_never_passes_an_unabsorbed_gate_record() {
 /// still pointed into the old log, so a new eviction was never absorbed
 /// while the gesture said `pending` and exited 0.
 #[tokio::test]
-async fn hole_2_a_recreated_stream_starts_a_fresh_gates_view() {
+async fn a_recreated_stream_starts_a_fresh_gates_view() {
     let f = Fleet::new(30).await;
     f.healthy(&[("node-1", 30)], 30).await;
     let mut s = f.sidecar().await;
@@ -170,7 +170,7 @@ async fn published(f: &Fleet) {
 /// Hole 3: a hold written after the tick's read and before its purge was
 /// ignored by that purge.
 #[tokio::test]
-async fn hole_3_a_hold_placed_during_a_tick_bounds_its_purge() {
+async fn a_hold_placed_during_a_tick_bounds_its_purge() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -188,7 +188,7 @@ async fn hole_3_a_hold_placed_during_a_tick_bounds_its_purge() {
 /// Hole 3: a live data node that appeared after the tick's read counts at
 /// position 0 at once: that purge deletes nothing.
 #[tokio::test]
-async fn hole_3_a_data_node_that_appears_during_a_tick_stops_its_purge() {
+async fn a_data_node_that_appears_during_a_tick_stops_its_purge() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -206,7 +206,7 @@ async fn hole_3_a_data_node_that_appears_during_a_tick_stops_its_purge() {
 /// answer was lost dropped the lease for a whole TTL (duty_unheld, no
 /// trim) although the write had landed.
 #[tokio::test]
-async fn hole_6_a_renewal_whose_answer_was_lost_keeps_the_lease() {
+async fn a_renewal_whose_answer_was_lost_keeps_the_lease() {
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10)], 10).await;
     let mut s = f.sidecar().await;
@@ -242,7 +242,7 @@ async fn hole_6_a_renewal_whose_answer_was_lost_keeps_the_lease() {
 /// it; a lease that changed hands while the tick was in flight purges
 /// nothing.
 #[tokio::test]
-async fn hole_6_a_lease_taken_during_the_tick_purges_nothing() {
+async fn a_lease_taken_during_the_tick_purges_nothing() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -286,7 +286,7 @@ fn hold_args<'a>(seq: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
 /// Hole 3: `hold` printed success for records already gone, and silently
 /// replaced another person's hold of the same id.
 #[tokio::test]
-async fn hole_3_hold_is_refused_when_too_late_or_taken_and_confirmed_otherwise() {
+async fn hold_is_refused_when_too_late_or_taken_and_confirmed_otherwise() {
     let f = Fleet::new(40).await;
     f.healthy(&[("node-1", 20)], 40).await;
     let mut s = f.sidecar().await;
@@ -382,7 +382,7 @@ async fn hole_3_hold_is_refused_when_too_late_or_taken_and_confirmed_otherwise()
 /// hold at its position + 1 is placed first, and lifted once a published
 /// answer counts the node again.
 #[tokio::test]
-async fn hole_3_a_readmission_holds_the_log_until_the_node_counts_again() {
+async fn a_readmission_holds_the_log_until_the_node_counts_again() {
     let f = Fleet::new(100).await;
     f.healthy(&[("node-1", 100)], 100).await;
     f.position("node-4", 20).await;
@@ -435,7 +435,7 @@ async fn hole_3_a_readmission_holds_the_log_until_the_node_counts_again() {
 /// (its messages keep the origin's subjects, so a reader of its own
 /// subjects is offered nothing): read as empty, it lifted every pin.
 #[tokio::test]
-async fn hole_9_a_read_short_of_the_buckets_state_is_unreadable() {
+async fn a_read_short_of_the_buckets_state_is_unreadable() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     f.hold("keep", 6, 600).await;
@@ -506,7 +506,7 @@ async fn hole_9_a_read_short_of_the_buckets_state_is_unreadable() {
 /// Hole 10: a positions or holds key without the contract's shape was
 /// skipped; a domain could be named like another domain's stream.
 #[tokio::test]
-async fn hole_10_keys_without_the_contracts_shape_are_unreadable() {
+async fn keys_without_the_contracts_shape_are_unreadable() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     f.put(
@@ -550,7 +550,7 @@ async fn hole_10_keys_without_the_contracts_shape_are_unreadable() {
 /// clock is an hour fast saw a hold that still had ten minutes to live as
 /// expired, and purged what it pinned.
 #[tokio::test]
-async fn hole_5_time_rules_run_on_the_brokers_clock() {
+async fn time_rules_run_on_the_brokers_clock() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     f.hold("soon", 6, 600).await;
@@ -586,7 +586,7 @@ async fn hole_5_time_rules_run_on_the_brokers_clock() {
 /// start-time lookup then finds no young record at all, and the purge took
 /// the young ones. The age proof scans the slice's timestamps first.
 #[tokio::test]
-async fn hole_4_young_records_before_older_stamps_are_kept() {
+async fn young_records_before_older_stamps_are_kept() {
     let (f, old, young) = Fleet::with_out_of_order_stamps().await;
     f.healthy(&[("node-1", 10)], 10).await;
     // min_age puts the cutoff half-way between the two stamps.
@@ -610,7 +610,7 @@ async fn hole_4_young_records_before_older_stamps_are_kept() {
 /// Hole 7: a log restored from an older copy keeps its `created`; once
 /// re-anchored, a backup of the history it lost still counted.
 #[tokio::test]
-async fn hole_7_backups_from_before_the_generation_do_not_count() {
+async fn backups_from_before_the_generation_do_not_count() {
     let mut f = Fleet::new(50).await;
     f.healthy(&[("node-1", 50)], 50).await;
     let created = f.created().await;
@@ -645,7 +645,7 @@ async fn hole_7_backups_from_before_the_generation_do_not_count() {
 /// own (a work queue, per-message TTLs, delete markers); deny_delete: false
 /// went unmentioned.
 #[tokio::test]
-async fn hole_8_every_setting_that_deletes_records_is_a_bypass() {
+async fn every_setting_that_deletes_records_is_a_bypass() {
     use async_nats::jetstream::stream::RetentionPolicy;
     let f = Fleet::new(0).await;
     let mut wq = log_stream("WQ_LOG", &["wq.>"], GIB);
@@ -692,7 +692,7 @@ async fn hole_8_every_setting_that_deletes_records_is_a_bypass() {
 /// Hole 11: `floor_unreadable` named a remedy (a confirmed reanchor) that
 /// refused. Now the printed command opens a new generation.
 #[tokio::test]
-async fn hole_11_an_unreadable_floors_row_has_a_working_way_out() {
+async fn an_unreadable_floors_row_has_a_working_way_out() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     f.put(
@@ -732,7 +732,7 @@ async fn hole_11_an_unreadable_floors_row_has_a_working_way_out() {
 /// min_age: 1s (snapshot_interval's floor of 1s broke the cross-field
 /// rule for every min_age under 2s). Here one does, on a real broker.
 #[tokio::test]
-async fn hole_12_a_test_fleet_runs_with_min_age_one_second() {
+async fn a_test_fleet_runs_with_min_age_one_second() {
     let f = Fleet::new(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let op = Operator::with_yaml(&format!(

@@ -17,7 +17,7 @@ use crate::config::{Config, Domain};
 use crate::exit::{Class, Exit};
 use crate::floor::{self, Entry};
 use crate::gate::{self, LogOutcome, NotWritten, Presence, Prior, ReadmitFacts, Refusal};
-use crate::hold;
+use crate::gesture::hold;
 use crate::rows::{
     GateRow, GateSign, GateState, HoldKind, HoldRow, Incarnation, Instant, OpId, OpRow,
     PositionRow, OP_PREFIX,

@@ -27,6 +27,116 @@ use crate::exit::{Class, Exit};
 use crate::floor::PublishedFloor;
 use crate::rows::{HoldRow, Instant, DUTY_KEY};
 
+/// The longest a hold may live: a pin nobody renews should not outlive a
+/// month of retention decisions.
+pub const TTL_MAX: Duration = Duration::from_secs(30 * 86400);
+
+/// Input that names no hold that could be placed: the flag, and what it
+/// allows (exit 2).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct BadAsk(pub String);
+
+/// What `hold` is asked, checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ask {
+    pub stream: String,
+    pub id: String,
+    pub seq: u64,
+    pub ttl: Duration,
+    pub owner: String,
+    pub kind: crate::rows::HoldKind,
+    pub reason: String,
+    pub replace: bool,
+}
+
+/// What a surface read from its input, before it is checked.
+#[derive(Debug, Clone)]
+pub struct Asked<'a> {
+    pub seq: u64,
+    pub ttl: &'a str,
+    pub owner: &'a str,
+    pub kind: crate::rows::HoldKind,
+    pub reason: Option<&'a str>,
+    /// `None`: a fresh id is made (`hold-<ULID>`).
+    pub id: Option<&'a str>,
+    pub replace: bool,
+}
+
+/// CHECK (pure): the ask for `stream`, or the flag that is wrong and what
+/// it allows. `now` makes a fresh id.
+pub fn check(
+    stream: &str,
+    a: &Asked<'_>,
+    now: chrono::DateTime<chrono::Utc>,
+) -> Result<Ask, BadAsk> {
+    let bad = |m: String| Err(BadAsk(m));
+    if a.seq == 0 {
+        return bad(
+            "-seq 0: a hold names the first sequence its holder still needs; allowed: 1 or more"
+                .into(),
+        );
+    }
+    let ttl = match crate::config::duration::parse(a.ttl) {
+        Ok(t) if t.is_zero() => return bad("-ttl 0s: a hold must live; allowed: 1s ..= 30d".into()),
+        Ok(t) if t > TTL_MAX => {
+            return bad(format!("-ttl {}: too long; allowed: 1s ..= 30d", a.ttl))
+        }
+        Ok(t) => t,
+        Err(e) => return bad(format!("-ttl {e} (1s ..= 30d)")),
+    };
+    if a.owner.trim().is_empty() {
+        return bad("-owner is empty; name who holds the pin".into());
+    }
+    let id = match a.id {
+        Some(id) => {
+            if let Err(e) = crate::rows::check_node_id(id) {
+                return bad(format!("-id {e}"));
+            }
+            id.to_string()
+        }
+        None => format!("hold-{}", crate::rows::OpId::mint(now)),
+    };
+    Ok(Ask {
+        stream: stream.to_string(),
+        id,
+        seq: a.seq,
+        ttl,
+        owner: a.owner.to_string(),
+        kind: a.kind,
+        reason: a.reason.unwrap_or_default().to_string(),
+        replace: a.replace,
+    })
+}
+
+/// JUDGE (pure): the row to place, given the log's last sequence and the
+/// broker's clock, or why the ask names records the log never had. The
+/// hold expires by the broker's clock, which decides whether it is live
+/// (docs/decisions.md, "Pins, clocks, fences, reads").
+pub fn judge(
+    ask: &Ask,
+    last_seq: u64,
+    broker_now: chrono::DateTime<chrono::Utc>,
+) -> Result<HoldRow, BadAsk> {
+    if ask.seq > last_seq + 1 {
+        return Err(BadAsk(format!(
+            "-seq {} is past the log's end (last sequence {last_seq} on {}); allowed: 1 ..= {}",
+            ask.seq,
+            ask.stream,
+            last_seq + 1
+        )));
+    }
+    let expires =
+        broker_now + chrono::Duration::from_std(ask.ttl).unwrap_or(chrono::Duration::zero());
+    Ok(HoldRow {
+        seq: ask.seq,
+        owner: ask.owner.clone(),
+        kind: ask.kind,
+        reason: ask.reason.clone(),
+        expires_at: Instant(expires),
+    })
+}
+
 /// A hold to place.
 #[derive(Debug, Clone, Copy)]
 pub struct Placement<'a> {
@@ -418,5 +528,66 @@ pub async fn lift(broker: &Broker, config: &Config, stream: &str, id: &str) -> R
         Err(e) => Released::Failed(crate::broker::Fault::failed(format!(
             "releasing {key}: {e}"
         ))),
+    }
+}
+
+#[cfg(test)]
+mod ask_tests {
+    use super::*;
+    use crate::rows::HoldKind;
+
+    fn now() -> chrono::DateTime<chrono::Utc> {
+        Instant::parse("2026-11-30T12:00:00Z")
+            .map(|i| i.0)
+            .expect("instant")
+    }
+
+    fn asked(
+        seq: u64,
+        ttl: &'static str,
+        owner: &'static str,
+        id: Option<&'static str>,
+    ) -> Asked<'static> {
+        Asked {
+            seq,
+            ttl,
+            owner,
+            kind: HoldKind::Operator,
+            reason: None,
+            id,
+            replace: false,
+        }
+    }
+
+    /// Each bad flag is named with what it allows; a good ask becomes a
+    /// row that expires on the broker's clock, never past the log's end.
+    #[test]
+    fn check_and_judge_name_the_flag_and_bound_the_hold() {
+        for (a, says) in [
+            (asked(0, "1h", "alice", None), "-seq 0"),
+            (asked(5, "0s", "alice", None), "-ttl 0s"),
+            (asked(5, "31d", "alice", None), "-ttl 31d: too long"),
+            (asked(5, "soon", "alice", None), "-ttl"),
+            (asked(5, "1h", "  ", None), "-owner is empty"),
+            (asked(5, "1h", "alice", Some("-x")), "-id"),
+        ] {
+            let e = check("S", &a, now()).expect_err(says);
+            assert!(e.0.starts_with(says), "{says}: {e}");
+        }
+        let ask = check("S", &asked(11, "1h", "alice", Some("nightly")), now()).expect("ask");
+        assert_eq!(ask.id, "nightly");
+        let fresh = check("S", &asked(11, "1h", "alice", None), now()).expect("ask");
+        assert!(fresh.id.starts_with("hold-"), "{}", fresh.id);
+        // One past the last sequence: nothing new may go, which is allowed.
+        let row = judge(&ask, 10, now()).expect("row");
+        assert_eq!(
+            row.expires_at,
+            Instant::parse("2026-11-30T13:00:00Z").expect("instant")
+        );
+        let e = judge(&ask, 9, now()).expect_err("past the end");
+        assert!(
+            e.0.contains("past the log's end (last sequence 9 on S); allowed: 1 ..= 10"),
+            "{e}"
+        );
     }
 }
