@@ -54,6 +54,7 @@ async fn main() -> anyhow::Result<()> {
         gate_reserve: true,
         feed_consumer: None,
         archive: None,
+        replicas: Default::default(),
     };
     while let Err(e) = broker.ensure_log_stream(&domain, replicas).await {
         eprintln!("waiting to create {stream}: {e}");

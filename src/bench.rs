@@ -442,6 +442,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
         gate_reserve: true,
         feed_consumer: None,
         archive: None,
+        replicas: Default::default(),
     };
     let policy = Policy {
         min_age: Duration::ZERO,
@@ -465,6 +466,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
             facts: Default::default(),
         }),
         feed: None,
+        replicas: None,
         young_seq: Ok(None),
         absorbed: None,
         clock: None,
@@ -1469,6 +1471,7 @@ async fn archive_lines(
             segment_bytes: crate::config::size::Size(8 << 20),
             fold_per_tick: 16,
         }),
+        replicas: Default::default(),
     }];
     broker
         .purge_to(

@@ -350,6 +350,7 @@ mod tests {
             gate_reserve: true,
             feed_consumer: None,
             archive: None,
+            replicas: Default::default(),
         }
     }
 

@@ -176,6 +176,12 @@ pub async fn read_domain(
             None => None,
         }
     };
+    let replicas = broker.replicas(
+        &domain.stream,
+        &domain.replicas.consumers,
+        &domain.replicas.ignore,
+        broker.durable_sourcing(),
+    );
     let young = async {
         match &stream {
             Err(e) => Err(e.clone()),
@@ -188,12 +194,13 @@ pub async fn read_domain(
             }
         }
     };
-    let (feed, young_seq) = tokio::join!(feed, young);
+    let (feed, replicas, young_seq) = tokio::join!(feed, replicas, young);
     // The floor is pure: what it keeps of a fault is its sentence, the
     // term's `unreadable` reason.
     DomainRead {
         stream: stream.map_err(String::from),
         feed: feed.map(|f| f.map_err(String::from)),
+        replicas: replicas.map(|r| r.map_err(String::from)),
         young_seq: young_seq.map_err(String::from),
         absorbed: None,
         clock,

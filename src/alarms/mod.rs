@@ -630,6 +630,7 @@ fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> String {
         (_, TermName::AgeFloor) => format!("check that the stream exists and the broker answers (nats stream info {})", a.stream),
         (Cause::Archive, TermName::ArchiveFloor) => format!("segments the archive had published are gone from its store: restore them from a copy of the store (crewlet retention verify-archive -stream {} lists what is there); nothing is purged until they are back", a.stream),
         (_, TermName::ArchiveFloor) => format!("check the archive's store ({}) and the broker; crewlet retention verify-archive -stream {} reads every segment", a.archive.as_ref().map_or("", |s| s.store.as_str()), a.stream),
+        (_, TermName::ReplicaFloor) => format!("check the consumers on the stream (nats consumer ls {}): a consumer named in replicas.consumers must exist; if it is gone for good, take it out of the list", a.stream),
     }
 }
 
@@ -862,6 +863,10 @@ fn held_remedy(a: &Answer, p: &AlarmPolicy, binding: TermName, now: DateTime<Utc
         TermName::FeedAckFloor => format!("the feed consumer on {} is not acknowledging: fix the feed", a.stream),
         TermName::AgeFloor => "nothing to do: min_age holds the trim".into(),
         TermName::ArchiveFloor => format!("the archive's fold is behind: see archive_failing if it fires; otherwise raise archive.fold_per_tick so that each tick folds more (crewlet retention verify-archive -stream {} shows what is archived)", a.stream),
+        TermName::ReplicaFloor => {
+            let who = a.terms.iter().find(|t| t.term == TermName::ReplicaFloor).and_then(|t| t.detail.clone()).unwrap_or_default();
+            format!("the copy through consumer {who} has not stored the records: check its link (nats consumer info {} {who}); if the copy is gone for good, leave it out (replicas.ignore) or delete its consumer", a.stream)
+        }
     }
 }
 

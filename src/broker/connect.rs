@@ -150,10 +150,23 @@ pub enum ConnectError {
 /// names a release crewlet supports: 2.10 and later. One that does not
 /// parse is let through (a build of its own; the reads prove themselves).
 pub fn supported_server(version: &str) -> bool {
+    at_least(version, (2, 10))
+}
+
+/// PURE: whether a nats-server version has durable sourcing (a mirror or
+/// source copying through a durable consumer of its own: 2.14 and later),
+/// without which no consumer is a replica (docs/trim-floor.md, Replicas).
+pub fn durable_sourcing(version: &str) -> bool {
+    at_least(version, (2, 14))
+}
+
+/// Whether `version` is at least `major.minor`; one that does not parse
+/// (a build of one's own) is taken to be.
+fn at_least(version: &str, least: (u64, u64)) -> bool {
     let v = version.trim().trim_start_matches('v');
     let mut parts = v.split(['.', '-']).map(|p| p.parse::<u64>());
     match (parts.next(), parts.next()) {
-        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= (2, 10),
+        (Some(Ok(major)), Some(Ok(minor))) => (major, minor) >= least,
         _ => true,
     }
 }
@@ -349,6 +362,11 @@ impl Broker {
     /// The outage the connection is in, if it is down: since the client
     /// library said it was lost (or since now, when it has not said so
     /// yet), and the servers tried (redacted).
+    /// Whether the server this connection reaches has durable sourcing.
+    pub fn durable_sourcing(&self) -> bool {
+        durable_sourcing(&self.js.client().server_info().version)
+    }
+
     pub fn outage(&self) -> Option<crate::floor::Outage> {
         use async_nats::connection::State;
         if self.js.client().connection_state() == State::Connected {

@@ -648,6 +648,132 @@ impl Broker {
         })
     }
 
+    /// The log's replicas and the consumers the domain names
+    /// (docs/trim-floor.md, Replicas): every consumer on the log, by the
+    /// paged consumer listing; one whose ack policy is `flow_control` (a
+    /// mirror or source copying through a durable consumer of its own) is a
+    /// replica, unless `ignore` leaves it out; a named one counts whatever
+    /// its policy, and one missing makes the term unreadable. `None` where
+    /// the server has no durable sourcing (`sourcing: false`, before 2.14)
+    /// and nothing is named.
+    pub async fn replicas(
+        &self,
+        stream: &str,
+        named: &[String],
+        ignore: &[String],
+        sourcing: bool,
+    ) -> Option<Result<crate::floor::ReplicasRead, super::Fault>> {
+        use async_nats::jetstream::consumer::AckPolicy;
+        if !sourcing && named.is_empty() {
+            return None;
+        }
+        let err = |e: String| Fault::failed(format!("consumers of {stream}: {e}"));
+        // The listing asked page by page, raw: on a cluster an answer may
+        // leave out consumers whose leader did not answer in time
+        // (`missing`), which the client library's own listing drops. A
+        // replica left out would pin nothing, so such an answer proves
+        // nothing.
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Page {
+            Err {
+                error: async_nats::jetstream::Error,
+            },
+            Ok {
+                total: usize,
+                #[serde(default)]
+                consumers: Vec<async_nats::jetstream::consumer::Info>,
+                #[serde(default)]
+                missing: Vec<String>,
+            },
+        }
+        let list = async {
+            let mut out = crate::floor::ReplicasRead::default();
+            let mut seen = Vec::new();
+            loop {
+                let page: Page = self
+                    .js
+                    .request(
+                        format!("CONSUMER.LIST.{stream}"),
+                        &serde_json::json!({"offset": seen.len()}),
+                    )
+                    .await
+                    .map_err(|e| err(e.to_string()))?;
+                let (total, consumers) = match page {
+                    Page::Err { error } if error.error_code() == ErrorCode::STREAM_NOT_FOUND => {
+                        return Err(Fault::Missing(format!("stream {stream} does not exist")))
+                    }
+                    Page::Err { error } => {
+                        return Err(Fault::refused(
+                            &error,
+                            format!("consumers of {stream}: {error}"),
+                        ))
+                    }
+                    Page::Ok { missing, .. } if !missing.is_empty() => {
+                        return Err(err(format!(
+                            "the listing left out {} (their leaders did not answer)",
+                            missing.join(", ")
+                        )))
+                    }
+                    Page::Ok {
+                        total, consumers, ..
+                    } => (total, consumers),
+                };
+                if consumers.is_empty() && seen.len() < total {
+                    return Err(err(format!(
+                        "the listing ended at {} of {total} consumers",
+                        seen.len()
+                    )));
+                }
+                for info in consumers {
+                    let name = info.name.clone();
+                    let is_named = named.contains(&name);
+                    let replica = sourcing && info.config.ack_policy == AckPolicy::FlowControl;
+                    seen.push(name.clone());
+                    if replica && !is_named && ignore.contains(&name) {
+                        out.ignored.push(name);
+                        continue;
+                    }
+                    if !(replica || is_named) {
+                        continue;
+                    }
+                    out.replicas.push(crate::floor::ReplicaState {
+                        consumer: name,
+                        named: is_named,
+                        state: FeedState {
+                            ack_floor_seq: info.ack_floor.stream_sequence,
+                            delivered_seq: info.delivered.stream_sequence,
+                            num_ack_pending: info.num_ack_pending as u64,
+                            num_pending: info.num_pending,
+                        },
+                        last_active: info.ack_floor.last_active.map(instant_of),
+                    });
+                }
+                if seen.len() >= total {
+                    break;
+                }
+            }
+            if let Some(missing) = named.iter().find(|n| !seen.contains(n)) {
+                return Err(Fault::Missing(format!(
+                    "consumer {missing} (named in replicas.consumers) does not exist on {stream}"
+                )));
+            }
+            out.replicas.sort_by(|a, b| a.consumer.cmp(&b.consumer));
+            out.ignored.sort();
+            Ok(out)
+        };
+        Some(
+            tokio::time::timeout(self.read_timeout, list)
+                .await
+                .unwrap_or_else(|_| {
+                    Err(Fault::Unanswered(format!(
+                        "consumers of {stream}: no answer within {}",
+                        crate::config::Dur(self.read_timeout)
+                    )))
+                }),
+        )
+    }
+
     /// The age proof's scan: the first sequence in `from..=to` that is not
     /// proved older than `cutoff` (stamped at or after it), or the first one
     /// past the budget of `max_records`; `None` when all of it is older.

@@ -367,6 +367,30 @@ impl Config {
             if let Some(a) = &d.archive {
                 a.validate(&at, out);
             }
+            for (field, names) in [
+                ("replicas.consumers", &d.replicas.consumers),
+                ("replicas.ignore", &d.replicas.ignore),
+            ] {
+                for (k, c) in names.iter().enumerate() {
+                    if let Err(e) = rows::check_stream_name(c) {
+                        out.push(Problem::error(
+                            at(&format!("{field}[{k}]")),
+                            format!("consumer name {e}"),
+                        ));
+                    }
+                }
+            }
+            if let Some(both) = d
+                .replicas
+                .consumers
+                .iter()
+                .find(|c| d.replicas.ignore.contains(c))
+            {
+                out.push(Problem::error(
+                    at("replicas.ignore"),
+                    format!("{both:?} is both named to pin (replicas.consumers) and left out; keep it in one list"),
+                ));
+            }
             let earlier = &self.domains[..i];
             if !d.name.is_empty() {
                 if let Some(j) = earlier.iter().position(|o| o.name == d.name) {

@@ -226,6 +226,7 @@ pub(super) fn parse_sections(
                     gate_reserve: true,
                     feed_consumer: None,
                     archive: None,
+                    replicas: Replicas::default(),
                 });
                 domains.push(domain);
             }

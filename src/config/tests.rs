@@ -478,6 +478,45 @@ fn a_fence_lasts_no_longer_than_the_duty_buckets_own_lease() {
     assert_eq!(fence_window(s(3), s(60), ms(1500)), ms(1500));
 }
 
+/// `replicas:` names consumers (the consumer name rule), and no consumer
+/// is both named to pin and left out.
+#[test]
+fn replicas_name_consumers_and_none_is_in_both_lists() {
+    let text = "node: {id: n1}\nretention: {backup_owner: x}\ndomains:\n  - name: a\n    stream: A\n    replicas: {consumers: [cdc, \"dr.east\"], ignore: [cdc]}\n";
+    let got: Vec<String> = check(text)
+        .problems
+        .iter()
+        .map(|p| p.render("c.yaml"))
+        .collect();
+    assert!(
+        got.iter().any(|l| l
+            .contains("domains[0].replicas.consumers[1]: consumer name \"dr.east\" contains '.'")),
+        "{got:#?}"
+    );
+    assert!(
+        got.iter().any(|l| l.contains("domains[0].replicas.ignore: \"cdc\" is both named to pin (replicas.consumers) and left out")),
+        "{got:#?}"
+    );
+    let good = "node: {id: n1}\nretention: {backup_owner: x}\ndomains:\n  - name: a\n    stream: A\n    replicas: {consumers: [cdc], ignore: [old-dr]}\n";
+    let checked = check(good);
+    assert!(
+        checked.problems.iter().all(|p| !p.is_error()),
+        "{:?}",
+        checked.problems
+    );
+    let c = checked.config.expect("config");
+    assert_eq!(c.domains[0].replicas.consumers, ["cdc"]);
+    assert_eq!(c.domains[0].replicas.ignore, ["old-dr"]);
+    // Unknown keys in the block are named.
+    let bad = "node: {id: n1}\nretention: {backup_owner: x}\ndomains:\n  - name: a\n    stream: A\n    replicas: {slots: [x]}\n";
+    let got: Vec<String> = check(bad)
+        .problems
+        .iter()
+        .map(|p| p.render("c.yaml"))
+        .collect();
+    assert!(got.iter().any(|l| l.contains("slots")), "{got:#?}");
+}
+
 /// A key that is the empty string (`"": 1`, found by the property test
 /// `fuzz_config_text`) is refused with a problem that says where it is,
 /// never one whose field is empty.

@@ -346,6 +346,25 @@ pub struct Domain {
     /// unset: no archive, `archive_floor` is `n/a`.
     #[serde(default)]
     pub archive: Option<ArchiveConfig>,
+    /// Consumers that pin as a replica does, and replicas left out
+    /// (docs/trim-floor.md, Replicas); durable mirrors and sources pin
+    /// without it.
+    #[serde(default)]
+    pub replicas: Replicas,
+}
+
+/// `domains[].replicas`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Replicas {
+    /// Durable consumers on the log that pin as a replica does (a
+    /// downstream system's own consumer, like a replication slot).
+    #[serde(default)]
+    pub consumers: Vec<String>,
+    /// Replicas deliberately left out: they pin nothing (said on every
+    /// run).
+    #[serde(default)]
+    pub ignore: Vec<String>,
 }
 
 /// `domains[].archive` — where and how the log is folded before it is

@@ -27,6 +27,7 @@ pub enum TermName {
     FeedAckFloor,
     AgeFloor,
     ArchiveFloor,
+    ReplicaFloor,
 }
 
 impl TermName {
@@ -39,6 +40,7 @@ impl TermName {
             TermName::FeedAckFloor => "feed_ack_floor",
             TermName::AgeFloor => "age_floor",
             TermName::ArchiveFloor => "archive_floor",
+            TermName::ReplicaFloor => "replica_floor",
         }
     }
 }
@@ -1165,6 +1167,12 @@ fn seven_terms(
             held: None,
         },
     });
+    // The eighth, `n/a` where nothing copies the log durably and no
+    // consumer is named (docs/trim-floor.md, Replicas).
+    terms.push(terms::replica_floor(
+        &read.replicas,
+        state.map(|s| s.last_seq),
+    ));
     (terms, backup_age, archive)
 }
 

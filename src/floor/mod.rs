@@ -123,6 +123,27 @@ pub struct FeedState {
     pub num_pending: u64,
 }
 
+/// A replica (a mirror or source copying the log through a durable
+/// consumer of its own) or a consumer the domain names, as read
+/// (docs/trim-floor.md, Replicas).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReplicaState {
+    pub consumer: String,
+    /// Named in `replicas.consumers` (not found by its ack policy).
+    pub named: bool,
+    pub state: FeedState,
+    /// When its ack floor last moved, by the broker.
+    pub last_active: Option<Instant>,
+}
+
+/// What was read of a log's replicas.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ReplicasRead {
+    pub replicas: Vec<ReplicaState>,
+    /// Replicas found and left out by `replicas.ignore`.
+    pub ignored: Vec<String>,
+}
+
 /// What was read for one domain beyond the buckets, in read order: stream
 /// info, then consumer info, then the age lookup.
 #[derive(Debug, Clone)]
@@ -130,6 +151,9 @@ pub struct DomainRead {
     pub stream: Result<StreamState, String>,
     /// `None` when the domain has no feed consumer configured.
     pub feed: Option<Result<FeedState, String>>,
+    /// The log's replicas and named consumers; `None` where the server
+    /// has no durable sourcing (before 2.14) and no consumer is named.
+    pub replicas: Option<Result<ReplicasRead, String>>,
     /// The first retained sequence stamped at or after `now - min_age`;
     /// `Ok(None)` when every retained record is older (or none is retained).
     pub young_seq: Result<Option<u64>, String>,

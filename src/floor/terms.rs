@@ -304,6 +304,53 @@ pub fn snapshot_floor(
     value(TermName::SnapshotFloor, seq, Some(node.to_string()), None)
 }
 
+/// What a consumer has confirmed: acknowledged, never merely delivered; a
+/// consumer with nothing outstanding is caught up to what it has seen, and
+/// one with nothing pending either to the `last_seq` read before it.
+fn confirmed(f: &FeedState, last_seq_before: Option<u64>) -> u64 {
+    if f.num_ack_pending == 0 {
+        if f.num_pending == 0 {
+            match last_seq_before {
+                Some(last) => last.max(f.delivered_seq),
+                None => f.delivered_seq,
+            }
+        } else {
+            f.delivered_seq
+        }
+    } else {
+        f.ack_floor_seq
+    }
+}
+
+/// `replica_floor`: the least any replica or named consumer has confirmed
+/// stored, by the feed's rules (docs/trim-floor.md, Replicas).
+pub fn replica_floor(
+    read: &Option<Result<super::ReplicasRead, String>>,
+    last_seq_before: Option<u64>,
+) -> Term {
+    let Some(read) = read else {
+        return plain(TermName::ReplicaFloor, TermState::NotApplicable);
+    };
+    let r = match read {
+        Err(e) => return unreadable(TermName::ReplicaFloor, Cause::Read, e.clone()),
+        Ok(r) => r,
+    };
+    // The least confirmed; ties to the first in name order, so the detail
+    // does not flap between ticks.
+    let least = r
+        .replicas
+        .iter()
+        .map(|c| (confirmed(&c.state, last_seq_before), c.consumer.as_str()))
+        .min();
+    match least {
+        None => plain(TermName::ReplicaFloor, TermState::Unbounded),
+        Some((seq, name)) => {
+            let reason = (seq == 0).then(|| format!("{name} has confirmed nothing yet"));
+            value(TermName::ReplicaFloor, seq, Some(name.to_string()), reason)
+        }
+    }
+}
+
 /// `feed_ack_floor`: acknowledged, never merely delivered; an idle
 /// filtered consumer is caught up to what it has seen.
 pub fn feed_ack_floor(
@@ -317,18 +364,7 @@ pub fn feed_ack_floor(
     match feed {
         Err(e) => unreadable(TermName::FeedAckFloor, Cause::Read, e.clone()),
         Ok(f) => {
-            let seq = if f.num_ack_pending == 0 {
-                if f.num_pending == 0 {
-                    match last_seq_before {
-                        Some(last) => last.max(f.delivered_seq),
-                        None => f.delivered_seq,
-                    }
-                } else {
-                    f.delivered_seq
-                }
-            } else {
-                f.ack_floor_seq
-            };
+            let seq = confirmed(f, last_seq_before);
             let reason = (seq == 0).then(|| format!("{name} has acknowledged nothing yet"));
             value(TermName::FeedAckFloor, seq, Some(name.to_string()), reason)
         }

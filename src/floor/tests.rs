@@ -34,6 +34,7 @@ pub(crate) struct World {
     pub floors: Option<Vec<(String, String)>>,
     pub stream: Result<StreamState, String>,
     pub feed: Option<Result<FeedState, String>>,
+    pub replicas: Option<Result<super::ReplicasRead, String>>,
     pub young: Result<Option<u64>, String>,
     pub absorbed: Option<Result<(), String>>,
     pub policy: Policy,
@@ -66,6 +67,7 @@ impl World {
                 facts: Default::default(),
             }),
             feed: None,
+            replicas: None,
             young: Ok(None),
             absorbed: None,
             created: super::carried::BucketsCreated::default(),
@@ -89,6 +91,7 @@ impl World {
                 gate_reserve: true,
                 feed_consumer: None,
                 archive: None,
+                replicas: Default::default(),
             },
             archive: None,
         };
@@ -231,6 +234,7 @@ impl World {
         DomainRead {
             stream: self.stream.clone(),
             feed: self.feed.clone(),
+            replicas: self.replicas.clone(),
             young_seq: self.young.clone(),
             absorbed: self.absorbed.clone(),
             clock: None,
@@ -640,6 +644,70 @@ fn feed_rules() {
     check(&a, TermName::FeedAckFloor, "unreadable");
     assert_eq!(a.trim_to, 0);
     assert_eq!(a.blocked_by[0], TermName::FeedAckFloor);
+}
+
+/// `replica_floor` (docs/trim-floor.md, Replicas): `n/a` where nothing
+/// was read, `unbounded` with no replica, the least any replica confirmed
+/// by the feed's rules otherwise, naming it, and `unreadable` blocks.
+#[test]
+fn replica_rules() {
+    let replica =
+        |name: &str, ack: u64, delivered: u64, ack_pending: u64, pending: u64| ReplicaState {
+            consumer: name.into(),
+            named: false,
+            state: FeedState {
+                ack_floor_seq: ack,
+                delivered_seq: delivered,
+                num_ack_pending: ack_pending,
+                num_pending: pending,
+            },
+            last_active: None,
+        };
+    let with = |r: Option<Result<ReplicasRead, String>>| {
+        let mut w = World::new();
+        w.replicas = r;
+        w.answer()
+    };
+    check(&with(None), TermName::ReplicaFloor, "n/a");
+    check(
+        &with(Some(Ok(ReplicasRead::default()))),
+        TermName::ReplicaFloor,
+        "unbounded",
+    );
+    // A mirror behind (acked 300 of what it was sent), another caught up:
+    // the one behind binds, named.
+    let a = with(Some(Ok(ReplicasRead {
+        replicas: vec![
+            replica("dr-east", 300, 420, 120, 580),
+            replica("dr-west", 1, 1, 0, 0),
+        ],
+        ignored: vec![],
+    })));
+    check(&a, TermName::ReplicaFloor, "value 300");
+    assert_eq!(
+        term(&a, TermName::ReplicaFloor).detail.as_deref(),
+        Some("dr-east")
+    );
+    // Nothing outstanding: what it was delivered; nothing pending either:
+    // the log's last sequence read before it.
+    let a = with(Some(Ok(ReplicasRead {
+        replicas: vec![replica("dr", 40, 90, 0, 5)],
+        ignored: vec![],
+    })));
+    check(&a, TermName::ReplicaFloor, "value 90");
+    let a = with(Some(Ok(ReplicasRead {
+        replicas: vec![replica("dr", 0, 0, 0, 0), replica("cdc", 0, 0, 0, 3)],
+        ignored: vec![],
+    })));
+    check(&a, TermName::ReplicaFloor, "value 0");
+    assert!(reason(&a, TermName::ReplicaFloor).contains("cdc has confirmed nothing yet"));
+    // Unreadable (a named consumer missing) blocks the tick.
+    let a = with(Some(Err(
+        "consumer cdc (named in replicas.consumers) does not exist on CREWLET_TRACKER_LOG".into(),
+    )));
+    check(&a, TermName::ReplicaFloor, "unreadable");
+    assert_eq!(a.trim_to, 0);
+    assert!(a.blocked_by.contains(&TermName::ReplicaFloor));
 }
 
 #[test]

@@ -292,7 +292,8 @@ async fn the_dashboard_shows_why_and_the_fix_and_contacts_only_the_sidecar() {
         d.contains("first_seq 41") && d.contains("last_seq 100"),
         "{d}"
     );
-    assert_eq!(dom.matches(r#"class="lane"#).count(), 7, "seven terms");
+    assert!(d.contains("replica_floor unbounded"), "{d}");
+    assert_eq!(dom.matches(r#"class="lane"#).count(), 8, "eight terms");
     // The alarm with its remedy, a command that exists.
     let a = text(section(dom, r#"data-alarm="trim_held""#));
     assert!(

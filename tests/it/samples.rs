@@ -101,6 +101,7 @@ async fn status_samples_are_what_the_binary_prints() {
         gate_reserve: true,
         feed_consumer: None,
         archive: None,
+        replicas: Default::default(),
     });
     let mut sidecar = crewlet::trim::Sidecar::new(config, f.broker().await);
     sidecar.tick().await;

@@ -1,0 +1,198 @@
+//! Replicas pin the log (docs/trim-floor.md, Replicas): a mirror or source
+//! that copies the log through a durable consumer of its own on the log
+//! keeps every record it has not confirmed stored, and so does a consumer
+//! a domain names. Against a real nats-server (2.14 and later: durable
+//! sourcing).
+
+use std::time::Duration;
+
+use serde_json::{json, Value};
+
+use crate::support::fleet::*;
+use crewlet::floor::TermName;
+
+/// A JetStream API request, its answer as JSON; an error answer fails the
+/// test with the broker's words.
+async fn api(f: &Fleet, subject: &str, body: Value) -> Value {
+    let reply =
+        f.js.client()
+            .request(format!("$JS.API.{subject}"), body.to_string().into())
+            .await
+            .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    let v: Value = serde_json::from_slice(&reply.payload).expect("JSON");
+    assert!(v.get("error").is_none(), "{subject}: {v}");
+    v
+}
+
+/// The durable consumer a mirror copies through (`flow_control`), and the
+/// mirror `DR` of the log that uses it: the server's durable sourcing.
+async fn durable_mirror(f: &Fleet) {
+    api(
+        f,
+        &format!("CONSUMER.CREATE.{STREAM}.dr"),
+        json!({"stream_name": STREAM, "config": {
+            "durable_name": "dr", "ack_policy": "flow_control", "flow_control": true,
+            "idle_heartbeat": 1_000_000_000u64, "max_deliver": -1,
+            "deliver_subject": "dr.deliver", "deliver_policy": "all"}}),
+    )
+    .await;
+    api(
+        f,
+        "STREAM.CREATE.DR",
+        json!({"name": "DR", "storage": "file", "num_replicas": 1,
+               "mirror": {"name": STREAM, "consumer": {"name": "dr", "deliver_subject": "dr.deliver"}}}),
+    )
+    .await;
+}
+
+/// The mirror's record count and first sequence.
+async fn mirrored(f: &Fleet) -> (u64, u64) {
+    let v = api(f, "STREAM.INFO.DR", json!({})).await;
+    (
+        v["state"]["messages"].as_u64().unwrap_or(0),
+        v["state"]["first_seq"].as_u64().unwrap_or(0),
+    )
+}
+
+async fn mirror_holds(f: &Fleet, n: u64) -> bool {
+    eventually(20, || async { mirrored(f).await.0 == n }).await
+}
+
+/// Pauses (or, `None`, resumes) consumer `name` on the log: the copy's
+/// link down, as a leaf node that is gone would leave it.
+async fn pause(f: &Fleet, name: &str, until: Option<&str>) {
+    let body = match until {
+        Some(t) => json!({"pause_until": t}),
+        None => json!({}),
+    };
+    api(f, &format!("CONSUMER.PAUSE.{STREAM}.{name}"), body).await;
+}
+
+/// Ticks until `replica_floor` reads `want` (a durable sourcing consumer
+/// confirms what its copy stored with the next flow-control answer, some
+/// moments after the copy has it), at most 20 s.
+async fn tick_until(s: &mut crewlet::trim::Sidecar, want: &str) -> crewlet::trim::TickReport {
+    let mut r = s.tick().await;
+    for _ in 0..80 {
+        if term_state(&r, TermName::ReplicaFloor) == want {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(250)).await;
+        r = s.tick().await;
+    }
+    r
+}
+
+/// The whole story of a mirror: it pins nothing it has stored; while its
+/// link is down the trim stops at what it confirmed; once it is back it
+/// catches up, the trim moves on, and the mirror holds every record the
+/// log ever had.
+#[tokio::test]
+async fn a_durable_mirror_pins_the_log_while_its_link_is_down() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    durable_mirror(&f).await;
+    assert!(mirror_holds(&f, 50).await, "the mirror copies the log");
+    let mut s = f.sidecar().await;
+    // Until the copy confirms, it pins everything (value 0, never more).
+    let r = tick_until(&mut s, "value 50").await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 50");
+    let t = r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .find(|t| t.term == TermName::ReplicaFloor)
+        .expect("term");
+    assert_eq!(t.detail.as_deref(), Some("dr"));
+    assert_eq!(f.first_seq().await, 51, "what the mirror stored may go");
+
+    // The link goes down; the log moves on, and every node with it.
+    pause(&f, "dr", Some("2099-01-01T00:00:00Z")).await;
+    f.publish(20).await;
+    f.position("node-1", 70).await;
+    f.backup("node-1", "b2", 70, 0, true, true).await;
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 50");
+    assert_eq!(
+        f.first_seq().await,
+        51,
+        "nothing the mirror lacks is purged"
+    );
+    assert_eq!(mirrored(&f).await.0, 50);
+
+    // Back: it catches up, and the trim follows it.
+    pause(&f, "dr", None).await;
+    assert!(mirror_holds(&f, 70).await, "the mirror catches up");
+    let r = tick_until(&mut s, "value 70").await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 70");
+    assert_eq!(f.first_seq().await, 71);
+    assert_eq!(mirrored(&f).await, (70, 1), "every record the log ever had");
+}
+
+/// A consumer the domain names pins as a replica does, by what it
+/// acknowledged; one that does not exist makes the term unreadable, and
+/// nothing is purged.
+#[tokio::test]
+async fn a_named_consumer_pins_by_its_acks_and_a_missing_one_blocks() {
+    use async_nats::jetstream::consumer::{pull, AckPolicy};
+    use futures::StreamExt;
+    let mut f = Fleet::new(50).await;
+    f.config.domains[0].replicas.consumers = vec!["cdc".into()];
+    f.healthy(&[("node-1", 50)], 50).await;
+    let mut s = f.sidecar().await;
+    let r = s.tick().await;
+    assert!(
+        term_state(&r, TermName::ReplicaFloor).starts_with(
+            "unreadable: consumers of CREWLET_TRACKER_LOG: consumer cdc (named in replicas.consumers) does not exist"
+        ) || term_state(&r, TermName::ReplicaFloor)
+            .starts_with("unreadable: consumer cdc (named in replicas.consumers) does not exist"),
+        "{}",
+        term_state(&r, TermName::ReplicaFloor)
+    );
+    assert_eq!(f.first_seq().await, 1, "nothing purged");
+
+    let stream = f.js.get_stream(STREAM).await.expect("stream");
+    let consumer = stream
+        .create_consumer(pull::Config {
+            durable_name: Some("cdc".into()),
+            ack_policy: AckPolicy::Explicit,
+            ..Default::default()
+        })
+        .await
+        .expect("consumer");
+    let mut batch = consumer
+        .fetch()
+        .max_messages(20)
+        .messages()
+        .await
+        .expect("fetch");
+    let mut n = 0;
+    while let Some(m) = batch.next().await {
+        let m = m.expect("message");
+        n += 1;
+        if n <= 12 {
+            m.ack().await.expect("ack");
+        }
+    }
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 12");
+    assert_eq!(f.first_seq().await, 13);
+}
+
+/// A replica the operator leaves out (`replicas.ignore`) pins nothing: the
+/// trim goes past what it has not stored.
+#[tokio::test]
+async fn an_ignored_replica_pins_nothing() {
+    let mut f = Fleet::new(50).await;
+    f.config.domains[0].replicas.ignore = vec!["dr".into()];
+    f.healthy(&[("node-1", 50)], 50).await;
+    durable_mirror(&f).await;
+    assert!(mirror_holds(&f, 50).await);
+    pause(&f, "dr", Some("2099-01-01T00:00:00Z")).await;
+    f.publish(20).await;
+    f.position("node-1", 70).await;
+    f.backup("node-1", "b2", 70, 0, true, true).await;
+    let r = f.sidecar().await.tick().await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "unbounded");
+    assert_eq!(f.first_seq().await, 71, "left out on purpose");
+}
