@@ -467,6 +467,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
         }),
         feed: None,
         replicas: None,
+        unprotected: Vec::new(),
         young_seq: Ok(None),
         absorbed: None,
         clock: None,

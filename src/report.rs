@@ -142,6 +142,42 @@ pub fn held_phrase(h: &crate::floor::Held, now: DateTime<Utc>) -> String {
     )
 }
 
+/// The copies behind `replica_floor`, one line each, and what
+/// `replicas.ignore` leaves out, said on every run (docs/trim-floor.md,
+/// Replicas); nothing where the log has neither.
+fn replicas_text(a: &Answer, now: DateTime<Utc>) -> String {
+    let Some(c) = a
+        .terms
+        .iter()
+        .find(|t| t.term == TermName::ReplicaFloor)
+        .and_then(|t| t.replicas.as_ref())
+    else {
+        return String::new();
+    };
+    let mut out = String::new();
+    for r in &c.consumers {
+        let kind = if r.named { "named consumer" } else { "replica" };
+        let active = r.last_active.map_or(String::new(), |t| {
+            format!(
+                ", last confirmed {} ({} ago)",
+                human::clock(t.0, now),
+                human::age(now.signed_duration_since(t.0).to_std().unwrap_or_default())
+            )
+        });
+        out.push_str(&format!(
+            "  {kind} {}: confirmed up to {}{active}\n",
+            r.consumer, r.confirmed
+        ));
+    }
+    if !c.ignored.is_empty() {
+        out.push_str(&format!(
+            "  warning: replicas left out by replicas.ignore (they pin nothing): {}\n",
+            c.ignored.join(", ")
+        ));
+    }
+    out
+}
+
 /// Why `term` holds the trim back, in words an on-call engineer acts on.
 pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String {
     let Some(t) = a.terms.iter().find(|t| t.term == term) else {
@@ -588,6 +624,11 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
         for w in &a.stream_warnings {
             out.push_str(&format!("  warning: {w}\n"));
         }
+        for c in &a.unprotected_copies {
+            out.push_str(&format!(
+                "  warning: {c} copies this log through an ephemeral consumer: the trim cannot wait for it (replica_unprotected)\n"
+            ));
+        }
         if a.evictions_unreadable {
             out.push_str("  evictions unreadable: nobody is treated as evicted\n");
         }
@@ -617,6 +658,7 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
             ]);
         }
         out.push_str(&table(&rows, "  "));
+        out.push_str(&replicas_text(a, now));
         if !a.nodes.is_empty() {
             let mut rows = vec![vec![
                 "NODE".to_string(),

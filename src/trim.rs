@@ -201,6 +201,7 @@ pub async fn read_domain(
         stream: stream.map_err(String::from),
         feed: feed.map(|f| f.map_err(String::from)),
         replicas: replicas.map(|r| r.map_err(String::from)),
+        unprotected: Vec::new(),
         young_seq: young_seq.map_err(String::from),
         absorbed: None,
         clock,
@@ -250,13 +251,23 @@ pub async fn read_domains(
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Vec<DomainRead> {
-    futures::future::join_all(
+    let reads = futures::future::join_all(
         config
             .domains
             .iter()
             .map(|d| read_domain(broker, d, policy.min_age, now)),
-    )
-    .await
+    );
+    // What no consumer protects: one listing of the account's streams for
+    // every domain; said, never a pin (a listing that fails says nothing,
+    // and costs the trim nothing).
+    let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
+    let (mut reads, copies) = tokio::join!(reads, broker.unprotected_copies(&streams));
+    if let Ok(copies) = copies {
+        for (read, d) in reads.iter_mut().zip(&config.domains) {
+            read.unprotected = copies.get(&d.stream).cloned().unwrap_or_default();
+        }
+    }
+    reads
 }
 
 /// The log, generation and incarnation an archived domain's segments

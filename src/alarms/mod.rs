@@ -52,6 +52,8 @@ alarm_names! {
     LogHeadroom => "log_headroom",
     NodeBehindLog => "node_behind_log",
     NotReady => "not_ready",
+    ReplicaBehind => "replica_behind",
+    ReplicaUnprotected => "replica_unprotected",
     TermUnreadable => "term_unreadable",
     TrimHeld => "trim_held",
 }
@@ -434,6 +436,22 @@ fn domain_alarms(
         }
     }
 
+    if let Some(alarm) = replica_behind(a, p, now) {
+        out.push(alarm);
+    }
+    if !a.unprotected_copies.is_empty() {
+        out.push(Alarm {
+            alarm: AlarmName::ReplicaUnprotected,
+            domain: d(),
+            measurement: format!(
+                "{} copies {} through an ephemeral consumer: the log cannot see what it has stored, so the trim cannot wait for it",
+                a.unprotected_copies.join(", "),
+                a.stream
+            ),
+            remedy: "recreate its mirror or source with a durable consumer of its own on the log (docs/contract.md, Protecting a mirror or source); until then it may miss records the trim deletes".into(),
+        });
+    }
+
     // Another sidecar published this log's row under a configuration of
     // the domain that decides its purge otherwise: the two would trim it
     // differently, and whichever holds the duty wins silently.
@@ -668,6 +686,51 @@ fn duty_lease_mismatch(p: &AlarmPolicy) -> Option<Alarm> {
             "give every sidecar the same retention.tick, and the bucket a max_age of three ticks: nats stream edit KV_{} --max-age {}",
             p.duty_bucket,
             Dur(p.duty_ttl)
+        ),
+    })
+}
+
+/// `replica_behind` (docs/trim-floor.md, Replicas): the replicas' term
+/// binds, and the consumer that binds has confirmed nothing for longer
+/// than `held_alarm_after` (since its ack floor last moved; since the trim
+/// was first held where the broker gives no such time).
+fn replica_behind(a: &Answer, p: &AlarmPolicy, now: DateTime<Utc>) -> Option<Alarm> {
+    let t = a
+        .terms
+        .iter()
+        .find(|t| t.term == TermName::ReplicaFloor && t.binding)?;
+    let name = t.detail.as_deref()?;
+    let copy = t
+        .replicas
+        .as_ref()?
+        .consumers
+        .iter()
+        .find(|c| c.consumer == name)?;
+    let quiet_since = copy.last_active.or(a.held_since)?;
+    let quiet_for = since(now, quiet_since);
+    if quiet_for <= p.held_alarm_after {
+        return None;
+    }
+    let kind = if copy.named {
+        "named in replicas.consumers"
+    } else {
+        "a mirror's or source's durable consumer"
+    };
+    Some(Alarm {
+        alarm: AlarmName::ReplicaBehind,
+        domain: Some(a.domain.clone()),
+        measurement: format!(
+            "consumer {name} ({kind}) has confirmed up to {}, {} record(s) short of the log's last sequence {}; nothing confirmed since {} ({} ago, held_alarm_after is {}), and it pins the trim",
+            copy.confirmed,
+            a.last_seq.saturating_sub(copy.confirmed),
+            a.last_seq,
+            human::clock(quiet_since.0, now),
+            human::age(quiet_for),
+            Dur(p.held_alarm_after)
+        ),
+        remedy: format!(
+            "check the copy's link: nats consumer info {s} {name} (its last activity), the stream it feeds and any leaf node between; if the copy is gone for good, leave it out (domains[].replicas.ignore: [{name}]) or delete its consumer (nats consumer rm {s} {name})",
+            s = a.stream
         ),
     })
 }

@@ -484,6 +484,53 @@ fn a_presence_bucket_without_a_ttl_is_config_drift() {
     }
 }
 
+/// `replica_behind`: the replicas' term binds and its consumer has been
+/// quiet past `held_alarm_after`; quiet for less, or another term binding,
+/// says nothing.
+#[test]
+fn replica_behind_names_the_consumer_and_how_far_short() {
+    use crate::floor::{FeedState, ReplicaState, ReplicasRead};
+    let with = |last_active: i64, confirmed: u64| {
+        let mut w = fresh();
+        w.replicas = Some(Ok(ReplicasRead {
+            replicas: vec![ReplicaState {
+                consumer: "dr".into(),
+                named: false,
+                state: FeedState {
+                    ack_floor_seq: confirmed,
+                    delivered_seq: confirmed,
+                    num_ack_pending: 5,
+                    num_pending: 10,
+                },
+                last_active: Some(Instant(now() + chrono::Duration::seconds(last_active))),
+            }],
+            ignored: vec![],
+        }));
+        let mut p = policy();
+        p.held_alarm_after = Duration::from_secs(3600);
+        evaluate(&[w.answer()], &held(), None, &p, now(), None)
+    };
+    let a = with(-2 * 3600, 0);
+    let behind = a
+        .iter()
+        .find(|x| x.alarm == "replica_behind")
+        .unwrap_or_else(|| panic!("{a:?}"));
+    assert!(
+        behind.measurement.starts_with("consumer dr (a mirror's or source's durable consumer) has confirmed up to 0, 1000 record(s) short of the log's last sequence 1000")
+            && behind.measurement.contains("2 hours ago"),
+        "{behind:?}"
+    );
+    assert!(
+        behind
+            .remedy
+            .contains("nats consumer info CREWLET_TRACKER_LOG dr")
+            && behind.remedy.contains("replicas.ignore: [dr]"),
+        "{behind:?}"
+    );
+    // Quiet for less than held_alarm_after: nothing yet.
+    assert!(!with(-60, 0).iter().any(|x| x.alarm == "replica_behind"));
+}
+
 /// `config_drift` names the fields that differ, with both values; and a
 /// row published since this sidecar started, under its node id, by a
 /// session it never had, says that two sidecars share the node id.

@@ -774,6 +774,72 @@ impl Broker {
         )
     }
 
+    /// For each of `logs`, the streams on this account that mirror or
+    /// source it through an ephemeral consumer (no `consumer` of their own
+    /// in the mirror or source, and not from another domain): copies whose
+    /// progress the log cannot see (docs/trim-floor.md, Replicas). One paged
+    /// stream listing for all of them; a copy in another domain is not
+    /// visible here.
+    pub async fn unprotected_copies(
+        &self,
+        logs: &[&str],
+    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, super::Fault> {
+        let err = |e: String| Fault::failed(format!("the stream listing: {e}"));
+        let list = async {
+            let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            let mut offset = 0usize;
+            loop {
+                let page: serde_json::Value = self
+                    .js
+                    .request(
+                        "STREAM.LIST".to_string(),
+                        &serde_json::json!({"offset": offset}),
+                    )
+                    .await
+                    .map_err(|e| err(e.to_string()))?;
+                let streams = page["streams"].as_array().cloned().unwrap_or_default();
+                let total = page["total"].as_u64().unwrap_or(0) as usize;
+                offset += streams.len();
+                for s in &streams {
+                    let config = &s["config"];
+                    let Some(name) = config["name"].as_str() else {
+                        continue;
+                    };
+                    let origins = std::iter::once(&config["mirror"])
+                        .chain(config["sources"].as_array().into_iter().flatten());
+                    for origin in origins {
+                        let unprotected = origin.get("consumer").is_none_or(|c| c.is_null())
+                            && origin.get("external").is_none_or(|c| c.is_null());
+                        match origin["name"].as_str() {
+                            Some(log) if unprotected && logs.contains(&log) => {
+                                let copies = out.entry(log.to_string()).or_default();
+                                if !copies.iter().any(|c| c == name) {
+                                    copies.push(name.to_string());
+                                }
+                            }
+                            _ => {}
+                        }
+                    }
+                }
+                if streams.is_empty() || offset >= total {
+                    break;
+                }
+            }
+            for copies in out.values_mut() {
+                copies.sort();
+            }
+            Ok(out)
+        };
+        tokio::time::timeout(self.read_timeout, list)
+            .await
+            .unwrap_or_else(|_| {
+                Err(Fault::Unanswered(format!(
+                    "the stream listing: no answer within {}",
+                    crate::config::Dur(self.read_timeout)
+                )))
+            })
+    }
+
     /// The age proof's scan: the first sequence in `from..=to` that is not
     /// proved older than `cutoff` (stamped at or after it), or the first one
     /// past the budget of `max_records`; `None` when all of it is older.

@@ -118,6 +118,31 @@ pub struct Term {
     pub binding: bool,
     /// What it holds back, on a term that binds or blocks (else `None`).
     pub held: Option<Held>,
+    /// `replica_floor` only: each replica and named consumer with what it
+    /// has confirmed, and the replicas left out (docs/trim-floor.md,
+    /// Replicas).
+    pub replicas: Option<std::sync::Arc<Copies>>,
+}
+
+/// The copies behind `replica_floor`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Copies {
+    pub consumers: Vec<ReplicaCopy>,
+    /// Replicas left out by `replicas.ignore`.
+    pub ignored: Vec<String>,
+}
+
+/// One replica or named consumer, as the term counted it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ReplicaCopy {
+    #[serde(rename = "name")]
+    pub consumer: String,
+    /// Named in `replicas.consumers` (else found by its ack policy).
+    pub named: bool,
+    /// What it has confirmed stored, by the feed's rules.
+    pub confirmed: u64,
+    /// When its ack floor last moved (the broker's word).
+    pub last_active: Option<Instant>,
 }
 
 /// What one pin costs (docs/status-json.md, What a pin holds): the records
@@ -172,6 +197,10 @@ impl Serialize for Term {
         m.serialize_entry("held_records", &self.held.map(|h| h.records))?;
         m.serialize_entry("held_bytes", &self.held.map(|h| h.bytes))?;
         m.serialize_entry("pinned_since", &self.held.map(|h| h.since))?;
+        if let Some(c) = &self.replicas {
+            m.serialize_entry("consumers", &c.consumers)?;
+            m.serialize_entry("ignored", &c.ignored)?;
+        }
         m.end()
     }
 }
@@ -393,6 +422,10 @@ pub struct Answer {
     /// Warnings about the stream's settings that are not bypasses
     /// (`deny_delete: false`). Shown by `status`, not published.
     pub stream_warnings: Vec<String>,
+    /// Streams that mirror or source the log through an ephemeral
+    /// consumer: invisible to the log, so the trim cannot wait for them
+    /// (`replica_unprotected`). Shown by `status`, not published.
+    pub unprotected_copies: Vec<String>,
     /// When the floors row this answer follows was written (null if none).
     pub published_at: Option<Instant>,
     /// For a domain with a `gate_subject`: how far the gates view has
@@ -509,6 +542,7 @@ impl Answer {
         self.nodes.clear();
         self.broker_retention_bypass.clear();
         self.stream_warnings.clear();
+        self.unprotected_copies.clear();
         self.stream_error = Some(reason);
         self.purge_clamped_by = None;
         self
@@ -873,6 +907,7 @@ pub fn compute(
             .and_then(|s| crate::stream_check::delete_warning(stream, &s.facts))
             .into_iter()
             .collect(),
+        unprotected_copies: read.unprotected.clone(),
         published_at: published.map(|(p, _)| p.at),
         gate_view: domain.gate_subject.as_ref().map(|_| {
             gate_view(
@@ -1165,6 +1200,7 @@ fn seven_terms(
             detail: None,
             binding: false,
             held: None,
+            replicas: None,
         },
     });
     // The eighth, `n/a` where nothing copies the log durably and no

@@ -154,6 +154,10 @@ pub struct DomainRead {
     /// The log's replicas and named consumers; `None` where the server
     /// has no durable sourcing (before 2.14) and no consumer is named.
     pub replicas: Option<Result<ReplicasRead, String>>,
+    /// Streams this sidecar can see that mirror or source the log through
+    /// an ephemeral consumer, which nothing can protect
+    /// (`replica_unprotected`); empty when none, or not read.
+    pub unprotected: Vec<String>,
     /// The first retained sequence stamped at or after `now - min_age`;
     /// `Ok(None)` when every retained record is older (or none is retained).
     pub young_seq: Result<Option<u64>, String>,

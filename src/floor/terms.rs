@@ -22,6 +22,7 @@ fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String
         detail,
         binding: false,
         held: None,
+        replicas: None,
     }
 }
 
@@ -35,6 +36,7 @@ fn unreadable(name: TermName, cause: Cause, error: impl Into<String>) -> Term {
         detail: None,
         binding: false,
         held: None,
+        replicas: None,
     }
 }
 
@@ -54,6 +56,7 @@ fn plain(name: TermName, state: TermState) -> Term {
         detail: None,
         binding: false,
         held: None,
+        replicas: None,
     }
 }
 
@@ -335,20 +338,35 @@ pub fn replica_floor(
         Err(e) => return unreadable(TermName::ReplicaFloor, Cause::Read, e.clone()),
         Ok(r) => r,
     };
-    // The least confirmed; ties to the first in name order, so the detail
-    // does not flap between ticks.
-    let least = r
+    let copies: Vec<super::answer::ReplicaCopy> = r
         .replicas
         .iter()
-        .map(|c| (confirmed(&c.state, last_seq_before), c.consumer.as_str()))
-        .min();
-    match least {
+        .map(|c| super::answer::ReplicaCopy {
+            consumer: c.consumer.clone(),
+            named: c.named,
+            confirmed: confirmed(&c.state, last_seq_before),
+            last_active: c.last_active,
+        })
+        .collect();
+    // The least confirmed; ties to the first in name order, so the detail
+    // does not flap between ticks.
+    let least = copies
+        .iter()
+        .map(|c| (c.confirmed, c.consumer.as_str()))
+        .min()
+        .map(|(seq, name)| (seq, name.to_string()));
+    let mut t = match least {
         None => plain(TermName::ReplicaFloor, TermState::Unbounded),
         Some((seq, name)) => {
             let reason = (seq == 0).then(|| format!("{name} has confirmed nothing yet"));
-            value(TermName::ReplicaFloor, seq, Some(name.to_string()), reason)
+            value(TermName::ReplicaFloor, seq, Some(name), reason)
         }
-    }
+    };
+    t.replicas = Some(std::sync::Arc::new(super::answer::Copies {
+        consumers: copies,
+        ignored: r.ignored.clone(),
+    }));
+    t
 }
 
 /// `feed_ack_floor`: acknowledged, never merely delivered; an idle
@@ -424,5 +442,6 @@ pub fn archive_floor(a: &crate::archive::state::ArchiveState) -> Term {
         detail: Some(a.store.clone()),
         binding: false,
         held: None,
+        replicas: None,
     }
 }

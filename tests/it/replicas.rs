@@ -68,6 +68,16 @@ async fn pause(f: &Fleet, name: &str, until: Option<&str>) {
     api(f, &format!("CONSUMER.PAUSE.{STREAM}.{name}"), body).await;
 }
 
+/// `crewlet retention status` as an operator runs it beside the fleet,
+/// with `replicas` as the domain's block.
+fn status(f: &Fleet, replicas: &str) -> crate::support::Run {
+    crate::support::Operator::with_yaml(&format!(
+        "node: {{id: op-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, backup_owner: oncall, snapshot_quorum: 2, allow_unsafe_limits: true, min_age: 3s, snapshot_interval: 1s, fence_window: 2s, held_alarm_after: 0s}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, replicas: {replicas}}}]\n",
+        f.url()
+    ))
+    .status()
+}
+
 /// Ticks until `replica_floor` reads `want` (a durable sourcing consumer
 /// confirms what its copy stored with the next flow-control answer, some
 /// moments after the copy has it), at most 20 s.
@@ -119,6 +129,20 @@ async fn a_durable_mirror_pins_the_log_while_its_link_is_down() {
         "nothing the mirror lacks is purged"
     );
     assert_eq!(mirrored(&f).await.0, 50);
+    // The operator reads which copy pins, and the alarm says how far short
+    // (once the records are older than the status's min_age of 3 s, the
+    // copy is what binds).
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let run = status(&f, "{}");
+    assert!(
+        run.stdout
+            .contains("  replica dr: confirmed up to 50, last confirmed "),
+        "{run:?}"
+    );
+    assert!(
+        run.stderr.lines().any(|l| l.starts_with("ALARM replica_behind tracker: consumer dr (a mirror's or source's durable consumer) has confirmed up to 50, 20 record(s) short of the log's last sequence 70")),
+        "{run:?}"
+    );
 
     // Back: it catches up, and the trim follows it.
     pause(&f, "dr", None).await;
@@ -195,4 +219,41 @@ async fn an_ignored_replica_pins_nothing() {
     let r = f.sidecar().await.tick().await;
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "unbounded");
     assert_eq!(f.first_seq().await, 71, "left out on purpose");
+    // Said on every run.
+    let run = status(&f, "{ignore: [dr]}");
+    assert!(
+        run.stdout
+            .contains("  warning: replicas left out by replicas.ignore (they pin nothing): dr"),
+        "{run:?}"
+    );
+}
+
+/// A mirror made the older way (an ephemeral consumer the server creates
+/// for it) cannot be protected: every tick and `status` say so as
+/// `replica_unprotected`, naming it, and it pins nothing.
+#[tokio::test]
+async fn a_mirror_through_an_ephemeral_consumer_is_said_unprotected() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    api(
+        &f,
+        "STREAM.CREATE.OLDDR",
+        json!({"name": "OLDDR", "storage": "file", "num_replicas": 1,
+               "mirror": {"name": STREAM}}),
+    )
+    .await;
+    let r = f.sidecar().await.tick().await;
+    let said: Vec<String> = r.alarms.iter().map(|a| a.line()).collect();
+    assert!(
+        said.iter().any(|l| l.starts_with("ALARM replica_unprotected tracker: OLDDR copies CREWLET_TRACKER_LOG through an ephemeral consumer")),
+        "{said:?}"
+    );
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "unbounded");
+    let run = status(&f, "{}");
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("  warning: OLDDR copies this log through an ephemeral consumer"),
+        "{run:?}"
+    );
 }
