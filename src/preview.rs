@@ -32,6 +32,9 @@ pub struct Ask {
     /// (stream, position) pairs.
     pub ack: Vec<(String, u64)>,
     pub readmit: Vec<String>,
+    /// Replicas or named consumers left out (`replicas.ignore`, or their
+    /// consumer deleted).
+    pub ignore: Vec<String>,
     /// As `evict -force`: past a live lease, or a node never seen.
     pub force: bool,
 }
@@ -42,6 +45,7 @@ impl Ask {
             && self.release.is_empty()
             && self.ack.is_empty()
             && self.readmit.is_empty()
+            && self.ignore.is_empty()
     }
 
     /// The gestures in words: "evicting node-3 and releasing hold h1".
@@ -58,6 +62,9 @@ impl Ask {
         }
         for (stream, seq) in &self.ack {
             parts.push(format!("acknowledging {stream} up to {seq}"));
+        }
+        for name in &self.ignore {
+            parts.push(format!("leaving out replica {name}"));
         }
         match parts.len() {
             0 => String::new(),
@@ -96,6 +103,8 @@ pub enum Refused {
     UnknownHold(String),
     #[error("--if-acked {0}: not the stream of any configured domain")]
     UnknownStream(String),
+    #[error("--if-ignored {0}: no replica or named consumer of that name on any configured log (status lists them under each log's terms)")]
+    UnknownReplica(String),
     #[error("--if-acked {stream}={seq}: {error}")]
     Ack {
         stream: String,
@@ -118,6 +127,7 @@ impl Refused {
             Refused::NoGatedLog => "no_gated_log",
             Refused::UnknownHold(_) => "unknown_hold",
             Refused::UnknownStream(_) => "unknown_stream",
+            Refused::UnknownReplica(_) => "unknown_replica",
             Refused::Ack { error, .. } => error.code(),
             Refused::AckUnjudged { .. } => "unjudged",
         }
@@ -135,11 +145,38 @@ impl Refused {
                 }
             }
             Refused::NoGatedLog => Class::Unconfigured,
-            Refused::UnknownHold(_) | Refused::UnknownStream(_) => Class::BadInput,
+            Refused::UnknownHold(_) | Refused::UnknownStream(_) | Refused::UnknownReplica(_) => {
+                Class::BadInput
+            }
             Refused::Ack { error, .. } => error.class(),
             Refused::AckUnjudged { .. } => Class::Refused,
         }
     }
+}
+
+/// The reads as they would be with the replicas `ask.ignore` names left
+/// out (as `replicas.ignore` or deleting the consumer would leave them):
+/// each is taken out of every log's replicas it is among. A name that is
+/// on no log is refused.
+pub fn apply_reads(reads: &[DomainRead], ask: &Ask) -> Result<Vec<DomainRead>, Refused> {
+    let mut out = reads.to_vec();
+    for name in &ask.ignore {
+        let mut found = false;
+        for read in &mut out {
+            if let Some(Ok(r)) = &mut read.replicas {
+                let before = r.replicas.len();
+                r.replicas.retain(|c| c.consumer != *name);
+                if r.replicas.len() < before {
+                    found = true;
+                    r.ignored.push(name.clone());
+                }
+            }
+        }
+        if !found {
+            return Err(Refused::UnknownReplica(name.clone()));
+        }
+    }
+    Ok(out)
 }
 
 /// The rows as they would be after the gestures `ask`, judged as the real
@@ -488,6 +525,7 @@ pub fn asked_json(ask: &Ask) -> serde_json::Value {
         "if_released": ask.release,
         "if_acked": ask.ack.iter().map(|(s, q)| format!("{s}={q}")).collect::<Vec<_>>(),
         "if_readmitted": ask.readmit,
+        "if_ignored": ask.ignore,
         "force": ask.force,
     })
 }

@@ -484,6 +484,11 @@ pub struct StatusArgs {
     /// readmitted. Nothing is written.
     #[arg(long, value_name = "NODE[,NODE…]", value_delimiter = ',')]
     pub if_readmitted: Vec<String>,
+    /// Preview: the trim as it would be with these replicas (or named
+    /// consumers) left out, as replicas.ignore or deleting their consumer
+    /// would leave them. Nothing is written.
+    #[arg(long, value_name = "NAME[,NAME…]", value_delimiter = ',')]
+    pub if_ignored: Vec<String>,
     /// With --if-evicted: preview past a live lease or a node never seen,
     /// as `evict -force` would go.
     #[arg(long, requires = "if_evicted")]
@@ -498,6 +503,7 @@ impl StatusArgs {
             release: self.if_released.clone(),
             ack: self.if_acked.clone(),
             readmit: self.if_readmitted.clone(),
+            ignore: self.if_ignored.clone(),
             force: self.force,
         }
     }

@@ -108,14 +108,16 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
     let fresh = crate::trim::answers(&shared.broker, config, "", now).await;
     let policy = crate::floor::Policy::from_config(config, "");
     let at = crate::clock::broker_now(fresh.offset, now);
-    let changed = match crate::preview::apply(
+    let (changed, changed_reads) = match crate::preview::apply(
         config,
         &fresh.parsed,
         &fresh.reads,
         &ask,
         policy.fence_window,
         at,
-    ) {
+    )
+    .and_then(|c| Ok((c, crate::preview::apply_reads(&fresh.reads, &ask)?)))
+    {
         Ok(c) => c,
         Err(refused) => {
             let status =
@@ -127,13 +129,14 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
                 ("--if-released", "if_released"),
                 ("--if-acked", "if_acked"),
                 ("--if-readmitted", "if_readmitted"),
+                ("--if-ignored", "if_ignored"),
             ] {
                 message = message.replace(flag, param);
             }
             return error(status, refused.code(), message).into_response();
         }
     };
-    let after = crate::trim::compute_each(config, &policy, &changed, &fresh.reads, at);
+    let after = crate::trim::compute_each(config, &policy, &changed, &changed_reads, at);
     let previews = crate::preview::compare(&ask, &fresh.answers, &after, &fresh.reads);
     // The answer `/v1/retention` gives (the last tick's), with the preview
     // beside it; before the first tick, this read's answers.
@@ -158,7 +161,8 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
 }
 
 /// The query's gestures: `if_evicted` and `if_readmitted` take NODE[,NODE…],
-/// `if_released` a hold id, `if_acked` STREAM=SEQ, `force` true or false;
+/// `if_released` a hold id, `if_acked` STREAM=SEQ, `if_ignored`
+/// NAME[,NAME…] (a replica or named consumer), `force` true or false;
 /// each may repeat. Anything else is refused, naming the parameter.
 fn preview_ask(query: &[(String, String)]) -> Result<crate::preview::Ask, String> {
     let mut ask = crate::preview::Ask::default();
@@ -173,6 +177,7 @@ fn preview_ask(query: &[(String, String)]) -> Result<crate::preview::Ask, String
             "if_evicted" => ask.evict.extend(nodes(v)),
             "if_readmitted" => ask.readmit.extend(nodes(v)),
             "if_released" => ask.release.push(v.clone()),
+            "if_ignored" => ask.ignore.extend(nodes(v)),
             "if_acked" => ask
                 .ack
                 .push(crate::preview::parse_ack(v).map_err(|e| format!("if_acked: {e}"))?),
@@ -185,7 +190,7 @@ fn preview_ask(query: &[(String, String)]) -> Result<crate::preview::Ask, String
             }
             other => {
                 return Err(format!(
-                    "{other:?} is not a parameter of /v1/retention (if_evicted, if_released, if_acked, if_readmitted, force)"
+                    "{other:?} is not a parameter of /v1/retention (if_evicted, if_released, if_acked, if_readmitted, if_ignored, force)"
                 ))
             }
         }

@@ -71,11 +71,15 @@ async fn pause(f: &Fleet, name: &str, until: Option<&str>) {
 /// `crewlet retention status` as an operator runs it beside the fleet,
 /// with `replicas` as the domain's block.
 fn status(f: &Fleet, replicas: &str) -> crate::support::Run {
+    operator(f, replicas).status()
+}
+
+/// An operator beside the fleet, with `replicas` as the domain's block.
+fn operator(f: &Fleet, replicas: &str) -> crate::support::Operator {
     crate::support::Operator::with_yaml(&format!(
         "node: {{id: op-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, backup_owner: oncall, snapshot_quorum: 2, allow_unsafe_limits: true, min_age: 3s, snapshot_interval: 1s, fence_window: 2s, held_alarm_after: 0s}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate, replicas: {replicas}}}]\n",
         f.url()
     ))
-    .status()
 }
 
 /// Ticks until `replica_floor` reads `want` (a durable sourcing consumer
@@ -142,6 +146,27 @@ async fn a_durable_mirror_pins_the_log_while_its_link_is_down() {
     assert!(
         run.stderr.lines().any(|l| l.starts_with("ALARM replica_behind tracker: consumer dr (a mirror's or source's durable consumer) has confirmed up to 50, 20 record(s) short of the log's last sequence 70")),
         "{run:?}"
+    );
+    // The preview says what leaving the copy out would free, exactly; a
+    // name on no log is bad input.
+    let op = operator(&f, "{}");
+    let run = op.run(&["retention", "status", "--if-ignored", "dr"]);
+    assert!(
+        run.stdout.contains(
+            "leaving out replica dr would move tracker's trim from 50 to 70 (20 records, about "
+        ),
+        "{run:?}"
+    );
+    let run = op.run(&["retention", "status", "--if-ignored", "nope", "--json"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("unknown_replica") || run.stderr.contains("unknown_replica"),
+        "{run:?}"
+    );
+    assert_eq!(
+        term_state(&s.tick().await, TermName::ReplicaFloor),
+        "value 50",
+        "nothing written"
     );
 
     // Back: it catches up, and the trim follows it.

@@ -277,6 +277,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "terms",
         "trim_floor_state",
         "trim_to",
+        "unprotected_copies",
         "would_purge",
     ];
     assert_eq!(keys(d), want);
