@@ -219,6 +219,27 @@ async fn broker_problems(
             )),
         }
     }
+    // Copies of the logs (docs/trim-floor.md, Replicas): one made the older
+    // way, through an ephemeral consumer, cannot be protected; before 2.14
+    // no consumer can be a replica at all. Warnings: the trim is as safe
+    // as it was, and the copies are what is at risk.
+    let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
+    if let Ok(copies) = b.unprotected_copies(&streams).await {
+        for (i, d) in config.domains.iter().enumerate() {
+            for c in copies.get(&d.stream).into_iter().flatten() {
+                found.push(Problem::warning(
+                    format!("domains[{i}].stream"),
+                    format!("stream {c} mirrors or sources {} through an ephemeral consumer: the trim cannot wait for it (replica_unprotected); recreate its mirror or source with a durable consumer of its own on the log (docs/contract.md, Protecting a mirror or source)", d.stream),
+                ));
+            }
+        }
+    }
+    if !b.durable_sourcing() {
+        found.push(Problem::warning(
+            "domains",
+            format!("the broker at {} has no durable sourcing (nats-server 2.14 and later): no mirror or source can pin a log, and replica_floor is n/a except for consumers named in replicas.consumers", b.url),
+        ));
+    }
     for (i, d) in config.domains.iter().enumerate() {
         let Some(archive) = &d.archive else { continue };
         if let Some(bucket) = &archive.object_store {

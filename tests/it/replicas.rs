@@ -281,4 +281,114 @@ async fn a_mirror_through_an_ephemeral_consumer_is_said_unprotected() {
             .contains("  warning: OLDDR copies this log through an ephemeral consumer"),
         "{run:?}"
     );
+    // validate warns of it, and passes: the trim is as safe as it was.
+    let run = operator(&f, "{}").run(&["validate"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "stream OLDDR mirrors or sources CREWLET_TRACKER_LOG through an ephemeral consumer"
+        ),
+        "{run:?}"
+    );
+}
+
+/// The copy that matters most: a mirror in another JetStream domain, on a
+/// nats-server joined as a leaf node that is not always connected. The
+/// leaf stopped, the trim stops at what its mirror confirmed; the leaf
+/// back, the mirror catches up, the trim moves on, and the mirror holds
+/// every record the log ever had.
+#[tokio::test]
+async fn a_mirror_across_a_leaf_node_pins_the_log_while_the_leaf_is_gone() {
+    let leaf_port = crate::support::free_port();
+    let hub = crate::support::Server::start_with(
+        &format!(
+            "jetstream {{ domain: hub }}\nleafnodes {{ listen: \"127.0.0.1:{leaf_port}\" }}\n"
+        ),
+        "nats",
+    );
+    let f = Fleet::on(hub, 50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    // The consumer the copy uses lives on the hub, beside the log.
+    api(
+        &f,
+        &format!("CONSUMER.CREATE.{STREAM}.leafdr"),
+        json!({"stream_name": STREAM, "config": {
+            "durable_name": "leafdr", "ack_policy": "flow_control", "flow_control": true,
+            "idle_heartbeat": 1_000_000_000u64, "max_deliver": -1,
+            "deliver_subject": "leafdr.deliver", "deliver_policy": "all"}}),
+    )
+    .await;
+    let mut leaf = crate::support::Server::start_with(
+        &format!("jetstream {{ domain: leaf }}\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{leaf_port}\" }} ] }}\n"),
+        "nats",
+    );
+    let leaf_js = leaf.js().await;
+    let leaf_api = |subject: String, body: Value| {
+        let js = leaf_js.clone();
+        async move {
+            let reply = js
+                .client()
+                .request(format!("$JS.API.{subject}"), body.to_string().into())
+                .await
+                .unwrap_or_else(|e| panic!("{subject}: {e}"));
+            let v: Value = serde_json::from_slice(&reply.payload).expect("JSON");
+            v
+        }
+    };
+    let created = leaf_api(
+        "STREAM.CREATE.LEAFDR".into(),
+        json!({"name": "LEAFDR", "storage": "file", "num_replicas": 1,
+               "mirror": {"name": STREAM, "external": {"api": "$JS.hub.API"},
+                          "consumer": {"name": "leafdr", "deliver_subject": "leafdr.deliver"}}}),
+    )
+    .await;
+    assert!(created.get("error").is_none(), "{created}");
+    let held = |want: u64| async move {
+        eventually(30, || async move {
+            leaf_api("STREAM.INFO.LEAFDR".into(), json!({})).await["state"]["messages"].as_u64()
+                == Some(want)
+        })
+        .await
+    };
+    assert!(held(50).await, "the leaf's mirror copies the log");
+    let mut s = f.sidecar().await;
+    let r = tick_until(&mut s, "value 50").await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 50");
+    assert_eq!(f.first_seq().await, 51);
+
+    // The leaf goes away; the log moves on without it.
+    leaf.kill();
+    f.publish(20).await;
+    f.position("node-1", 70).await;
+    f.backup("node-1", "b2", 70, 0, true, true).await;
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 50");
+    assert_eq!(
+        f.first_seq().await,
+        51,
+        "nothing the leaf's mirror lacks is purged"
+    );
+
+    // Back on its store: the mirror catches up, and the trim follows.
+    leaf.restart();
+    let leaf_js = leaf.js().await;
+    let caught_up = eventually(30, || {
+        let js = leaf_js.clone();
+        async move {
+            let reply = js
+                .client()
+                .request("$JS.API.STREAM.INFO.LEAFDR".to_string(), "{}".into())
+                .await;
+            reply
+                .ok()
+                .and_then(|r| serde_json::from_slice::<Value>(&r.payload).ok())
+                .and_then(|v| v["state"]["messages"].as_u64())
+                == Some(70)
+        }
+    })
+    .await;
+    assert!(caught_up, "the mirror catches up once the leaf is back");
+    let r = tick_until(&mut s, "value 70").await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 70");
+    assert_eq!(f.first_seq().await, 71);
 }

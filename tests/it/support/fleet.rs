@@ -93,6 +93,12 @@ impl Fleet {
         Self::set_up(Server::start_oldest(), Vec::new(), GIB, records).await
     }
 
+    /// As [`Fleet::new`], on `server` (started with a configuration of the
+    /// test's own: a JetStream domain, a leaf node listener).
+    pub async fn on(server: Server, records: u64) -> Fleet {
+        Self::set_up(server, Vec::new(), GIB, records).await
+    }
+
     /// A three-server cluster with the domain's stream and every bucket
     /// at three replicas, `records` records in the log.
     pub async fn cluster(records: u64) -> Fleet {
