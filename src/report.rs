@@ -164,8 +164,12 @@ fn replicas_text(a: &Answer, now: DateTime<Utc>) -> String {
                 human::age(now.signed_duration_since(t.0).to_std().unwrap_or_default())
             )
         });
+        let feeds = r
+            .feeds
+            .as_ref()
+            .map_or(String::new(), |s| format!(" (feeds {s})"));
         out.push_str(&format!(
-            "  {kind} {}: confirmed up to {}{active}\n",
+            "  {kind} {}{feeds}: confirmed up to {}{active}\n",
             r.consumer, r.confirmed
         ));
     }

@@ -264,7 +264,19 @@ pub async fn read_domains(
     let (mut reads, copies) = tokio::join!(reads, broker.unprotected_copies(&streams));
     if let Ok(copies) = copies {
         for (read, d) in reads.iter_mut().zip(&config.domains) {
-            read.unprotected = copies.get(&d.stream).cloned().unwrap_or_default();
+            read.unprotected = copies
+                .unprotected
+                .get(&d.stream)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(Ok(r)) = &mut read.replicas {
+                for c in &mut r.replicas {
+                    c.feeds = copies
+                        .feeds
+                        .get(&(d.stream.clone(), c.consumer.clone()))
+                        .cloned();
+                }
+            }
         }
     }
     reads

@@ -711,10 +711,10 @@ fn replica_behind(a: &Answer, p: &AlarmPolicy, now: DateTime<Utc>) -> Option<Ala
     if quiet_for <= p.held_alarm_after {
         return None;
     }
-    let kind = if copy.named {
-        "named in replicas.consumers"
-    } else {
-        "a mirror's or source's durable consumer"
+    let kind = match (&copy.feeds, copy.named) {
+        (Some(s), _) => format!("the durable consumer stream {s} copies the log through"),
+        (None, true) => "named in replicas.consumers".to_string(),
+        (None, false) => "a mirror's or source's durable consumer".to_string(),
     };
     Some(Alarm {
         alarm: AlarmName::ReplicaBehind,

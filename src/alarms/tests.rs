@@ -503,6 +503,7 @@ fn replica_behind_names_the_consumer_and_how_far_short() {
                     num_pending: 10,
                 },
                 last_active: Some(Instant(now() + chrono::Duration::seconds(last_active))),
+                feeds: None,
             }],
             ignored: vec![],
         }));

@@ -116,6 +116,16 @@ pub fn instant_of(t: time::OffsetDateTime) -> Instant {
     Instant(DateTime::<Utc>::from_timestamp(t.unix_timestamp(), t.nanosecond()).unwrap_or_default())
 }
 
+/// What the account's stream listing says of the logs' copies.
+#[derive(Debug, Default)]
+pub struct Copies {
+    /// Per log, the streams copying it through an ephemeral consumer.
+    pub unprotected: std::collections::BTreeMap<String, Vec<String>>,
+    /// (log, consumer) → the stream copying the log through that durable
+    /// consumer.
+    pub feeds: std::collections::BTreeMap<(String, String), String>,
+}
+
 impl Broker {
     /// Every live key of bucket `name` with its value and revision: one
     /// ordered consumer delivering the last message per subject, read until
@@ -747,6 +757,7 @@ impl Broker {
                             num_pending: info.num_pending,
                         },
                         last_active: info.ack_floor.last_active.map(instant_of),
+                        feeds: None,
                     });
                 }
                 if seen.len() >= total {
@@ -780,13 +791,10 @@ impl Broker {
     /// progress the log cannot see (docs/trim-floor.md, Replicas). One paged
     /// stream listing for all of them; a copy in another domain is not
     /// visible here.
-    pub async fn unprotected_copies(
-        &self,
-        logs: &[&str],
-    ) -> Result<std::collections::BTreeMap<String, Vec<String>>, super::Fault> {
+    pub async fn unprotected_copies(&self, logs: &[&str]) -> Result<Copies, super::Fault> {
         let err = |e: String| Fault::failed(format!("the stream listing: {e}"));
         let list = async {
-            let mut out: std::collections::BTreeMap<String, Vec<String>> = Default::default();
+            let mut out = Copies::default();
             let mut offset = 0usize;
             loop {
                 let page: serde_json::Value = self
@@ -808,16 +816,26 @@ impl Broker {
                     let origins = std::iter::once(&config["mirror"])
                         .chain(config["sources"].as_array().into_iter().flatten());
                     for origin in origins {
-                        let unprotected = origin.get("consumer").is_none_or(|c| c.is_null())
-                            && origin.get("external").is_none_or(|c| c.is_null());
-                        match origin["name"].as_str() {
-                            Some(log) if unprotected && logs.contains(&log) => {
-                                let copies = out.entry(log.to_string()).or_default();
+                        let Some(log) = origin["name"].as_str().filter(|l| logs.contains(l)) else {
+                            continue;
+                        };
+                        if origin.get("external").is_some_and(|e| !e.is_null()) {
+                            continue;
+                        }
+                        match origin["consumer"]["name"].as_str() {
+                            // Durable sourcing: the consumer it copies through.
+                            Some(consumer) => {
+                                out.feeds.insert(
+                                    (log.to_string(), consumer.to_string()),
+                                    name.to_string(),
+                                );
+                            }
+                            None => {
+                                let copies = out.unprotected.entry(log.to_string()).or_default();
                                 if !copies.iter().any(|c| c == name) {
                                     copies.push(name.to_string());
                                 }
                             }
-                            _ => {}
                         }
                     }
                 }
@@ -825,7 +843,7 @@ impl Broker {
                     break;
                 }
             }
-            for copies in out.values_mut() {
+            for copies in out.unprotected.values_mut() {
                 copies.sort();
             }
             Ok(out)

@@ -226,7 +226,7 @@ async fn broker_problems(
     let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
     if let Ok(copies) = b.unprotected_copies(&streams).await {
         for (i, d) in config.domains.iter().enumerate() {
-            for c in copies.get(&d.stream).into_iter().flatten() {
+            for c in copies.unprotected.get(&d.stream).into_iter().flatten() {
                 found.push(Problem::warning(
                     format!("domains[{i}].stream"),
                     format!("stream {c} mirrors or sources {} through an ephemeral consumer: the trim cannot wait for it (replica_unprotected); recreate its mirror or source with a durable consumer of its own on the log (docs/contract.md, Protecting a mirror or source)", d.stream),

@@ -143,6 +143,8 @@ pub struct ReplicaCopy {
     pub confirmed: u64,
     /// When its ack floor last moved (the broker's word).
     pub last_active: Option<Instant>,
+    /// The stream that copies through it, where visible.
+    pub feeds: Option<String>,
 }
 
 /// What one pin costs (docs/status-json.md, What a pin holds): the records

@@ -134,6 +134,9 @@ pub struct ReplicaState {
     pub state: FeedState,
     /// When its ack floor last moved, by the broker.
     pub last_active: Option<Instant>,
+    /// The stream that copies through it, when this account can see it (a
+    /// copy in another domain is not).
+    pub feeds: Option<String>,
 }
 
 /// What was read of a log's replicas.

@@ -346,6 +346,7 @@ pub fn replica_floor(
             named: c.named,
             confirmed: confirmed(&c.state, last_seq_before),
             last_active: c.last_active,
+            feeds: c.feeds.clone(),
         })
         .collect();
     // The least confirmed; ties to the first in name order, so the detail

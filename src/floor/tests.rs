@@ -665,6 +665,7 @@ fn replica_rules() {
                 num_pending: pending,
             },
             last_active: None,
+            feeds: None,
         };
     let with = |r: Option<Result<ReplicasRead, String>>| {
         let mut w = World::new();

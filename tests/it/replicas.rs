@@ -140,11 +140,11 @@ async fn a_durable_mirror_pins_the_log_while_its_link_is_down() {
     let run = status(&f, "{}");
     assert!(
         run.stdout
-            .contains("  replica dr: confirmed up to 50, last confirmed "),
+            .contains("  replica dr (feeds DR): confirmed up to 50, last confirmed "),
         "{run:?}"
     );
     assert!(
-        run.stderr.lines().any(|l| l.starts_with("ALARM replica_behind tracker: consumer dr (a mirror's or source's durable consumer) has confirmed up to 50, 20 record(s) short of the log's last sequence 70")),
+        run.stderr.lines().any(|l| l.starts_with("ALARM replica_behind tracker: consumer dr (the durable consumer stream DR copies the log through) has confirmed up to 50, 20 record(s) short of the log's last sequence 70")),
         "{run:?}"
     );
     // The preview says what leaving the copy out would free, exactly; a
