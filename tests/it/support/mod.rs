@@ -43,10 +43,20 @@ pub fn nats_server_bin() -> PathBuf {
 
 /// A free loopback port (released just before the server binds it).
 pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
+    // Never the same port twice in this process: a test that kills its
+    // server (an outage) must not see another test's server start on that
+    // port, which its sidecar would then reconnect to and read from.
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    loop {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map(|a| a.port())
+            .expect("a free loopback port");
+        if GIVEN.lock().unwrap_or_else(|p| p.into_inner()).insert(port) {
+            return port;
+        }
+    }
 }
 
 /// A running nats-server; killed and its store removed on drop.
