@@ -913,6 +913,37 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             None,
         ));
 
+        // The replicas' term (docs/trim-floor.md, Replicas): what the tick
+        // reads for it on a log with 100 replica consumers, against the bare
+        // consumer listing of the same log, interleaved.
+        js.create_plain_stream("REPL_LOG", None, 1).await?;
+        js.publish_many("REPL_LOG.r", 1_000).await?;
+        js.replica_consumers("REPL_LOG", 100).await?;
+        let (mut t_replicas, mut t_listing) = (Vec::new(), Vec::new());
+        for _ in 0..samples {
+            let t = Instant::now();
+            let read = broker
+                .replicas("REPL_LOG", &[], &[], true)
+                .await
+                .ok_or("no replicas read")?
+                .map_err(|e| e.to_string())?;
+            if read.replicas.len() != 100 {
+                return Err(format!("{} replicas found of 100", read.replicas.len()));
+            }
+            t_replicas.push(ms(t.elapsed()));
+            let t = Instant::now();
+            std::hint::black_box(js.bare_consumer_listing("REPL_LOG").await?);
+            t_listing.push(ms(t.elapsed()));
+        }
+        let _ = js.delete_stream("REPL_LOG").await;
+        lines.push(line(
+            "replicas: the term's read (100 replica consumers)",
+            &stats(t_replicas),
+            Some(&stats(t_listing)),
+            Some(1.25),
+            None,
+        ));
+
         // The purge, on its own: keep the newest 100 of 200 records.
         let mut purge_ms = Vec::new();
         for i in 0..samples {

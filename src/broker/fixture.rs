@@ -213,4 +213,50 @@ impl Broker {
         let _ = s.delete_consumer(&name).await;
         Ok(n)
     }
+
+    /// `n` replicas on `stream`: durable consumers with ack policy
+    /// `flow_control`, as a mirror's durable sourcing makes them (nobody
+    /// copies through them here; the listing is what is measured).
+    pub async fn replica_consumers(&self, stream: &str, n: usize) -> Result<(), String> {
+        for i in 0..n {
+            let name = format!("dr{i}");
+            let body = serde_json::json!({"stream_name": stream, "config": {
+                "durable_name": name, "ack_policy": "flow_control", "flow_control": true,
+                "idle_heartbeat": 1_000_000_000u64, "max_deliver": -1,
+                "deliver_subject": format!("bench.{name}.deliver"), "deliver_policy": "all"}});
+            let reply = self
+                .js
+                .client()
+                .request(
+                    format!("$JS.API.CONSUMER.CREATE.{stream}.{name}"),
+                    body.to_string().into(),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let v: serde_json::Value =
+                serde_json::from_slice(&reply.payload).map_err(|e| e.to_string())?;
+            if let Some(e) = v.get("error") {
+                return Err(format!("consumer {name} on {stream}: {e}"));
+            }
+        }
+        Ok(())
+    }
+
+    /// The bare consumer listing of `stream`: the client library's own
+    /// paged listing, every consumer's info, nothing judged. Returns how
+    /// many.
+    pub async fn bare_consumer_listing(&self, stream: &str) -> Result<usize, String> {
+        let s = self
+            .js
+            .get_stream_no_info(stream)
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut consumers = s.consumers();
+        let mut n = 0;
+        while let Some(info) = consumers.next().await {
+            info.map_err(|e| e.to_string())?;
+            n += 1;
+        }
+        Ok(n)
+    }
 }
