@@ -183,8 +183,6 @@ async fn a_durable_mirror_pins_the_log_while_its_link_is_down() {
 /// nothing is purged.
 #[tokio::test]
 async fn a_named_consumer_pins_by_its_acks_and_a_missing_one_blocks() {
-    use async_nats::jetstream::consumer::{pull, AckPolicy};
-    use futures::StreamExt;
     let mut f = Fleet::new(50).await;
     f.config.domains[0].replicas.consumers = vec!["cdc".into()];
     f.healthy(&[("node-1", 50)], 50).await;
@@ -200,29 +198,8 @@ async fn a_named_consumer_pins_by_its_acks_and_a_missing_one_blocks() {
     );
     assert_eq!(f.first_seq().await, 1, "nothing purged");
 
-    let stream = f.js.get_stream(STREAM).await.expect("stream");
-    let consumer = stream
-        .create_consumer(pull::Config {
-            durable_name: Some("cdc".into()),
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
-    let mut batch = consumer
-        .fetch()
-        .max_messages(20)
-        .messages()
-        .await
-        .expect("fetch");
-    let mut n = 0;
-    while let Some(m) = batch.next().await {
-        let m = m.expect("message");
-        n += 1;
-        if n <= 12 {
-            m.ack().await.expect("ack");
-        }
-    }
+    // Delivered 20, acknowledged the first 12.
+    f.durable_acked("cdc", 20, 12).await;
     let r = s.tick().await;
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 12");
     assert_eq!(f.first_seq().await, 13);

@@ -56,8 +56,6 @@ async fn each_term_binds_the_purge() {
 
 #[tokio::test]
 async fn the_feed_consumer_binds_with_real_acks() {
-    use async_nats::jetstream::consumer::{pull, AckPolicy};
-    use futures::StreamExt;
     let mut f = Fleet::new(50).await;
     f.config.domains[0].feed_consumer = Some("tracker-feed".into());
     f.healthy(&[("node-1", 50)], 50).await;
@@ -73,30 +71,8 @@ async fn the_feed_consumer_binds_with_real_acks() {
     );
     assert_eq!(f.first_seq().await, 1);
 
-    let stream = f.js.get_stream(STREAM).await.expect("stream");
-    let consumer = stream
-        .create_consumer(pull::Config {
-            durable_name: Some("tracker-feed".into()),
-            ack_policy: AckPolicy::Explicit,
-            ..Default::default()
-        })
-        .await
-        .expect("consumer");
     // Acknowledge the first 12 of 20 delivered.
-    let mut batch = consumer
-        .fetch()
-        .max_messages(20)
-        .messages()
-        .await
-        .expect("fetch");
-    let mut n = 0;
-    while let Some(m) = batch.next().await {
-        let m = m.expect("message");
-        n += 1;
-        if n <= 12 {
-            m.ack().await.expect("ack");
-        }
-    }
+    f.durable_acked("tracker-feed", 20, 12).await;
     let r = sidecar.tick().await;
     assert_eq!(
         term_state(&r, TermName::FeedAckFloor),

@@ -334,6 +334,37 @@ impl Fleet {
         );
     }
 
+    /// A durable pull consumer `name` on the log with explicit acks, that
+    /// was delivered `delivered` records and acknowledged the first `acked`
+    /// (a feed, or a downstream system's own consumer).
+    pub async fn durable_acked(&self, name: &str, delivered: usize, acked: usize) {
+        use async_nats::jetstream::consumer::{pull, AckPolicy};
+        use futures::StreamExt;
+        let stream = self.js.get_stream(STREAM).await.expect("stream");
+        let consumer = stream
+            .create_consumer(pull::Config {
+                durable_name: Some(name.into()),
+                ack_policy: AckPolicy::Explicit,
+                ..Default::default()
+            })
+            .await
+            .expect("consumer");
+        let mut batch = consumer
+            .fetch()
+            .max_messages(delivered)
+            .messages()
+            .await
+            .expect("fetch");
+        let mut n = 0;
+        while let Some(m) = batch.next().await {
+            let m = m.expect("message");
+            n += 1;
+            if n <= acked {
+                m.ack().await.expect("ack");
+            }
+        }
+    }
+
     /// Nodes that have applied `seq`, a fresh backup at `backup`: the usual
     /// healthy world the tests then perturb.
     pub async fn healthy(&self, nodes: &[(&str, u64)], backup: u64) {
