@@ -158,7 +158,7 @@ impl Refused {
 /// out (as `replicas.ignore` or deleting the consumer would leave them):
 /// each is taken out of every log's replicas it is among. A name that is
 /// on no log is refused.
-pub fn apply_reads(reads: &[DomainRead], ask: &Ask) -> Result<Vec<DomainRead>, Refused> {
+fn ignore_replicas(reads: &[DomainRead], ask: &Ask) -> Result<Vec<DomainRead>, Refused> {
     let mut out = reads.to_vec();
     for name in &ask.ignore {
         let mut found = false;
@@ -179,9 +179,17 @@ pub fn apply_reads(reads: &[DomainRead], ask: &Ask) -> Result<Vec<DomainRead>, R
     Ok(out)
 }
 
-/// The rows as they would be after the gestures `ask`, judged as the real
-/// gestures judge them; `reads` are the domains' (in configuration order),
-/// `now` the broker's instant of the read.
+/// What a preview computes the answer again from: the rows and the
+/// domains' reads as they would be after the gestures.
+#[derive(Debug, Clone)]
+pub struct Applied {
+    pub rows: ParsedRows,
+    pub reads: Vec<DomainRead>,
+}
+
+/// The rows and reads as they would be after the gestures `ask`, judged
+/// as the real gestures judge them; `reads` are the domains' (in
+/// configuration order), `now` the broker's instant of the read.
 pub fn apply(
     config: &Config,
     rows: &ParsedRows,
@@ -189,7 +197,7 @@ pub fn apply(
     ask: &Ask,
     fence_window: std::time::Duration,
     now: DateTime<Utc>,
-) -> Result<ParsedRows, Refused> {
+) -> Result<Applied, Refused> {
     let mut out = rows.clone();
     let gated = config.domains.iter().any(|d| d.gate_subject.is_some());
     if (!ask.evict.is_empty() || !ask.readmit.is_empty()) && !gated {
@@ -216,7 +224,10 @@ pub fn apply(
     for (stream, seq) in &ask.ack {
         acknowledge(config, rows, reads, &mut out, stream, *seq, now)?;
     }
-    Ok(out)
+    Ok(Applied {
+        rows: out,
+        reads: ignore_replicas(reads, ask)?,
+    })
 }
 
 #[allow(clippy::too_many_arguments)]

@@ -60,12 +60,10 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     } else {
         let policy = crate::floor::Policy::from_config(&config, "");
         let at = crate::clock::broker_now(offset, now);
-        let applied = preview::apply(&config, &parsed, &reads, &ask, policy.fence_window, at)
-            .and_then(|changed| Ok((changed, preview::apply_reads(&reads, &ask)?)));
-        match applied {
-            Ok((changed, changed_reads)) => {
+        match preview::apply(&config, &parsed, &reads, &ask, policy.fence_window, at) {
+            Ok(changed) => {
                 let after =
-                    crate::trim::compute_each(&config, &policy, &changed, &changed_reads, at);
+                    crate::trim::compute_each(&config, &policy, &changed.rows, &changed.reads, at);
                 Some(preview::compare(&ask, &answers, &after, &reads))
             }
             Err(refused) => {

@@ -108,16 +108,14 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
     let fresh = crate::trim::answers(&shared.broker, config, "", now).await;
     let policy = crate::floor::Policy::from_config(config, "");
     let at = crate::clock::broker_now(fresh.offset, now);
-    let (changed, changed_reads) = match crate::preview::apply(
+    let changed = match crate::preview::apply(
         config,
         &fresh.parsed,
         &fresh.reads,
         &ask,
         policy.fence_window,
         at,
-    )
-    .and_then(|c| Ok((c, crate::preview::apply_reads(&fresh.reads, &ask)?)))
-    {
+    ) {
         Ok(c) => c,
         Err(refused) => {
             let status =
@@ -136,7 +134,7 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
             return error(status, refused.code(), message).into_response();
         }
     };
-    let after = crate::trim::compute_each(config, &policy, &changed, &changed_reads, at);
+    let after = crate::trim::compute_each(config, &policy, &changed.rows, &changed.reads, at);
     let previews = crate::preview::compare(&ask, &fresh.answers, &after, &fresh.reads);
     // The answer `/v1/retention` gives (the last tick's), with the preview
     // beside it; before the first tick, this read's answers.

@@ -58,6 +58,14 @@ async fn mirror_holds(f: &Fleet, n: u64) -> bool {
     eventually(20, || async { mirrored(f).await.0 == n }).await
 }
 
+/// The log moves on 20 records to 70, and every node with it: only a
+/// copy that is behind can hold the trim at 50.
+async fn log_moves_on(f: &Fleet) {
+    f.publish(20).await;
+    f.position("node-1", 70).await;
+    f.backup("node-1", "b2", 70, 0, true, true).await;
+}
+
 /// Pauses (or, `None`, resumes) consumer `name` on the log: the copy's
 /// link down, as a leaf node that is gone would leave it.
 async fn pause(f: &Fleet, name: &str, until: Option<&str>) {
@@ -122,9 +130,7 @@ async fn a_durable_mirror_pins_the_log_while_its_link_is_down() {
 
     // The link goes down; the log moves on, and every node with it.
     pause(&f, "dr", Some("2099-01-01T00:00:00Z")).await;
-    f.publish(20).await;
-    f.position("node-1", 70).await;
-    f.backup("node-1", "b2", 70, 0, true, true).await;
+    log_moves_on(&f).await;
     let r = s.tick().await;
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 50");
     assert_eq!(
@@ -215,9 +221,7 @@ async fn an_ignored_replica_pins_nothing() {
     durable_mirror(&f).await;
     assert!(mirror_holds(&f, 50).await);
     pause(&f, "dr", Some("2099-01-01T00:00:00Z")).await;
-    f.publish(20).await;
-    f.position("node-1", 70).await;
-    f.backup("node-1", "b2", 70, 0, true, true).await;
+    log_moves_on(&f).await;
     let r = f.sidecar().await.tick().await;
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "unbounded");
     assert_eq!(f.first_seq().await, 71, "left out on purpose");
@@ -335,9 +339,7 @@ async fn a_mirror_across_a_leaf_node_pins_the_log_while_the_leaf_is_gone() {
 
     // The leaf goes away; the log moves on without it.
     leaf.kill();
-    f.publish(20).await;
-    f.position("node-1", 70).await;
-    f.backup("node-1", "b2", 70, 0, true, true).await;
+    log_moves_on(&f).await;
     let r = s.tick().await;
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 50");
     assert_eq!(
