@@ -392,7 +392,8 @@ impl<'de> Deserialize<'de> for PositionStatus {
     }
 }
 
-/// A field a node writes as one of a few names. serde's derived enum
+/// A field a node writes as one of a few names (`status`, `skip_reason`,
+/// a hold's `kind`). serde's derived enum
 /// calls a `null` or a number there a syntax error, which an operator would
 /// read as a row that is not JSON; this names what was found and what is
 /// allowed (`unknown value "tired"; allowed: "", "sole_node", …`).
@@ -404,7 +405,9 @@ fn one_of<'de, D: Deserializer<'de>, T: Copy>(
     impl<T: Copy> serde::de::Visitor<'_> for Names<T> {
         type Value = T;
         fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
-            f.write_str("a string")
+            // What a null or a number is told: the names it may be.
+            let allowed: Vec<String> = self.0.iter().map(|(name, _)| format!("{name:?}")).collect();
+            write!(f, "one of {}", allowed.join(", "))
         }
         fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<T, E> {
             match self.0.iter().find(|(name, _)| *name == v) {
@@ -540,13 +543,26 @@ impl From<PositionRow> for Position {
 }
 
 /// Who placed a hold and why (docs/contract.md, `crewlet_holds` — live pins).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum HoldKind {
     Backup,
     Join,
     #[default]
     Operator,
+}
+
+impl<'de> Deserialize<'de> for HoldKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        one_of(
+            d,
+            &[
+                ("backup", HoldKind::Backup),
+                ("join", HoldKind::Join),
+                ("operator", HoldKind::Operator),
+            ],
+        )
+    }
 }
 
 /// A live pin (bucket `holds`, key `<stream>.<hold-id>`). The key carries
@@ -1398,6 +1414,15 @@ mod tests {
             .expect_err("7")
             .to_string();
         assert!(e.contains("field status") && e.contains('7'), "{e}");
+        let kind =
+            br#"{"seq": 5, "owner": "alice", "kind": null, "expires_at": "2026-11-30T00:00:00Z"}"#;
+        let e = HoldRow::parse("S.h1", kind)
+            .expect_err("null kind")
+            .to_string();
+        assert!(
+            e.contains("field kind") && e.contains("\"operator\""),
+            "{e}"
+        );
         // A body that is not one JSON object is still said so.
         let e = SnapshotRow::parse("node-2", b"{\"node\": ")
             .expect_err("cut")
