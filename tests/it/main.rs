@@ -24,6 +24,7 @@ mod node;
 mod operator;
 mod packaging;
 mod pins;
+mod replica_model;
 mod replicas;
 mod run;
 mod safety;
