@@ -234,9 +234,13 @@ async fn random_copies_whose_links_drop_lose_nothing() {
         .unwrap_or(4);
     let base = seed_from("CREWLET_MODEL_SEED");
     let (mut ticks, mut dropped_ticks, mut purged) = (0, 0, 0u64);
+    let mut kinds = std::collections::BTreeMap::new();
     for n in 0..count {
         let seed = base.wrapping_add(n);
         let s = scenario(seed);
+        for k in &s.copies {
+            *kinds.entry(format!("{k:?}")).or_insert(0) += 1;
+        }
         let ctx = |what: String| {
             format!(
                 "{what}\nseed {seed} (replay: CREWLET_MODEL_SEED={seed} CREWLET_MODEL_REPLICAS_N=1)\nscenario {s:#?}"
@@ -392,9 +396,9 @@ async fn random_copies_whose_links_drop_lose_nothing() {
         }
         sidecar.duty.release(&sidecar.broker).await;
     }
-    println!("replica model: {count} scenarios from seed {base}: {ticks} ticks ({dropped_ticks} with a link down), {purged} records purged, 0 lost in any copy");
+    println!("replica model: {count} scenarios from seed {base}, copies {kinds:?}: {ticks} ticks ({dropped_ticks} with a link down), {purged} records purged, 0 lost in any copy");
     assert!(
-        count < 4 || dropped_ticks > 0,
-        "the generator must tick with a link down"
+        count < 4 || (dropped_ticks > 0 && kinds.len() == 3),
+        "the generator must tick with a link down, and draw every kind of copy: {kinds:?}"
     );
 }
