@@ -21,8 +21,9 @@ use serde::Serialize;
 use crate::config::Config;
 use crate::exit::{Class, Outcome};
 use crate::floor::{self, Answer, DomainRead, ParsedRows, TermName};
-use crate::gate::{self, Presence, Refusal};
-use crate::rows::{AckRow, GateRow, GateState, Instant};
+use crate::gate::{Presence, Refusal};
+use crate::gesture::evict;
+use crate::rows::{AckRow, GateRow, GateSign, GateState, Instant};
 
 /// The gestures to preview, any combination.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -246,18 +247,18 @@ fn evict(
         refusal,
     };
     crate::rows::check_node_id(node).map_err(|e| refused(Refusal::NodeIdInvalid(e)))?;
-    gate::judge_known(
-        node,
-        crate::gesture::evict::seen_anywhere(rows, config, node),
-        force,
-    )
-    .map_err(refused)?;
-    let presence = match &rows.presence {
-        Ok(p) if p.contains_key(node) => Presence::Live,
-        Ok(_) => Presence::Absent,
-        Err(e) => Presence::Unreadable(e.to_string()),
+    // The gesture's own judgement, on the rows status read.
+    let facts = evict::NodeFacts {
+        seen: evict::seen_anywhere(rows, config, node),
+        presence: match &rows.presence {
+            Ok(p) if p.contains_key(node) => Presence::Live,
+            Ok(_) => Presence::Absent,
+            Err(e) => Presence::Unreadable(e.to_string()),
+        },
+        evicted: false,
+        readmit: Vec::new(),
     };
-    gate::judge_evict(node, &presence, force).map_err(refused)?;
+    evict::judge_node(GateSign::Evict, node, force, false, &facts).map_err(refused)?;
     // Landed just past the fence window: the node is no longer counted.
     let landed = now
         - chrono::Duration::from_std(fence_window).unwrap_or(chrono::Duration::zero())
@@ -313,18 +314,24 @@ fn readmit(
             .values()
             .any(|m| m.get(node).is_some_and(|r| r.state == GateState::Evicted))
     });
-    gate::judge_evicted(node, evicted).map_err(refused)?;
-    let facts: Vec<Result<gate::ReadmitFacts, String>> = config
+    let readmit = config
         .domains
         .iter()
         .zip(reads)
         .filter(|(d, _)| d.gate_subject.is_some())
         .map(|(d, read)| match &read.stream {
-            Ok(state) => crate::gesture::evict::readmit_facts(rows, state, d, node),
+            Ok(state) => evict::readmit_facts(rows, state, d, node),
             Err(e) => Err(e.clone()),
         })
         .collect();
-    gate::judge_readmit(node, &facts).map_err(refused)?;
+    // The gesture's own judgement, on the rows status read.
+    let facts = evict::NodeFacts {
+        seen: true,
+        presence: Presence::Absent,
+        evicted,
+        readmit,
+    };
+    evict::judge_node(GateSign::Readmit, node, false, false, &facts).map_err(refused)?;
     if let Ok(gates) = &mut out.gates {
         let gates = Arc::make_mut(gates);
         for m in gates.rows.values_mut() {

@@ -16,7 +16,9 @@ use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::{Class, Exit};
 use crate::floor::{self, Entry};
-use crate::gate::{self, LogOutcome, NotWritten, Presence, Prior, ReadmitFacts, Refusal};
+use crate::gate::{
+    self, EvictJudged, LogOutcome, NotWritten, Presence, Prior, ReadmitFacts, Refusal,
+};
 use crate::gesture::hold;
 use crate::rows::{
     GateRow, GateSign, GateState, HoldKind, HoldRow, Incarnation, Instant, OpId, OpRow,
@@ -96,14 +98,84 @@ pub fn check(config: &Config, ask: &Ask) -> Result<OpId, Performed> {
     .map_err(|refusal| Performed::Refused { op: None, refusal })
 }
 
-/// Performs the gesture `op` (from [`check`]) on every counted log.
+/// The whole gesture `op` (from [`check`]) on every counted log: its
+/// [`facts`], [`judge`]d, then [`apply`]. The CLI and the HTTP routes call
+/// this.
 pub async fn perform(
     config: &Config,
     broker: &Broker,
     sign: GateSign,
-    args: &Ask,
+    ask: &Ask,
     op: OpId,
 ) -> Performed {
+    let facts = facts(config, broker, sign, ask, &op).await;
+    match judge(sign, ask, &op, &facts) {
+        Ok(plan) => apply(config, broker, ask, plan, facts).await,
+        Err(refusal) => Performed::Refused {
+            op: Some(op),
+            refusal,
+        },
+    }
+}
+
+/// What an eviction or readmission of a node is judged on, beside the
+/// gates view: the part of the judgement the previews share
+/// ([`judge_node`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NodeFacts {
+    /// The fleet has seen the node (a position, a lease, a gate row, a pin
+    /// carried); an unreadable bucket counts as seen.
+    pub seen: bool,
+    /// The node's presence lease (judged for an eviction only).
+    pub presence: Presence,
+    /// A gate row in force says the node is evicted on some log.
+    pub evicted: bool,
+    /// Per log that takes gate records, what its readmission compares, or
+    /// why it cannot be read (judged for a readmission only).
+    pub readmit: Vec<Result<ReadmitFacts, String>>,
+}
+
+/// The gates bucket as the gesture found it, each log's view brought up
+/// to date.
+#[derive(Debug, Clone)]
+pub struct GatesView {
+    /// The `_op` row of this very operation: a retry.
+    op_row: Option<OpRow>,
+    /// Per log, the node's gate row in force in that log's incarnation.
+    gate_rows: BTreeMap<String, GateRow>,
+    /// The bucket's entries, kept current by absorption.
+    entries: Vec<Entry>,
+    /// Per log, why its view could not be brought up to date.
+    errors: BTreeMap<String, String>,
+}
+
+/// FACTS: everything the judgement needs, read once for the whole gesture.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    /// The logs that take gate records, in configuration order.
+    logs: Vec<Domain>,
+    /// The configured domains without a `gate_subject` (domain, stream).
+    ungated: Vec<(String, String)>,
+    /// Per gated log, its state and incarnation, or why it was not read.
+    at: BTreeMap<String, Result<GatedAt, String>>,
+    /// The gates view, or why it cannot be read.
+    view: Result<GatesView, String>,
+    pub node: NodeFacts,
+}
+
+/// FACTS (IO): the sidecar's buckets (created if the sidecar never ran),
+/// every bucket the judgement reads, each gated log's state and
+/// incarnation, each log's gates view brought up to date (so that a retry
+/// finds a record an earlier attempt landed, even past the duplicate
+/// window, and the judgement sees the gates in force), and for an eviction
+/// the node's presence lease.
+pub async fn facts(
+    config: &Config,
+    broker: &Broker,
+    sign: GateSign,
+    ask: &Ask,
+    op: &OpId,
+) -> Facts {
     let logs: Vec<Domain> = config
         .domains
         .iter()
@@ -130,179 +202,293 @@ pub async fn perform(
         .filter(|d| d.gate_subject.is_none())
         .map(|d| (d.name.clone(), d.stream.clone()))
         .collect();
-    let by = args.by.clone();
-    let reason = args.reason.clone().unwrap_or_default();
-    let mut outcomes: Vec<(String, LogOutcome)> = Vec::new();
-    // Bring every log's view up to date first, so that a retry finds a
-    // record an earlier attempt landed, even past the duplicate window, and
-    // the judgement sees the gates in force. The gates bucket is read once;
-    // absorption keeps these entries current. Each log's view belongs to its
-    // incarnation (the live stream at the domain's generation), read here.
+    // The gates bucket is read once; absorption keeps these entries
+    // current. Each log's view belongs to its incarnation (the live stream
+    // at the domain's generation), read here.
     let (raw, parsed) = broker.read_all(&config.buckets).await;
     let parsed = parsed.into_inner();
-    let mut incarnations: BTreeMap<String, Result<GatedAt, String>> = BTreeMap::new();
+    let mut at: BTreeMap<String, Result<GatedAt, String>> = BTreeMap::new();
     for d in &logs {
-        incarnations.insert(d.stream.clone(), gated_at(broker, &parsed, d).await);
+        at.insert(d.stream.clone(), gated_at(broker, &parsed, d).await);
     }
     let view = match raw.into_gates() {
         Ok(mut entries) => {
-            let mut view_errors: BTreeMap<String, String> = BTreeMap::new();
+            let mut errors: BTreeMap<String, String> = BTreeMap::new();
             for d in &logs {
                 let subject = d.gate_subject.as_deref().unwrap_or_default();
-                let result = match &incarnations[&d.stream] {
-                    Ok(at) => broker
-                        .absorb_into(gates_bucket(config), &at.log(d, subject), &mut entries)
+                let result = match &at[&d.stream] {
+                    Ok(a) => broker
+                        .absorb_into(&config.buckets.gates, &a.log(d, subject), &mut entries)
                         .await
                         .map(|_| ())
                         .map_err(String::from),
                     Err(e) => Err(e.clone()),
                 };
                 if let Err(e) = result {
-                    view_errors.insert(d.stream.clone(), e);
+                    errors.insert(d.stream.clone(), e);
                 }
             }
-            view_of(&entries, config, &incarnations, &op, &args.node)
-                .map(|v| (v, entries, view_errors))
+            view_of(&entries, config, &at, op, &ask.node).map(|(op_row, gate_rows)| GatesView {
+                op_row,
+                gate_rows,
+                entries,
+                errors,
+            })
         }
         Err(e) => Err(e.to_string()),
     };
-    let ((op_row, gate_rows), mut entries, view_errors) = match view {
+    let presence = match sign {
+        GateSign::Evict => match broker.read_bucket(&config.buckets.presence).await {
+            Ok(entries) if entries.iter().any(|e| e.key == ask.node) => Presence::Live,
+            Ok(_) => Presence::Absent,
+            Err(e) => Presence::Unreadable(e.to_string()),
+        },
+        GateSign::Readmit => Presence::Absent,
+    };
+    let readmit = match sign {
+        GateSign::Readmit => logs
+            .iter()
+            .map(|d| match at.get(&d.stream) {
+                Some(Ok(a)) => readmit_facts(&parsed, &a.state, d, &ask.node),
+                Some(Err(e)) => Err(e.clone()),
+                None => Err(format!("{} was not read", d.stream)),
+            })
+            .collect(),
+        GateSign::Evict => Vec::new(),
+    };
+    let evicted = view
+        .as_ref()
+        .is_ok_and(|v| v.gate_rows.values().any(|g| g.state == GateState::Evicted));
+    Facts {
+        node: NodeFacts {
+            seen: seen_anywhere(&parsed, config, &ask.node),
+            presence,
+            evicted,
+            readmit,
+        },
+        logs,
+        ungated,
+        at,
+        view,
+    }
+}
+
+/// What one log's part of the gesture comes to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Step {
+    /// Already known without writing: landed by an earlier attempt, in
+    /// force already, undone or reused, or unreadable.
+    Known(LogOutcome),
+    /// A gate record to publish on this log.
+    Write,
+}
+
+/// What [`judge`] decides and [`apply`] carries out.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    pub op: OpId,
+    pub sign: GateSign,
+    /// How an eviction passed its judgement (logged when applied); `None`
+    /// for a readmission and for a retry.
+    pub forced: Option<EvictJudged>,
+    /// A readmission's logs: each gets a join hold at the node's position
+    /// + 1, placed and confirmed before any record is written.
+    pub join: Vec<ReadmitFacts>,
+    /// Per counted log, in configuration order.
+    pub logs: Vec<(String, Step)>,
+    pub ungated: Vec<(String, String)>,
+}
+
+/// JUDGE (pure): the node's judgement ([`judge_node`]), then per log what
+/// the operation id already says (a retry, a reused id, a gate a later
+/// gesture undid), what is in force, what could not be read, and what is
+/// left to write.
+pub fn judge(sign: GateSign, ask: &Ask, op: &OpId, facts: &Facts) -> Result<Plan, Refusal> {
+    let mut plan = Plan {
+        op: op.clone(),
+        sign,
+        forced: None,
+        join: Vec::new(),
+        logs: Vec::new(),
+        ungated: facts.ungated.clone(),
+    };
+    let view = match &facts.view {
         Ok(v) => v,
         Err(e) => {
-            for d in &logs {
-                outcomes.push((
-                    d.stream.clone(),
-                    LogOutcome::Unknown {
-                        error: format!("the gates view cannot be read: {e}"),
-                    },
-                ));
-            }
-            return Performed::Done {
-                op,
-                logs: outcomes,
-                ungated,
-            };
+            // Nothing can be judged, nor written: every log says why.
+            plan.logs = facts
+                .logs
+                .iter()
+                .map(|d| {
+                    let error = format!("the gates view cannot be read: {e}");
+                    (d.stream.clone(), Step::Known(LogOutcome::Unknown { error }))
+                })
+                .collect();
+            return Ok(plan);
         }
     };
     // A retry of this very operation is judged already.
-    let retry = op_row.is_some();
-    let judged = match sign {
-        GateSign::Evict if retry => Ok(()),
-        GateSign::Evict => {
-            let seen = seen_anywhere(&parsed, config, &args.node);
-            match gate::judge_known(&args.node, seen, args.force) {
-                Ok(()) => judge_eviction(broker, config, args).await,
-                Err(r) => Err(r),
-            }
-        }
-        GateSign::Readmit => {
-            let evicted = gate_rows.values().any(|g| g.state == GateState::Evicted);
-            match gate::judge_evicted(&args.node, evicted || retry) {
-                Err(r) => Err(r),
-                Ok(()) => match judge_readmission(&parsed, &incarnations, &logs, &args.node) {
-                    Ok(facts) => {
-                        place_join_holds(broker, config, &op, &args.node, &by, &facts).await
-                    }
-                    Err(r) => Err(r),
-                },
-            }
-        }
-    };
-    if let Err(refusal) = judged {
-        return Performed::Refused {
-            op: Some(op),
-            refusal,
-        };
+    let retry = view.op_row.is_some();
+    plan.forced = judge_node(sign, &ask.node, ask.force, retry, &facts.node)?;
+    if sign == GateSign::Readmit {
+        plan.join = facts.node.readmit.iter().flatten().cloned().collect();
     }
-    match gate::prior(&op, sign, &args.node, op_row.as_ref(), &gate_rows) {
-        Prior::Reused { sign: other, node } => {
-            for d in &logs {
-                outcomes.push((
-                    d.stream.clone(),
-                    LogOutcome::NotWritten {
-                        reason: NotWritten::OpReused,
-                        detail: format!(
-                            "{op} names {} {node}; start a new gesture without -op-id",
-                            other.as_str()
-                        ),
-                    },
-                ));
-            }
-        }
+    let each = |f: &dyn Fn(&Domain) -> Step| -> Vec<(String, Step)> {
+        facts
+            .logs
+            .iter()
+            .map(|d| (d.stream.clone(), f(d)))
+            .collect()
+    };
+    plan.logs = match gate::prior(op, sign, &ask.node, view.op_row.as_ref(), &view.gate_rows) {
+        Prior::Reused { sign: other, node } => each(&|_| {
+            Step::Known(LogOutcome::NotWritten {
+                reason: NotWritten::OpReused,
+                detail: format!(
+                    "{op} names {} {node}; start a new gesture without -op-id",
+                    other.as_str()
+                ),
+            })
+        }),
         Prior::Superseded {
             logs: landed,
             stream,
             by_op,
-        } => {
-            for d in &logs {
-                let outcome = match landed.get(&d.stream) {
-                    Some(&seq) => LogOutcome::Applied { seq },
-                    None => LogOutcome::NotWritten { reason: NotWritten::Superseded, detail: format!("a later gate ({by_op}) on {} undid it on {stream}; start a new gesture", args.node) },
-                };
-                outcomes.push((d.stream.clone(), outcome));
-            }
-        }
+        } => each(&|d| match landed.get(&d.stream) {
+            Some(&seq) => Step::Known(LogOutcome::Applied { seq }),
+            None => Step::Known(LogOutcome::NotWritten {
+                reason: NotWritten::Superseded,
+                detail: format!(
+                    "a later gate ({by_op}) on {} undid it on {stream}; start a new gesture",
+                    ask.node
+                ),
+            }),
+        }),
         Prior::New | Prior::Same { .. } => {
-            let landed = op_row.map(|r| r.logs).unwrap_or_default();
-            for d in &logs {
+            let landed = view
+                .op_row
+                .as_ref()
+                .map(|r| r.logs.clone())
+                .unwrap_or_default();
+            each(&|d| {
                 if let Some(&seq) = landed.get(&d.stream) {
-                    outcomes.push((d.stream.clone(), LogOutcome::Applied { seq }));
-                    continue;
+                    return Step::Known(LogOutcome::Applied { seq });
                 }
-                // Evicting a node already evicted on this log: the record in
-                // force answers, and no second one hides its reason.
-                if let Some(g) = gate_rows
+                // Evicting a node already evicted on this log: the record
+                // in force answers, and no second one hides its reason.
+                if let Some(g) = view
+                    .gate_rows
                     .get(&d.stream)
                     .filter(|g| sign == GateSign::Evict && g.state == GateState::Evicted)
                 {
-                    outcomes.push((d.stream.clone(), LogOutcome::Applied { seq: g.seq }));
-                    continue;
+                    return Step::Known(LogOutcome::Applied { seq: g.seq });
                 }
-                if let Some(e) = view_errors.get(&d.stream) {
-                    outcomes.push((d.stream.clone(), LogOutcome::Unknown { error: format!("the gates view of this log cannot be brought up to date ({e}); nothing written") }));
-                    continue;
+                if let Some(e) = view.errors.get(&d.stream) {
+                    return Step::Known(LogOutcome::Unknown { error: format!("the gates view of this log cannot be brought up to date ({e}); nothing written") });
                 }
-                let g = gate::Gesture {
-                    op: &op,
-                    sign,
-                    node: &args.node,
-                    by: &by,
-                    force: args.force,
-                    reason: &reason,
-                };
-                let outcome = match &incarnations[&d.stream] {
-                    Ok(at) => {
-                        write_one(broker, config, d, at, &incarnations, &g, &mut entries).await
-                    }
-                    Err(e) => LogOutcome::Unknown { error: e.clone() },
-                };
-                outcomes.push((d.stream.clone(), outcome));
-            }
+                match &facts.at.get(&d.stream) {
+                    Some(Ok(_)) => Step::Write,
+                    Some(Err(e)) => Step::Known(LogOutcome::Unknown { error: e.clone() }),
+                    None => Step::Known(LogOutcome::Unknown {
+                        error: format!("{} was not read", d.stream),
+                    }),
+                }
+            })
         }
-    }
-    Performed::Done {
-        op,
-        logs: outcomes,
-        ungated,
+    };
+    Ok(plan)
+}
+
+/// The judgement of the node itself, shared with the previews
+/// (`status --if-evicted`, `--if-readmitted`): an eviction names a node the
+/// fleet has seen and that holds no live presence lease (`-force` past
+/// either); a readmission names a node evicted somewhere whose position
+/// reaches what every log still holds. A retry of an eviction is judged
+/// already.
+pub fn judge_node(
+    sign: GateSign,
+    node: &str,
+    force: bool,
+    retry: bool,
+    facts: &NodeFacts,
+) -> Result<Option<EvictJudged>, Refusal> {
+    match sign {
+        GateSign::Evict if retry => Ok(None),
+        GateSign::Evict => {
+            gate::judge_known(node, facts.seen, force)?;
+            gate::judge_evict(node, &facts.presence, force).map(Some)
+        }
+        GateSign::Readmit => {
+            gate::judge_evicted(node, facts.evicted || retry)?;
+            gate::judge_readmit(node, &facts.readmit)?;
+            Ok(None)
+        }
     }
 }
 
-async fn judge_eviction(broker: &Broker, config: &Config, args: &Ask) -> Result<(), Refusal> {
-    let presence = match broker.read_bucket(&config.buckets.presence).await {
-        Ok(entries) if entries.iter().any(|e| e.key == args.node) => Presence::Live,
-        Ok(_) => Presence::Absent,
-        Err(e) => Presence::Unreadable(e.to_string()),
-    };
-    match gate::judge_evict(&args.node, &presence, args.force)? {
-        gate::EvictJudged::ForcedUnjudged => {
-            tracing::warn!(event = "evict_forced_unjudged", node = %args.node, "eviction forced unjudged: presence could not be read");
+/// APPLY (IO): the plan carried out: a forced eviction logged as such, a
+/// readmission's join holds placed and confirmed (or the gesture stops,
+/// every hold lifted), then one gate record per log left to write, each
+/// absorbed at once so that the answer can say `applied`.
+pub async fn apply(
+    config: &Config,
+    broker: &Broker,
+    ask: &Ask,
+    plan: Plan,
+    facts: Facts,
+) -> Performed {
+    match plan.forced {
+        Some(EvictJudged::ForcedUnjudged) => {
+            tracing::warn!(event = "evict_forced_unjudged", node = %ask.node, "eviction forced unjudged: presence could not be read");
         }
-        gate::EvictJudged::ForcedLive => {
-            tracing::warn!(event = "evict_forced_live", node = %args.node, "eviction forced past a live presence lease");
+        Some(EvictJudged::ForcedLive) => {
+            tracing::warn!(event = "evict_forced_live", node = %ask.node, "eviction forced past a live presence lease");
         }
-        gate::EvictJudged::Clear => {}
+        Some(EvictJudged::Clear) | None => {}
     }
-    Ok(())
+    if plan.sign == GateSign::Readmit {
+        if let Err(refusal) =
+            place_join_holds(broker, config, &plan.op, &ask.node, &ask.by, &plan.join).await
+        {
+            return Performed::Refused {
+                op: Some(plan.op),
+                refusal,
+            };
+        }
+    }
+    let mut entries = facts.view.map(|v| v.entries).unwrap_or_default();
+    let reason = ask.reason.clone().unwrap_or_default();
+    let g = gate::Gesture {
+        op: &plan.op,
+        sign: plan.sign,
+        node: &ask.node,
+        by: &ask.by,
+        force: ask.force,
+        reason: &reason,
+    };
+    let mut logs = Vec::new();
+    for (stream, step) in plan.logs {
+        let outcome = match step {
+            Step::Known(o) => o,
+            Step::Write => match (
+                facts.logs.iter().find(|d| d.stream == stream),
+                facts.at.get(&stream),
+            ) {
+                (Some(d), Some(Ok(at))) => {
+                    write_one(broker, config, d, at, &facts.at, &g, &mut entries).await
+                }
+                _ => LogOutcome::Unknown {
+                    error: format!("{stream} was not read"),
+                },
+            },
+        };
+        logs.push((stream, outcome));
+    }
+    Performed::Done {
+        op: plan.op,
+        logs,
+        ungated: plan.ungated,
+    }
 }
 
 /// Whether the fleet has ever seen `node`: a positions row on a configured
@@ -331,24 +517,6 @@ pub fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> b
     });
     // An unreadable bucket may hold it: not "never seen".
     positions || presence || gates || carried
-}
-
-fn judge_readmission(
-    rows: &floor::ParsedRows,
-    logs_at: &BTreeMap<String, Result<GatedAt, String>>,
-    logs: &[Domain],
-    node: &str,
-) -> Result<Vec<ReadmitFacts>, Refusal> {
-    let facts: Vec<Result<ReadmitFacts, String>> = logs
-        .iter()
-        .map(|d| match logs_at.get(&d.stream) {
-            Some(Ok(at)) => readmit_facts(rows, &at.state, d, node),
-            Some(Err(e)) => Err(e.clone()),
-            None => Err(format!("{} was not read", d.stream)),
-        })
-        .collect();
-    gate::judge_readmit(node, &facts)?;
-    Ok(facts.into_iter().flatten().collect())
 }
 
 /// The readmission's `join` holds (docs/trim-floor.md, Pins that arrive during a
@@ -514,6 +682,7 @@ pub fn readmit_facts(
 
 /// Where a log stands for this gesture: its state and the incarnation its
 /// gates view belongs to.
+#[derive(Debug, Clone)]
 struct GatedAt {
     incarnation: Incarnation,
     state: floor::StreamState,
@@ -528,10 +697,6 @@ impl GatedAt {
             upto: None,
         }
     }
-}
-
-fn gates_bucket(config: &Config) -> &str {
-    &config.buckets.gates
 }
 
 /// Reads the log once for the whole gesture: its state (readmission judges
@@ -759,5 +924,308 @@ pub fn text(sign: GateSign, args: &Ask, p: &Performed) -> (String, String) {
             }
             (out, String::new())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Instant {
+        Instant::parse(s).expect("instant")
+    }
+
+    fn domain(stream: &str, gated: bool) -> Domain {
+        Domain {
+            name: stream.to_lowercase(),
+            stream: stream.into(),
+            gate_subject: gated.then(|| format!("{stream}.gate")),
+            gate_reserve: true,
+            feed_consumer: None,
+            archive: None,
+            replicas: Default::default(),
+        }
+    }
+
+    fn ask(node: &str, force: bool) -> Ask {
+        Ask {
+            node: node.into(),
+            confirm: Some(node.into()),
+            force,
+            by: "alice".into(),
+            ..Ask::default()
+        }
+    }
+
+    fn state() -> floor::StreamState {
+        floor::StreamState {
+            first_seq: 1,
+            last_seq: 100,
+            bytes: 0,
+            messages: 100,
+            max_bytes: -1,
+            created: at("2026-11-01T00:00:00Z"),
+            facts: Default::default(),
+        }
+    }
+
+    fn gate_row(stream: &str, op: &str, seq: u64, state: GateState) -> GateRow {
+        GateRow {
+            node: "n1".into(),
+            stream: stream.into(),
+            state,
+            op_id: op.into(),
+            seq,
+            landed_at: at("2026-11-30T00:00:00Z"),
+            by: "bob".into(),
+            force: false,
+            reason: String::new(),
+            stream_created: Some(at("2026-11-01T00:00:00Z")),
+            generation: Some(0),
+        }
+    }
+
+    /// Two gated logs (A, B) and an ungated one (C); the node seen, its
+    /// lease absent, the gates view readable with nothing in it.
+    fn facts() -> Facts {
+        let logs = vec![domain("A", true), domain("B", true)];
+        let at = logs
+            .iter()
+            .map(|d| {
+                let incarnation = Incarnation {
+                    stream_created: at("2026-11-01T00:00:00Z"),
+                    generation: 0,
+                };
+                (
+                    d.stream.clone(),
+                    Ok(GatedAt {
+                        incarnation,
+                        state: state(),
+                    }),
+                )
+            })
+            .collect();
+        Facts {
+            logs,
+            ungated: vec![("c".into(), "C".into())],
+            at,
+            view: Ok(GatesView {
+                op_row: None,
+                gate_rows: BTreeMap::new(),
+                entries: Vec::new(),
+                errors: BTreeMap::new(),
+            }),
+            node: NodeFacts {
+                seen: true,
+                presence: Presence::Absent,
+                evicted: false,
+                readmit: Vec::new(),
+            },
+        }
+    }
+
+    fn readmit(stream: &str, position: Option<u64>, floor: Option<u64>) -> ReadmitFacts {
+        ReadmitFacts {
+            stream: stream.into(),
+            position,
+            left_gen: None,
+            floor,
+            first_seq: 1,
+            generation: 0,
+        }
+    }
+
+    fn view(f: &mut Facts) -> &mut GatesView {
+        f.view.as_mut().expect("view")
+    }
+
+    /// What the judge gave, short: per log "write" or the outcome's words,
+    /// or the refusal's code.
+    fn verdict(sign: GateSign, a: &Ask, op: &OpId, f: &Facts) -> Result<Vec<String>, &'static str> {
+        judge(sign, a, op, f)
+            .map(|p| {
+                p.logs
+                    .iter()
+                    .map(|(s, step)| match step {
+                        Step::Write => format!("{s}: write"),
+                        Step::Known(o) => format!("{s}: {}", o.text()),
+                    })
+                    .collect()
+            })
+            .map_err(|r| r.code())
+    }
+
+    /// The judge's table: where evict refuses a live node (`node_live`), an
+    /// unknown one, unreadable presence; where readmit refuses a node not
+    /// evicted or one behind what a log still holds; and per log what a
+    /// retry, a reused or undone operation, a gate in force and an
+    /// unreadable view come to.
+    #[test]
+    fn the_judge_refuses_or_plans_each_log() {
+        use GateSign::{Evict, Readmit};
+        let op = OpId::mint(chrono::Utc::now());
+        let other = OpId::mint(chrono::Utc::now());
+        let write_both = Ok(vec!["A: write".to_string(), "B: write".to_string()]);
+        let f = facts();
+        let with = |change: &dyn Fn(&mut Facts)| {
+            let mut f = facts();
+            change(&mut f);
+            f
+        };
+        let op_row = |sign: GateSign, node: &str, logs: &[(&str, u64)]| OpRow {
+            op_id: op.to_string(),
+            sign,
+            node: node.into(),
+            logs: logs.iter().map(|(s, q)| (s.to_string(), *q)).collect(),
+        };
+        let cases: Vec<(&str, GateSign, Ask, Facts, Result<Vec<String>, &str>)> = vec![
+            ("evict a node gone", Evict, ask("n1", false), f.clone(), write_both.clone()),
+            (
+                "evict a live node",
+                Evict,
+                ask("n1", false),
+                with(&|f| f.node.presence = Presence::Live),
+                Err("node_live"),
+            ),
+            (
+                "evict a live node, forced",
+                Evict,
+                ask("n1", true),
+                with(&|f| f.node.presence = Presence::Live),
+                write_both.clone(),
+            ),
+            (
+                "evict with presence unreadable",
+                Evict,
+                ask("n1", false),
+                with(&|f| f.node.presence = Presence::Unreadable("gone".into())),
+                Err("unjudged"),
+            ),
+            (
+                "evict a node never seen",
+                Evict,
+                ask("n1", false),
+                with(&|f| f.node.seen = false),
+                Err("unknown_node"),
+            ),
+            (
+                "a retry of an eviction is judged already",
+                Evict,
+                ask("n1", false),
+                with(&|f| {
+                    f.node.presence = Presence::Live;
+                    view(f).op_row = Some(op_row(Evict, "n1", &[("A", 40)]));
+                }),
+                Ok(vec!["A: applied at 40".into(), "B: write".into()]),
+            ),
+            (
+                "evicted already on a log",
+                Evict,
+                ask("n1", false),
+                with(&|f| {
+                    view(f)
+                        .gate_rows
+                        .insert("B".into(), gate_row("B", other.as_str(), 30, GateState::Evicted));
+                }),
+                Ok(vec!["A: write".into(), "B: applied at 30".into()]),
+            ),
+            (
+                "an operation id of another gesture",
+                Evict,
+                ask("n1", false),
+                with(&|f| view(f).op_row = Some(op_row(Readmit, "n1", &[]))),
+                Ok(vec![
+                    format!("A: not written: op_reused ({op} names readmit n1; start a new gesture without -op-id)"),
+                    format!("B: not written: op_reused ({op} names readmit n1; start a new gesture without -op-id)"),
+                ]),
+            ),
+            (
+                "undone by a later gate",
+                Evict,
+                ask("n1", false),
+                with(&|f| {
+                    view(f).op_row = Some(op_row(Evict, "n1", &[("A", 40)]));
+                    view(f)
+                        .gate_rows
+                        .insert("A".into(), gate_row("A", other.as_str(), 50, GateState::Admitted));
+                }),
+                Ok(vec![
+                    "A: applied at 40".into(),
+                    format!("B: not written: superseded (a later gate ({other}) on n1 undid it on A; start a new gesture)"),
+                ]),
+            ),
+            (
+                "a log whose view cannot be brought up to date",
+                Evict,
+                ask("n1", false),
+                with(&|f| {
+                    view(f).errors.insert("A".into(), "no leader".into());
+                }),
+                Ok(vec!["A: unknown (the gates view of this log cannot be brought up to date (no leader); nothing written)".into(), "B: write".into()]),
+            ),
+            (
+                "the gates view unreadable",
+                Evict,
+                ask("n1", false),
+                with(&|f| f.view = Err("bucket gone".into())),
+                Ok(vec![
+                    "A: unknown (the gates view cannot be read: bucket gone)".into(),
+                    "B: unknown (the gates view cannot be read: bucket gone)".into(),
+                ]),
+            ),
+            (
+                "readmit a node not evicted",
+                Readmit,
+                ask("n1", false),
+                f.clone(),
+                Err("not_evicted"),
+            ),
+            (
+                "readmit a node that kept up",
+                Readmit,
+                ask("n1", false),
+                with(&|f| {
+                    f.node.evicted = true;
+                    f.node.readmit = vec![Ok(readmit("A", Some(60), Some(50))), Ok(readmit("B", Some(60), None))];
+                }),
+                write_both.clone(),
+            ),
+            (
+                "readmit a node behind the floor",
+                Readmit,
+                ask("n1", false),
+                with(&|f| {
+                    f.node.evicted = true;
+                    f.node.readmit = vec![Ok(readmit("A", Some(40), Some(50))), Ok(readmit("B", Some(60), None))];
+                }),
+                Err("below_floor"),
+            ),
+            (
+                "readmit with a log unread",
+                Readmit,
+                ask("n1", false),
+                with(&|f| {
+                    f.node.evicted = true;
+                    f.node.readmit = vec![Err("no leader".into()), Ok(readmit("B", Some(60), None))];
+                }),
+                Err("readmission_unjudged"),
+            ),
+        ];
+        for (what, sign, a, f, want) in cases {
+            assert_eq!(verdict(sign, &a, &op, &f), want, "{what}");
+        }
+        // A readmission places a join hold on each log it judged; a forced
+        // eviction is said as forced.
+        let mut r = facts();
+        r.node.evicted = true;
+        r.node.readmit = vec![Ok(readmit("A", Some(60), Some(50)))];
+        let plan = judge(Readmit, &ask("n1", false), &op, &r).expect("plan");
+        assert_eq!(plan.join, vec![readmit("A", Some(60), Some(50))]);
+        let mut live = facts();
+        live.node.presence = Presence::Live;
+        let plan = judge(Evict, &ask("n1", true), &op, &live).expect("plan");
+        assert_eq!(plan.forced, Some(EvictJudged::ForcedLive));
+        assert!(plan.join.is_empty());
+        assert_eq!(plan.ungated, vec![("c".to_string(), "C".to_string())]);
     }
 }
