@@ -284,6 +284,7 @@ pub async fn tail(cli: &Cli, args: &super::TailArgs) -> Exit {
 }
 
 pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
+    use crate::exit::Outcome;
     use crate::gesture::trim::Ask;
     let ask = match (&args.entry, &args.at) {
         (Some(n), None) => Ask::Entry(exit_on_err!(whole(
@@ -303,54 +304,33 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
             return Exit::Usage;
         }
     };
-    if args.reason.chars().count() > 1024 || args.reason.chars().any(char::is_control) {
-        crate::cli::say::error(format_args!(
-            "--reason: at most 1024 characters, without control characters"
-        ));
-        return Exit::Usage;
-    }
+    let by = super::by_name(args.by.as_deref());
+    // Bad input is refused before connecting.
+    let checked = match crate::gesture::trim::check(ask, &by, &args.reason) {
+        Ok(c) => c,
+        Err(e) => {
+            crate::cli::say::error_coded(e.code(), &e);
+            return e.exit();
+        }
+    };
     let loaded = exit_on_err!(super::load_config(cli));
     let domain = exit_on_err!(domain_of(&loaded.config, &args.stream));
     let broker = exit_on_err!(super::connect(&loaded.config).await);
-    let by = super::by_name(args.by.as_deref());
-    match crate::gesture::trim::raise(&broker, &loaded.config, &domain, ask, &by, &args.reason)
-        .await
-    {
+    match crate::gesture::trim::raise(&broker, &loaded.config, &domain, &checked).await {
         Ok(r) => {
             if cli.json {
-                println!("{}", serde_json::to_value(&r).unwrap_or_default());
+                println!("{}", crate::gesture::trim::json(&r));
             } else {
-                let was = if r.unchanged {
-                    " (already requested; unchanged)"
-                } else {
-                    ""
-                };
-                println!(
-                    "requested: records below {} may be trimmed on {}{was}, younger than min_age too, never past a node, a hold, the backup, the snapshot quorum, the feed or the archive",
-                    r.requested, domain.stream
+                print!(
+                    "{}",
+                    crate::gesture::trim::text(&r, &domain.stream, &args.stream)
                 );
-                if let Some(asked) = r.clamped_from {
-                    println!(
-                        "--entry {asked} was clamped to {} (the log's tail): records appended later are never trimmed by this request",
-                        r.requested
-                    );
-                }
-                match &r.bounded_by {
-                    Some(b) => println!(
-                        "the next tick trims up to {} (bounded by {b})",
-                        r.applied_at_next_tick
-                    ),
-                    None => println!(
-                        "the next tick trims nothing: the domain concludes nothing now (crewlet retention status -stream {} says why)",
-                        args.stream
-                    ),
-                }
             }
-            Exit::Ok
+            r.exit()
         }
         Err(e) => {
             crate::cli::say::error_coded(e.code(), &e);
-            e.class().exit()
+            e.exit()
         }
     }
 }

@@ -31,7 +31,7 @@ pub(super) async fn set_capacity(cli: &Cli, args: &SetCapacityArgs) -> Exit {
             Err(b) => Outcome::BadInput(b),
             Ok((domain, target)) => {
                 let broker = exit_on_err!(connect(&config).await);
-                set_capacity::apply(&config, &broker, &domain, target).await
+                set_capacity::perform(&config, &broker, &domain, target).await
             }
         }
     };
@@ -73,7 +73,7 @@ pub(super) async fn erase(cli: &Cli, args: &EraseArgs) -> Exit {
                     erase::finish_command(&ask, &domain.stream, op.as_str())
                 )
             };
-            erase::apply(&config, &broker, &domain, &ask, op, said).await
+            erase::perform(&config, &broker, &domain, &ask, op, said).await
         }
     };
     if cli.json {

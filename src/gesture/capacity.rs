@@ -7,7 +7,7 @@
 use serde_json::json;
 
 use crate::broker::Broker;
-use crate::capacity::{self, Facts};
+use crate::capacity::{self, command, least_above, soft_ceiling, Account, GIB};
 use crate::config::{size, Config, Domain};
 use crate::exit::{Class, Exit, InputFault};
 use crate::human;
@@ -42,10 +42,7 @@ pub enum Outcome {
     /// The broker could not be read.
     Unreadable { message: String },
     /// Refused by judgement; nothing written.
-    Refused {
-        stream: String,
-        refusal: capacity::Refusal,
-    },
+    Refused { stream: String, refusal: Refusal },
     /// The broker refused the update (its own error); nothing changed.
     BrokerRefused { stream: String, message: String },
     /// The stream's configuration changed between the judgement and the
@@ -144,6 +141,152 @@ impl Outcome {
     }
 }
 
+/// The one reading the judgement is made from.
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub stream: String,
+    /// Bytes the log holds now.
+    pub usage: u64,
+    /// Its ceiling now (-1 when unset).
+    pub max_bytes: i64,
+    pub replicas: u64,
+    pub gate_reserve: bool,
+    /// `discard: new`: on `discard: old` a lower ceiling deletes records.
+    pub discard_new: bool,
+    pub account: Account,
+}
+
+/// Why a target is refused (docs/runbook.md); nothing is written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error("below_minimum: {target} is under the least ceiling a log may have, {minimum}")]
+    BelowMinimum { target: String, minimum: String },
+    #[error("below_usage: a ceiling of {target} holds ordinary appends to {soft}, at or below the {usage} the log holds now, so it would refuse every append the moment it applied; the least target that would do is {least} ({command})")]
+    BelowUsage {
+        target: String,
+        soft: String,
+        usage: String,
+        least: String,
+        command: String,
+    },
+    #[error("account_limit: {0}")]
+    AccountLimit(String),
+    #[error("discard_old: {stream} has discard: old, on which a lower ceiling makes the broker delete its oldest records at once, whatever the trim still needs; set discard: new first (nats stream edit {stream} --discard new)")]
+    DiscardOld { stream: String },
+}
+
+impl Refusal {
+    pub fn code(&self) -> &'static str {
+        match self {
+            Refusal::BelowMinimum { .. } => "below_minimum",
+            Refusal::BelowUsage { .. } => "below_usage",
+            Refusal::AccountLimit(_) => "account_limit",
+            Refusal::DiscardOld { .. } => "discard_old",
+        }
+    }
+}
+
+/// What the judgement let through, for the report.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judged {
+    pub soft_ceiling: u64,
+    /// Bytes the raise adds to the account's reservations (0 for a
+    /// lowering).
+    pub reserves: u64,
+    /// Said when the account's limit could not be read.
+    pub note: Option<String>,
+}
+
+/// Judges `target` against `facts`, in the order docs/runbook.md gives.
+pub fn judge(target: u64, facts: &Facts, minimum: u64) -> Result<Judged, Refusal> {
+    let b = |n: u64| format!("{} ({n} bytes)", human::bytes(n));
+    if target < minimum {
+        return Err(Refusal::BelowMinimum {
+            target: b(target),
+            minimum: b(minimum),
+        });
+    }
+    let soft = soft_ceiling(target, facts.gate_reserve);
+    if soft <= facts.usage {
+        let least = least_above(facts.usage, facts.gate_reserve).max(minimum);
+        return Err(Refusal::BelowUsage {
+            target: b(target),
+            soft: b(soft),
+            usage: b(facts.usage),
+            least: b(least),
+            command: command(&facts.stream, least),
+        });
+    }
+    let now = u64::try_from(facts.max_bytes).unwrap_or(0);
+    // On discard: old a lower ceiling is an implicit purge of the oldest
+    // records, whatever the trim still needs; a raise deletes nothing.
+    if !facts.discard_new && (facts.max_bytes <= 0 || target < now) {
+        return Err(Refusal::DiscardOld {
+            stream: facts.stream.clone(),
+        });
+    }
+    // The broker reserves the difference, on every replica.
+    let reserves = target
+        .saturating_sub(now)
+        .saturating_mul(facts.replicas.max(1));
+    let per_stream = |max: &Option<u64>| -> Result<(), Refusal> {
+        match max {
+            Some(m) if target > *m => Err(Refusal::AccountLimit(format!(
+                "the account lets one stream have at most {}, under the {} asked for",
+                b(*m),
+                b(target)
+            ))),
+            _ => Ok(()),
+        }
+    };
+    let note = match &facts.account {
+        Account::Limited {
+            max_storage,
+            reserved,
+            max_stream_bytes,
+        } => {
+            per_stream(max_stream_bytes)?;
+            let left = max_storage.saturating_sub(*reserved);
+            if reserves > left {
+                return Err(Refusal::AccountLimit(format!(
+                    "the raise reserves {} ({} more than now, on {} replica(s)) and the account's JetStream storage limit of {} has {} left ({} reserved by every stream's ceiling); free a reservation or raise the account's limit",
+                    b(reserves),
+                    human::bytes(target.saturating_sub(now)),
+                    facts.replicas.max(1),
+                    b(*max_storage),
+                    b(left),
+                    b(*reserved)
+                )));
+            }
+            None
+        }
+        Account::Unlimited { max_stream_bytes } => {
+            per_stream(max_stream_bytes)?;
+            None
+        }
+        Account::Unreadable { error } => Some(format!(
+            "the account's JetStream limits cannot be read ({error}); the broker decides whether it can grant the raise"
+        )),
+    };
+    // Taken below 1 GiB only because allow_unsafe_limits lowered the
+    // minimum: say so, as validate does.
+    let unsafe_note = (target < GIB).then(|| {
+        format!(
+            "{} is below the safe minimum of 1 GiB (allowed only because retention.allow_unsafe_limits is true)",
+            b(target)
+        )
+    });
+    let note = match (unsafe_note, note) {
+        (Some(u), Some(n)) => Some(format!("{u}; {n}")),
+        (u, n) => u.or(n),
+    };
+    Ok(Judged {
+        soft_ceiling: soft,
+        reserves,
+        note,
+    })
+}
+
 /// Checks the input alone, before anything is read: the domain and the
 /// target in bytes.
 pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, u64), BadInput> {
@@ -182,52 +325,77 @@ pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, u64), BadInput> {
     Ok((domain, target))
 }
 
-/// Reads, judges, and only then updates `max_bytes` and reads it back.
-pub async fn apply(config: &Config, broker: &Broker, domain: &Domain, target: u64) -> Outcome {
+/// FACTS (IO): one reading of the stream (its usage, ceiling, replicas,
+/// discard policy) and of the account's JetStream limits; the read is kept
+/// for the update, which checks nothing changed since.
+pub async fn facts(
+    broker: &Broker,
+    domain: &Domain,
+) -> Result<(Facts, crate::broker::capacity::Read), Outcome> {
     let stream = domain.stream.clone();
     let read = match broker.capacity_read(&stream).await {
         Ok(Some(r)) => r,
-        Ok(None) => return Outcome::Missing { stream },
+        Ok(None) => return Err(Outcome::Missing { stream }),
         Err(fault) => {
-            return Outcome::Unreadable {
+            return Err(Outcome::Unreadable {
                 message: fault.to_string(),
-            }
+            })
         }
     };
     let account = broker.account_limits(&read).await;
-    // The rule the answer's reserve_bytes follows.
-    let gate_reserve = domain.gate_reserve;
     let facts = Facts {
-        stream: stream.clone(),
+        stream,
         usage: read.bytes,
         max_bytes: read.max_bytes,
         replicas: read.replicas,
-        gate_reserve,
+        // The rule the answer's reserve_bytes follows.
+        gate_reserve: domain.gate_reserve,
         discard_new: read.discard_new,
         account,
     };
-    let minimum = capacity::minimum(config.retention.allow_unsafe_limits);
-    let judged = match capacity::judge(target, &facts, minimum) {
-        Ok(j) => j,
-        Err(refusal) => return Outcome::Refused { stream, refusal },
-    };
-    let target_i = i64::try_from(target).unwrap_or(i64::MAX);
-    let done = |changed: bool| Done {
-        stream: stream.clone(),
-        changed,
-        from: read.max_bytes,
-        to: target,
-        soft_ceiling: judged.soft_ceiling,
-        reserve_bytes: target - judged.soft_ceiling,
-        usage: read.bytes,
-        reserves: judged.reserves,
-        note: judged.note.clone(),
-    };
-    if read.max_bytes == target_i {
-        return Outcome::Done(done(false));
+    Ok((facts, read))
+}
+
+/// What [`apply`] does: the ceiling to set (nothing when it is already
+/// the target), and what the answer reports.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub target: u64,
+    /// What the answer reports once it is applied.
+    pub done: Done,
+}
+
+/// JUDGE (pure), then the plan: [`judge`] in the order docs/runbook.md
+/// gives, and what the answer will report.
+pub fn plan(target: u64, facts: &Facts, minimum: u64) -> Result<Plan, Refusal> {
+    let judged = judge(target, facts, minimum)?;
+    Ok(Plan {
+        target,
+        done: Done {
+            stream: facts.stream.clone(),
+            changed: i64::try_from(target).ok() != Some(facts.max_bytes),
+            from: facts.max_bytes,
+            to: target,
+            soft_ceiling: judged.soft_ceiling,
+            reserve_bytes: target - judged.soft_ceiling,
+            usage: facts.usage,
+            reserves: judged.reserves,
+            note: judged.note,
+        },
+    })
+}
+
+/// APPLY (IO): the update of `max_bytes` alone, on the configuration read
+/// (refused if it changed meanwhile), and the re-read that verifies it.
+pub async fn apply(broker: &Broker, read: &crate::broker::capacity::Read, plan: Plan) -> Outcome {
+    if !plan.done.changed {
+        return Outcome::Done(plan.done);
     }
-    match broker.set_max_bytes(&read, target_i).await {
-        Ok(Ok(reported)) if reported == target_i => Outcome::Done(done(true)),
+    let stream = plan.done.stream.clone();
+    let target = plan.target;
+    let target_i = i64::try_from(target).unwrap_or(i64::MAX);
+    match broker.set_max_bytes(read, target_i).await {
+        Ok(Ok(reported)) if reported == target_i => Outcome::Done(plan.done),
         Ok(Ok(reported)) => Outcome::NotVerified {
             stream,
             target,
@@ -247,6 +415,23 @@ pub async fn apply(config: &Config, broker: &Broker, domain: &Domain, target: u6
         Err(crate::broker::capacity::UpdateError::ChangedMeanwhile) => {
             Outcome::ChangedMeanwhile { stream }
         }
+    }
+}
+
+/// The gesture past its [`check`]: [`facts`], [`plan`] (the judge),
+/// [`apply`]. The CLI and `POST …/capacity` call this.
+pub async fn perform(config: &Config, broker: &Broker, domain: &Domain, target: u64) -> Outcome {
+    let (facts, read) = match facts(broker, domain).await {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    let minimum = capacity::minimum(config.retention.allow_unsafe_limits);
+    match plan(target, &facts, minimum) {
+        Ok(p) => apply(broker, &read, p).await,
+        Err(refusal) => Outcome::Refused {
+            stream: facts.stream,
+            refusal,
+        },
     }
 }
 
@@ -318,5 +503,137 @@ pub fn text(o: &Outcome) -> (String, String) {
     match o {
         Outcome::Done(_) => (o.message(), String::new()),
         other => (String::new(), format!("{}\n", other.message())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::capacity::{Account, MIB};
+
+    fn facts(usage: u64, max_bytes: i64, account: Account) -> Facts {
+        Facts {
+            stream: "LOG".into(),
+            usage,
+            max_bytes,
+            replicas: 1,
+            gate_reserve: true,
+            discard_new: true,
+            account,
+        }
+    }
+
+    const OPEN: Account = Account::Unlimited {
+        max_stream_bytes: None,
+    };
+
+    #[test]
+    fn each_refusal_in_order() {
+        let f = facts(100 * MIB, GIB as i64, OPEN);
+        assert_eq!(judge(GIB - 1, &f, GIB).unwrap_err().code(), "below_minimum");
+        let f = facts(2 * GIB, 3 * GIB as i64, OPEN);
+        // 2 GiB's soft ceiling is 1.875 GiB, under the usage.
+        let r = judge(2 * GIB, &f, GIB).unwrap_err();
+        assert_eq!(r.code(), "below_usage");
+        let least = least_above(2 * GIB, true);
+        assert!(r.to_string().contains(&command("LOG", least)), "{r}");
+        // A lowering that keeps above the usage is fair.
+        let ok = judge(least, &f, GIB).expect("fair");
+        assert_eq!(ok.reserves, 0);
+        // On discard: old, a lowering deletes; a raise does not.
+        let mut old = f.clone();
+        old.discard_new = false;
+        assert_eq!(judge(least, &old, GIB).unwrap_err().code(), "discard_old");
+        assert!(judge(4 * GIB, &old, GIB).is_ok());
+    }
+
+    #[test]
+    fn a_raise_is_judged_against_what_the_account_has_left() {
+        let account = Account::Limited {
+            max_storage: 10 * GIB,
+            reserved: 6 * GIB,
+            max_stream_bytes: None,
+        };
+        let f = facts(MIB, 2 * GIB as i64, account);
+        // 2 GiB → 6 GiB reserves 4 GiB: exactly what is left.
+        assert_eq!(judge(6 * GIB, &f, GIB).expect("fits").reserves, 4 * GIB);
+        let r = judge(6 * GIB + MIB, &f, GIB).unwrap_err();
+        assert_eq!(r.code(), "account_limit");
+        assert!(
+            r.to_string().contains("4.0 GiB (4294967296 bytes) left"),
+            "{r}"
+        );
+        // Replicas multiply the reservation.
+        let mut r3 = f.clone();
+        r3.replicas = 3;
+        assert_eq!(
+            judge(4 * GIB, &r3, GIB).unwrap_err().code(),
+            "account_limit"
+        );
+        // A stream limit of its own.
+        let capped = facts(
+            MIB,
+            2 * GIB as i64,
+            Account::Unlimited {
+                max_stream_bytes: Some(3 * GIB),
+            },
+        );
+        assert_eq!(
+            judge(4 * GIB, &capped, GIB).unwrap_err().code(),
+            "account_limit"
+        );
+        // Unreadable: said, and the broker decides.
+        let blind = facts(
+            MIB,
+            2 * GIB as i64,
+            Account::Unreadable {
+                error: "timed out".into(),
+            },
+        );
+        let ok = judge(400 * GIB, &blind, GIB).expect("the broker decides");
+        assert!(ok.note.is_some_and(|n| n.contains("timed out")));
+    }
+
+    /// An operator's trial: a ceiling under 1 GiB taken only because of
+    /// `allow_unsafe_limits` says so.
+    #[test]
+    fn an_unsafe_ceiling_is_taken_with_a_warning() {
+        let f = facts(
+            MIB,
+            2 * GIB as i64,
+            Account::Unlimited {
+                max_stream_bytes: None,
+            },
+        );
+        let ok = judge(100 * MIB, &f, MIB).expect("allowed with unsafe limits");
+        assert!(
+            ok.note
+                .as_deref()
+                .is_some_and(|n| n.contains("below the safe minimum of 1 GiB")
+                    && n.contains("allow_unsafe_limits")),
+            "{:?}",
+            ok.note
+        );
+        assert!(judge(2 * GIB, &f, MIB).expect("safe").note.is_none());
+    }
+
+    /// The plan: the judge's refusal as the outcome, or what the answer
+    /// reports, and nothing to write when the ceiling is the target.
+    #[test]
+    fn the_plan_reports_the_judgement_and_skips_a_ceiling_already_set() {
+        let f = facts(100 * MIB, 2 << 30, OPEN);
+        let p = plan(3 << 30, &f, MIB).expect("plan");
+        assert!(p.done.changed);
+        assert_eq!(
+            (p.done.from, p.done.to, p.done.usage),
+            (2 << 30, 3 << 30, 100 * MIB)
+        );
+        assert_eq!(p.done.reserve_bytes, (3 << 30) / 16);
+        let same = plan(2 << 30, &f, MIB).expect("plan");
+        assert!(!same.done.changed);
+        assert_eq!(
+            plan(MIB, &f, MIB).map(|_| ()).map_err(|r| r.code()),
+            Err("below_usage")
+        );
     }
 }

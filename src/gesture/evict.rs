@@ -1078,7 +1078,14 @@ mod tests {
             node: node.into(),
             logs: logs.iter().map(|(s, q)| (s.to_string(), *q)).collect(),
         };
-        let cases: Vec<(&str, GateSign, Ask, Facts, Result<Vec<String>, &str>)> = vec![
+        type Case = (
+            &'static str,
+            GateSign,
+            Ask,
+            Facts,
+            Result<Vec<String>, &'static str>,
+        );
+        let cases: Vec<Case> = vec![
             ("evict a node gone", Evict, ask("n1", false), f.clone(), write_both.clone()),
             (
                 "evict a live node",

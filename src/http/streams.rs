@@ -169,11 +169,6 @@ pub(super) fn whole(field: &str, v: &serde_json::Value, min: u64) -> Result<u64,
 pub(super) fn trim_ask(bytes: &[u8]) -> Result<(crate::gesture::trim::Ask, String), ApiError> {
     let bad = |m: String| error(StatusCode::BAD_REQUEST, "bad_request", m);
     let b: TrimBody = super::auth::body(bytes, r#"{"seq_num": N} or {"timestamp_ms": T}"#)?;
-    if b.reason.chars().count() > 1024 || b.reason.chars().any(char::is_control) {
-        return Err(bad(
-            "reason: at most 1024 characters, without control characters".into(),
-        ));
-    }
     let ask = match (&b.seq_num, &b.timestamp_ms) {
         (Some(n), None) => crate::gesture::trim::Ask::Entry(whole("seq_num", n, 1)?),
         (None, Some(t)) => {
@@ -203,13 +198,14 @@ pub(super) async fn trim(
         Ok(a) => a,
         Err(r) => return r.into_response(),
     };
+    use crate::exit::Outcome;
     let by = format!("token:{}", who.name);
-    match crate::gesture::trim::raise(&shared.broker, &shared.config, &domain, ask, &by, &reason)
-        .await
-    {
-        Ok(r) => json_ok(
-            json!({"requested": r.requested, "applied_at_next_tick": r.applied_at_next_tick, "bounded_by": r.bounded_by, "unchanged": r.unchanged}),
-        ),
+    let checked = match crate::gesture::trim::check(ask, &by, &reason) {
+        Ok(c) => c,
+        Err(e) => return error(status_of(e.class()), e.code(), e.to_string()).into_response(),
+    };
+    match crate::gesture::trim::raise(&shared.broker, &shared.config, &domain, &checked).await {
+        Ok(r) => json_ok(crate::gesture::trim::json(&r)),
         Err(e) => error(status_of(e.class()), e.code(), e.to_string()).into_response(),
     }
 }
@@ -271,7 +267,7 @@ pub(super) async fn capacity(
     let outcome = match set_capacity::check(&shared.config, &ask) {
         Err(b) => Outcome::BadInput(b),
         Ok((domain, target)) => {
-            set_capacity::apply(&shared.config, &shared.broker, &domain, target).await
+            set_capacity::perform(&shared.config, &shared.broker, &domain, target).await
         }
     };
     let status = status_of(outcome.class());
@@ -327,7 +323,7 @@ pub(super) async fn erase(
             let wait = erase_wait(&shared.config);
             let id = op.clone();
             match detached("erasure", &id, wait, async move {
-                erase::apply(&shared.config, &shared.broker, &domain, &ask, op, |_| {}).await
+                erase::perform(&shared.config, &shared.broker, &domain, &ask, op, |_| {}).await
             })
             .await
             {

@@ -758,9 +758,8 @@ async fn at_resolves_conservatively_over_out_of_order_stamps() {
         &broker,
         &config,
         &config.domains[0],
-        crewlet::gesture::trim::Ask::At(mid),
-        "alice",
-        "",
+        &crewlet::gesture::trim::check(crewlet::gesture::trim::Ask::At(mid), "alice", "")
+            .expect("checked"),
     )
     .await
     .expect("taken");
