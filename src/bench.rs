@@ -674,7 +674,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             Some(1.25),
             Some(75.0),
         ));
-        // The incremental views (docs/architecture.md, Incremental views),
+        // The incremental views (docs/trim-floor.md, Incremental views),
         // each against the bare full read of the same 7 buckets, measured
         // interleaved in this run: nothing changed, 1 % of the rows changed
         // since the last read, and a view rebuilt (a full read into a view).

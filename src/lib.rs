@@ -18,15 +18,16 @@
 //!   [`stream_check`] (a stream's own limits judged), [`capacity`] (a new
 //!   ceiling judged), and the archive's pure parts ([`archive::state`],
 //!   [`archive::cut`], [`archive::segment`]).
-//! - Pure judgements: [`floor`] (counted set, the seven terms, trim_to,
+//! - Pure judgements: [`floor`] (counted set, the eight terms, trim_to,
 //!   blocked_by, the floor, NOT READY), [`gate`] (evictions and
 //!   readmissions), [`alarms`], [`report`] (the answer in words).
 //! - IO: [`broker`] (the only module that knows async-nats) and the
 //!   archive's directory store ([`archive::dir`]).
 //! - The tick and the gestures: [`trim`] (one tick and the loop), [`duty`]
-//!   (the lease and the fence), [`hold`], [`gesture`] (evict, readmit),
-//!   [`erase`], [`ack`], [`requested`] (explicit trim), [`resize`]
-//!   (set-capacity), [`node`] (the rows a node writes), [`embedded`] (the
+//!   (the lease and the fence), [`gesture`] (one file per gesture: ack,
+//!   set-capacity, erase, evict and readmit, hold, reanchor, explicit
+//!   trim), [`preview`] (the gestures judged in memory), [`node`] (the
+//!   rows a node writes), [`embedded`] (the
 //!   embedded nats-server), and the archive's fold, merge read and
 //!   verification ([`archive`]).
 //! - The surfaces: [`cli`] and [`http`]; the bench is its own binary

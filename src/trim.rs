@@ -155,7 +155,7 @@ pub struct Sidecar {
 }
 
 /// Reads everything one domain needs beyond the buckets, in the order
-/// docs/architecture.md fixes: stream info, then the consumer, then the age lookup.
+/// docs/trim-floor.md, Read order, fixes: stream info, then the consumer, then the age lookup.
 pub async fn read_domain(
     broker: &Broker,
     domain: &crate::config::Domain,
@@ -463,7 +463,7 @@ impl Sidecar {
             prefetch_archives(&self.broker, &self.config)
         );
         // A sidecar that newly claims the duty reads every bucket whole
-        // before it acts on them (docs/architecture.md, Incremental views).
+        // before it acts on them (docs/trim-floor.md, Incremental views).
         if !held_before && self.duty.holds() && views.kept > 0 {
             ((raw, parsed, views), listings) = tokio::join!(
                 self.broker

@@ -1,4 +1,4 @@
-//! Incremental views of the buckets (docs/architecture.md, "Incremental
+//! Incremental views of the buckets (docs/trim-floor.md, "Incremental
 //! views"): per bucket, a watcher kept across ticks delivers every change
 //! from the bucket's last message per key on, and a tick answers from what
 //! it delivered instead of reading the bucket whole, once the view is

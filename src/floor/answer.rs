@@ -725,8 +725,8 @@ impl PublishedFloor {
     }
 }
 
-/// PURE: one domain's answer, in the steps docs/architecture.md walks
-/// through: the generation and whether the live stream is its
+/// PURE: one domain's answer, in the steps of docs/trim-floor.md, The tick,
+/// step by step: the generation and whether the live stream is its
 /// ([`lineage`]), the counted set, the seven terms ([`seven_terms`]),
 /// `trim_to` and the binding term ([`conclude`]), an explicit trim's
 /// watermark ([`requested_view`]), `blocked_by` ([`blocked_by_of`]), the

@@ -9,7 +9,6 @@ pub mod carried;
 mod counted;
 pub mod parsed;
 mod pins;
-pub mod reanchor;
 mod row;
 mod terms;
 

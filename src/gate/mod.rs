@@ -589,8 +589,9 @@ impl LogOutcome {
     }
 }
 
-/// Where the operation already stands, before anything is written
-/// (docs/architecture.md: a retry first looks the operation up in the gates bucket).
+/// Where the operation already stands, before anything is written: a
+/// retry first looks the operation up in the gates bucket (docs/trim-floor.md,
+/// Evictions and readmissions).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Prior {
     /// The id is new.

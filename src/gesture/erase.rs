@@ -408,11 +408,126 @@ pub fn judge_prior(
     }
 }
 
-/// The erasure: judged, then the live log, then the archive, the row
-/// written before each step. `started` is called once it is judged and
-/// its row written, before anything is removed (the CLI says its op id
-/// and finishing command then).
-pub async fn apply(
+/// What the judge needs: the subjects the stream takes, and the row its
+/// op id already has in the erasures bucket (with its revision).
+#[derive(Debug, Clone)]
+pub struct Facts {
+    pub subjects: Vec<String>,
+    /// Absent, or its value parsed (or why it does not parse), and the
+    /// revision it was read at.
+    pub prior: Option<(Result<ErasureRow, String>, u64)>,
+    /// Where the row lives (`bucket/key`), for the words.
+    pub place: String,
+    /// The broker's clock is not read: a new row's `at` is this sidecar's.
+    pub now: chrono::DateTime<Utc>,
+}
+
+/// FACTS (IO): the stream's subjects, the erasures bucket (`init` creates
+/// it; so does the first erasure) and the row under the op id.
+pub async fn facts(
+    config: &Config,
+    broker: &Broker,
+    domain: &Domain,
+    op: &OpId,
+) -> Result<Facts, Outcome> {
+    let stream = &domain.stream;
+    let unreachable = |message: String| Outcome::Refused {
+        refusal: Refusal::Unreachable,
+        message,
+    };
+    let subjects = match broker.stream_facts(stream).await {
+        Ok(StreamRead::Found(f)) => f.subjects,
+        Ok(StreamRead::Missing) => {
+            return Err(Outcome::Refused {
+                refusal: Refusal::StreamMissing,
+                message: format!("stream {stream} does not exist on the broker; nothing written"),
+            })
+        }
+        Err(e) => return Err(unreachable(format!("{e}; nothing written"))),
+    };
+    let bucket = &config.buckets.erasures;
+    if let Some(spec) = crate::buckets::contract_buckets(config)
+        .into_iter()
+        .find(|b| &b.name == bucket)
+    {
+        if let Err(e) = broker.ensure_bucket(&spec).await {
+            return Err(unreachable(format!(
+                "the erasures bucket {bucket}: {e}; nothing written"
+            )));
+        }
+    }
+    let k = key(stream, op);
+    let prior = match broker.kv_entry(bucket, &k).await {
+        Err(e) => return Err(unreachable(format!("{e}; nothing written"))),
+        Ok(None) => None,
+        Ok(Some(entry)) => Some((
+            serde_json::from_slice::<ErasureRow>(&entry.value).map_err(|e| e.to_string()),
+            entry.revision,
+        )),
+    };
+    Ok(Facts {
+        subjects,
+        prior,
+        place: format!("{bucket}/{k}"),
+        now: Utc::now(),
+    })
+}
+
+/// What [`apply`] carries out.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Plan {
+    /// It finished before: nothing to do.
+    Finished(Box<ErasureRow>),
+    /// The row to write first (new, or resumed at `revision`), then the
+    /// steps it has not done.
+    Run {
+        row: Box<ErasureRow>,
+        /// The revision the row was read at (0: a new row, created).
+        revision: u64,
+    },
+}
+
+/// JUDGE (pure): the subject against the stream ([`judge_target`]), the
+/// row under the op id ([`judge_prior`]), and the row to start from.
+pub fn judge(domain: &Domain, ask: &Ask, op: &OpId, facts: &Facts) -> Result<Plan, Refused> {
+    let stream = &domain.stream;
+    judge_target(
+        stream,
+        domain.gate_subject.as_deref(),
+        Some(&facts.subjects),
+        &ask.subject,
+    )?;
+    let revision = facts.prior.as_ref().map_or(0, |(_, r)| *r);
+    let prior = facts.prior.as_ref().map(|(row, _)| row.clone());
+    match judge_prior(stream, &ask.subject, op.as_str(), &facts.place, prior)? {
+        Start::Finished(r) => Ok(Plan::Finished(r)),
+        Start::Resume(row) => Ok(Plan::Run { row, revision }),
+        Start::Fresh => Ok(Plan::Run {
+            row: Box::new(ErasureRow {
+                op_id: op.to_string(),
+                stream: stream.clone(),
+                subject: ask.subject.clone(),
+                reason: ask.reason.as_deref().unwrap_or("").trim().to_string(),
+                by: ask.by.clone(),
+                at: Instant(facts.now),
+                live_records: 0,
+                archived_records: 0,
+                segments_rewritten: 0,
+                live_through: 0,
+                pending: None,
+                finished: false,
+            }),
+            revision: 0,
+        }),
+    }
+}
+
+/// The whole erasure past its [`check`]: the gate subject refused before
+/// anything is read (nor the erasures bucket created), then [`facts`],
+/// [`judge`], [`apply`]. `started` is called once it is judged and its row
+/// written, before anything is removed (the CLI says its op id and
+/// finishing command then). The CLI and `POST …/erase` call this.
+pub async fn perform(
     config: &Config,
     broker: &Broker,
     domain: &Domain,
@@ -420,103 +535,52 @@ pub async fn apply(
     op: OpId,
     started: impl FnOnce(&OpId) + Send,
 ) -> Outcome {
-    let stream = domain.stream.clone();
-    let subject = ask.subject.clone();
     let refused = |(refusal, message): Refused| Outcome::Refused { refusal, message };
-    // The gate subject is refused before anything is read.
-    if let Err(r) = judge_target(&stream, domain.gate_subject.as_deref(), None, &subject) {
-        return refused(r);
-    }
-    let facts = match broker.stream_facts(&stream).await {
-        Ok(StreamRead::Found(f)) => f,
-        Ok(StreamRead::Missing) => {
-            return Outcome::Refused {
-                refusal: Refusal::StreamMissing,
-                message: format!("stream {stream} does not exist on the broker; nothing written"),
-            }
-        }
-        Err(e) => {
-            return Outcome::Refused {
-                refusal: Refusal::Unreachable,
-                message: format!("{e}; nothing written"),
-            }
-        }
-    };
     if let Err(r) = judge_target(
-        &stream,
+        &domain.stream,
         domain.gate_subject.as_deref(),
-        Some(&facts.subjects),
-        &subject,
+        None,
+        &ask.subject,
     ) {
         return refused(r);
     }
-    let bucket = config.buckets.erasures.clone();
-    // `init` creates the bucket; so does the first erasure.
-    if let Some(spec) = crate::buckets::contract_buckets(config)
-        .into_iter()
-        .find(|b| b.name == bucket)
-    {
-        if let Err(e) = broker.ensure_bucket(&spec).await {
-            return Outcome::Refused {
-                refusal: Refusal::Unreachable,
-                message: format!("the erasures bucket {bucket}: {e}; nothing written"),
-            };
-        }
+    let facts = match facts(config, broker, domain, &op).await {
+        Ok(f) => f,
+        Err(o) => return o,
+    };
+    match judge(domain, ask, &op, &facts) {
+        Ok(plan) => apply(config, broker, domain, &op, plan, started).await,
+        Err(r) => refused(r),
     }
-    let k = key(&stream, &op);
+}
+
+/// APPLY (IO): the row written first (compare-and-set on the revision
+/// read), then the live log in counted rounds, then, on an archived
+/// domain, every segment that holds the subject rewritten, the row saved
+/// before each step; nothing here decides whether to erase.
+pub async fn apply(
+    config: &Config,
+    broker: &Broker,
+    domain: &Domain,
+    op: &OpId,
+    plan: Plan,
+    started: impl FnOnce(&OpId) + Send,
+) -> Outcome {
+    let (mut row, revision) = match plan {
+        Plan::Finished(row) => return Outcome::Done { row, again: true },
+        Plan::Run { row, revision } => (*row, revision),
+    };
+    let stream = domain.stream.clone();
+    let subject = row.subject.clone();
+    let bucket = config.buckets.erasures.clone();
+    let k = key(&stream, op);
     let saver = Saver {
         broker,
         bucket: bucket.clone(),
         key: k.clone(),
         revision: std::sync::atomic::AtomicU64::new(0),
     };
-    let prior = match broker.kv_entry(&bucket, &k).await {
-        Err(e) => {
-            return Outcome::Refused {
-                refusal: Refusal::Unreachable,
-                message: format!("{e}; nothing written"),
-            }
-        }
-        Ok(None) => None,
-        Ok(Some(entry)) => Some(
-            serde_json::from_slice::<ErasureRow>(&entry.value)
-                .inspect(|_| saver.set(entry.revision))
-                .map_err(|e| e.to_string()),
-        ),
-    };
-    let start = match judge_prior(
-        &stream,
-        &subject,
-        op.as_str(),
-        &format!("{bucket}/{k}"),
-        prior,
-    ) {
-        Ok(s) => s,
-        Err(r) => return refused(r),
-    };
-    let mut row = match start {
-        Start::Finished(r) => {
-            return Outcome::Done {
-                row: r,
-                again: true,
-            }
-        }
-        Start::Resume(r) => *r,
-        Start::Fresh => ErasureRow {
-            op_id: op.to_string(),
-            stream: stream.clone(),
-            subject: subject.clone(),
-            reason: ask.reason.as_deref().unwrap_or("").trim().to_string(),
-            by: ask.by.clone(),
-            at: Instant(Utc::now()),
-            live_records: 0,
-            archived_records: 0,
-            segments_rewritten: 0,
-            live_through: 0,
-            pending: None,
-            finished: false,
-        },
-    };
+    saver.set(revision);
     let stopped = |row: &ErasureRow, message: String| Outcome::Stopped {
         row: Box::new(row.clone()),
         message,
@@ -529,7 +593,7 @@ pub async fn apply(
         };
     }
     // Judged and begun: from here the same op id finishes it.
-    started(&op);
+    started(op);
 
     // The live log, in rounds: count what is on the subject up to the
     // last sequence, record it, purge it; again until none is left (a
@@ -604,16 +668,8 @@ pub async fn apply(
                 Err(e) => return stopped(&row, format!("listing the archive: {}", e.message)),
             };
             for listed in listing {
-                if let Err(message) = rewrite(
-                    broker,
-                    &store,
-                    &listed.name,
-                    &subject,
-                    &op,
-                    &mut row,
-                    &saver,
-                )
-                .await
+                if let Err(message) =
+                    rewrite(broker, &store, &listed.name, &subject, op, &mut row, &saver).await
                 {
                     return stopped(&row, message);
                 }
@@ -899,5 +955,108 @@ mod tests {
         assert!(!captures("LOG.>", "LOG"));
         assert!(!captures("LOG.*", "LOG.a.b"));
         assert!(!captures("OTHER.>", "LOG.a"));
+    }
+
+    /// The judge's table: the subject against the stream, the row under
+    /// the op id, and the row a run starts from (new, resumed at its
+    /// revision, or finished already).
+    #[test]
+    fn the_judge_plans_a_new_a_resumed_or_a_finished_erasure() {
+        let domain = Domain {
+            name: "tracker".into(),
+            stream: "LOG".into(),
+            gate_subject: Some("LOG.gate".into()),
+            gate_reserve: true,
+            feed_consumer: None,
+            archive: None,
+            replicas: Default::default(),
+        };
+        let ask = Ask {
+            stream: "LOG".into(),
+            subject: "LOG.user.7".into(),
+            confirm: Some("LOG.user.7".into()),
+            reason: Some(" gdpr 7 ".into()),
+            op_id: None,
+            by: "alice".into(),
+            surface: crate::human::Surface::Cli,
+        };
+        let op = OpId::mint(Utc::now());
+        let facts = |prior: Option<(Result<ErasureRow, String>, u64)>, subjects: &[&str]| Facts {
+            subjects: subjects.iter().map(|s| s.to_string()).collect(),
+            prior,
+            place: "crewlet_erasures/LOG.op".into(),
+            now: chrono::DateTime::<Utc>::UNIX_EPOCH,
+        };
+        let taken = ["LOG.>"];
+        let verdict = |f: &Facts, a: &Ask| -> Result<(bool, u64, u64), Refusal> {
+            match judge(&domain, a, &op, f) {
+                Ok(Plan::Finished(r)) => Ok((true, r.live_records, 0)),
+                Ok(Plan::Run { row, revision }) => Ok((false, row.live_records, revision)),
+                Err((r, _)) => Err(r),
+            }
+        };
+        let mut resumed = row("LOG", "LOG.user.7", false);
+        resumed.live_records = 3;
+        let mut done = row("LOG", "LOG.user.7", true);
+        done.live_records = 5;
+        type Case = (&'static str, Facts, Ask, Result<(bool, u64, u64), Refusal>);
+        let cases: Vec<Case> = vec![
+            ("new", facts(None, &taken), ask.clone(), Ok((false, 0, 0))),
+            (
+                "resumed",
+                facts(Some((Ok(resumed), 9)), &taken),
+                ask.clone(),
+                Ok((false, 3, 9)),
+            ),
+            (
+                "finished",
+                facts(Some((Ok(done), 9)), &taken),
+                ask.clone(),
+                Ok((true, 5, 0)),
+            ),
+            (
+                "another erasure's op id",
+                facts(Some((Ok(row("LOG", "LOG.user.8", false)), 9)), &taken),
+                ask.clone(),
+                Err(Refusal::OpReused),
+            ),
+            (
+                "a row that is not an erasure",
+                facts(Some((Err("not JSON".into()), 9)), &taken),
+                ask.clone(),
+                Err(Refusal::OpReused),
+            ),
+            (
+                "a subject the stream does not take",
+                facts(None, &["OTHER.>"]),
+                ask.clone(),
+                Err(Refusal::SubjectNotInStream),
+            ),
+            (
+                "the gate subject",
+                facts(None, &taken),
+                Ask {
+                    subject: "LOG.gate".into(),
+                    ..ask.clone()
+                },
+                Err(Refusal::GateSubject),
+            ),
+        ];
+        for (what, f, a, want) in cases {
+            assert_eq!(verdict(&f, &a), want, "{what}");
+        }
+        // A new row says who, why (trimmed) and when.
+        let Ok(Plan::Run { row, .. }) = judge(&domain, &ask, &op, &facts(None, &taken)) else {
+            panic!("a new erasure");
+        };
+        assert_eq!(
+            (
+                row.by.as_str(),
+                row.reason.as_str(),
+                row.op_id.as_str(),
+                row.finished
+            ),
+            ("alice", "gdpr 7", op.as_str(), false)
+        );
     }
 }

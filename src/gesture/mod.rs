@@ -1,6 +1,6 @@
 //! The gestures: what an operator (or a tool) asks of the fleet, each in a
-//! file of its own (docs/architecture.md, Gestures). `ack.rs` has the five
-//! parts every gesture is moving to: `check` (pure: the ask, or bad input
+//! file of its own (docs/architecture.md, Gestures), each with the same
+//! five parts: `check` (pure: the ask, or bad input
 //! naming the field), `facts` (IO: what the judge needs, read proven),
 //! `judge` (pure, table-tested: a plan, or a refusal with its code),
 //! `apply` (IO: carries the plan out, deciding nothing) and `json`/`text`
@@ -18,5 +18,7 @@ pub mod erase;
 pub mod evict;
 /// `hold` and `release`: live pins, with their handshake.
 pub mod hold;
+/// `reanchor`: a recreated or restored log adopted by opening the next generation.
+pub mod reanchor;
 /// `trim`: raising the requested watermark (explicit trim).
 pub mod trim;

@@ -1002,7 +1002,7 @@ async fn run_model_lagging(
         // a cluster draws the same fleet.
         let lagging = cluster.is_some() && Rng(seed ^ 0x1a99).range(0, 2) == 0;
         // Half the fleets are judged on a second tick, from the incremental
-        // views the first built (docs/architecture.md, Incremental views);
+        // views the first built (docs/trim-floor.md, Incremental views);
         // on one server a hold that pins the whole log lands between the
         // two ticks in half of those.
         let viewed = Rng(seed ^ 0x71e3).chance(50);

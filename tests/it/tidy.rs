@@ -76,7 +76,8 @@ fn every_alarm_has_a_runbook_entry() {
 /// Every place a purge can be sent, by file: the tick's fenced purge
 /// (`Broker::purge_to`, which takes a fence permit), an erasure's filtered
 /// purge, and the bench's fixture on its own publisher stream. A new one
-/// fails here until docs/architecture.md names it and its guard.
+/// fails here until docs/trim-floor.md, Where a purge can be sent, and what
+/// stands before it, names it and its guard.
 #[test]
 fn only_the_tick_sends_a_purge() {
     let mut files = Vec::new();
@@ -120,7 +121,8 @@ fn only_the_tick_sends_a_purge() {
 }
 
 /// A `Proven` value is made only by the broker's readers, after the check
-/// against the leader (docs/architecture.md, On a cluster): nothing else in
+/// against the leader (docs/trim-floor.md, On a cluster: what each read that
+/// decides a purge guarantees): nothing else in
 /// `src/` names `vouched` at all (unit tests take `Proven::fixture`, which
 /// exists only in a test build). Its constructor is `pub(crate)` so that
 /// the pure decisions below the broker can require the type; this keeps

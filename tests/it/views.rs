@@ -1,4 +1,4 @@
-//! The incremental views (docs/architecture.md, "Incremental views"): a
+//! The incremental views (docs/trim-floor.md, "Incremental views"): a
 //! tick that answers from a view kept across ticks answers what a full
 //! read at the same cut answers, and every fault that could leave a view
 //! behind gives a rebuilt view or `unreadable`, never a stale answer.
