@@ -308,6 +308,16 @@ pub fn evaluate(
     out
 }
 
+/// What one domain's alarms are judged from.
+struct Ctx<'a> {
+    a: &'a Answer,
+    duty: &'a DutyView,
+    p: &'a AlarmPolicy,
+    now: DateTime<Utc>,
+}
+
+/// Every alarm of one domain, in the order they are said: one function
+/// per alarm (docs/runbook.md has an entry for each).
 fn domain_alarms(
     a: &Answer,
     duty: &DutyView,
@@ -315,20 +325,41 @@ fn domain_alarms(
     now: DateTime<Utc>,
     out: &mut Vec<Alarm>,
 ) {
-    let d = || Some(a.domain.clone());
-    let owner = p
-        .backup_owner
-        .as_deref()
-        .map(|o| format!(" (owner: {o})"))
-        .unwrap_or_else(|| " (no backup_owner is configured: set retention.backup_owner)".into());
+    let c = Ctx { a, duty, p, now };
+    let each: [fn(&Ctx) -> Vec<Alarm>; 14] = [
+        log_headroom,
+        backup_age,
+        term_unreadable,
+        |c| node_behind_log(c.a).into_iter().collect(),
+        trim_held,
+        |c| replica_behind(c.a, c.p, c.now).into_iter().collect(),
+        replica_unprotected,
+        config_drift,
+        config_drift_node_id,
+        gates_unabsorbed,
+        archive_failing,
+        not_ready,
+        broker_retention_bypass,
+        floor_stale,
+    ];
+    for alarm in each {
+        out.extend(alarm(&c));
+    }
+}
 
+/// `log_headroom`: under a tenth of the soft ceiling left, with the least ceiling that clears it.
+fn log_headroom(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let p = c.p;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     if a.stream_error.is_none() && a.max_bytes > 0 && a.headroom_fraction < 0.10 {
         let held = if a.blocked_by.is_empty() {
             "the trim is not held; the log holds what min_age and the nodes need".to_string()
         } else {
             format!("the trim is held by {}", a.blocked_names(", "))
         };
-        out.push(Alarm {
+        found.push(Alarm {
             alarm: AlarmName::LogHeadroom,
             domain: d(),
             measurement: format!(
@@ -351,7 +382,20 @@ fn domain_alarms(
             },
         });
     }
+    found
+}
 
+/// `backup_age`: no counted backup or acknowledgement, or the newest older than `backup_max_age`.
+fn backup_age(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let p = c.p;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
+    let owner = p
+        .backup_owner
+        .as_deref()
+        .map(|o| format!(" (owner: {o})"))
+        .unwrap_or_else(|| " (no backup_owner is configured: set retention.backup_owner)".into());
     let backup_term = a.terms.iter().find(|t| t.term == TermName::BackupFloor);
     if let Some(t) = backup_term {
         if !matches!(t.state, TermState::Unreadable { .. }) {
@@ -391,7 +435,7 @@ fn domain_alarms(
                     BackupPolicy::Engine => format!("run and verify a backup, then announce it ({}){owner}", announce_command(&a.stream)),
                     BackupPolicy::Operator => format!("once a copy is off-site: crewlet retention ack -stream {} -position N{owner}", a.stream),
                 };
-                out.push(Alarm {
+                found.push(Alarm {
                     alarm: AlarmName::BackupAge,
                     domain: d(),
                     measurement,
@@ -400,10 +444,17 @@ fn domain_alarms(
             }
         }
     }
+    found
+}
 
+/// `term_unreadable`: one per term that cannot be read.
+fn term_unreadable(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     for t in &a.terms {
         if let TermState::Unreadable { error, cause } = &t.state {
-            out.push(Alarm {
+            found.push(Alarm {
                 alarm: AlarmName::TermUnreadable,
                 domain: d(),
                 measurement: format!("{} is unreadable: {error}", t.term.as_str()),
@@ -411,15 +462,20 @@ fn domain_alarms(
             });
         }
     }
+    found
+}
 
-    if let Some(alarm) = node_behind_log(a) {
-        out.push(alarm);
-    }
-
+/// `trim_held`: the trim held past `held_alarm_after`.
+fn trim_held(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let p = c.p;
+    let now = c.now;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     if let (Some(held_since), Some(first)) = (a.held_since, a.blocked_by.first()) {
         let held_for = since(now, held_since);
         if held_for > p.held_alarm_after {
-            out.push(Alarm {
+            found.push(Alarm {
                 alarm: AlarmName::TrimHeld,
                 domain: d(),
                 // The trim's clock (held_since), named as such: the
@@ -435,12 +491,16 @@ fn domain_alarms(
             });
         }
     }
+    found
+}
 
-    if let Some(alarm) = replica_behind(a, p, now) {
-        out.push(alarm);
-    }
+/// `replica_unprotected`: a copy of the log through an ephemeral consumer.
+fn replica_unprotected(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     if !a.unprotected_copies.is_empty() {
-        out.push(Alarm {
+        found.push(Alarm {
             alarm: AlarmName::ReplicaUnprotected,
             domain: d(),
             measurement: format!(
@@ -451,7 +511,15 @@ fn domain_alarms(
             remedy: "recreate its mirror or source with a durable consumer of its own on the log (docs/contract.md, Protecting a mirror or source); until then it may miss records the trim deletes".into(),
         });
     }
+    found
+}
 
+/// `config_drift`: another sidecar published this log's row under another configuration of the domain.
+fn config_drift(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let p = c.p;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     // Another sidecar published this log's row under a configuration of
     // the domain that decides its purge otherwise: the two would trim it
     // differently, and whichever holds the duty wins silently.
@@ -465,7 +533,7 @@ fn domain_alarms(
                 .unwrap_or_else(|| {
                     "its gate_subject, archive, feed_consumer, backup policy, min_age or tick differ".into()
                 });
-            out.push(Alarm {
+            found.push(Alarm {
                 alarm: AlarmName::ConfigDrift,
                 domain: d(),
                 measurement: format!(
@@ -479,7 +547,15 @@ fn domain_alarms(
             });
         }
     }
+    found
+}
 
+/// `config_drift`: two sidecars with one node id.
+fn config_drift_node_id(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let p = c.p;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     // Two sidecars with one node id: a row published since this one
     // started, under this node id, by another session.
     if let (Some((sessions, started)), Some(pb)) = (&p.session, &a.published_by) {
@@ -488,7 +564,7 @@ fn domain_alarms(
             && !pb.session.is_empty()
             && pb.at > *started
         {
-            out.push(Alarm {
+            found.push(Alarm {
                 alarm: AlarmName::ConfigDrift,
                 domain: d(),
                 measurement: format!(
@@ -499,7 +575,16 @@ fn domain_alarms(
             });
         }
     }
+    found
+}
 
+/// `gates_unabsorbed`: gate records the view cannot absorb.
+fn gates_unabsorbed(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let p = c.p;
+    let now = c.now;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     if let Some(view) = &a.gate_view {
         if let Some(fault) = &view.error {
             let first = view.absorbed_to.map_or(a.first_seq.max(1), |c| c + 1);
@@ -507,7 +592,7 @@ fn domain_alarms(
                 .since
                 .map(|s| format!(" since {s} ({} ago)", human::age(since(now, s))))
                 .unwrap_or_default();
-            out.push(Alarm {
+            found.push(Alarm {
                 alarm: AlarmName::GatesUnabsorbed,
                 domain: d(),
                 measurement: format!(
@@ -518,7 +603,15 @@ fn domain_alarms(
             });
         }
     }
+    found
+}
 
+/// `archive_failing`: the fold is failing.
+fn archive_failing(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let now = c.now;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     if let Some(arch) = a.archive.as_ref().filter(|s| !s.unreadable) {
         if let Some(error) = &arch.error {
             let since = arch
@@ -530,7 +623,7 @@ fn domain_alarms(
                 .as_deref()
                 .map(|s| format!(" at {s}"))
                 .unwrap_or_default();
-            out.push(Alarm {
+            found.push(Alarm {
                 alarm: AlarmName::ArchiveFailing,
                 domain: d(),
                 measurement: format!(
@@ -542,23 +635,37 @@ fn domain_alarms(
             });
         }
     }
+    found
+}
 
+/// `not_ready`: the floor belongs to another incarnation, or cannot be read.
+fn not_ready(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     if let Some(why) = &a.not_ready {
-        out.push(Alarm {
+        found.push(Alarm {
             alarm: AlarmName::NotReady,
             domain: d(),
             measurement: format!("NOT READY: {why}"),
             remedy: not_ready_remedy(a),
         });
     }
+    found
+}
 
+/// `broker_retention_bypass`: the stream's own limits can delete what the floor protects.
+fn broker_retention_bypass(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     if !a.broker_retention_bypass.is_empty() {
         let list: Vec<String> = a
             .broker_retention_bypass
             .iter()
             .map(|b| format!("{} = {}", b.limit, b.value))
             .collect();
-        out.push(Alarm {
+        found.push(Alarm {
             alarm: AlarmName::BrokerRetentionBypass,
             domain: d(),
             measurement: format!(
@@ -569,7 +676,17 @@ fn domain_alarms(
             remedy: bypass_remedy(&a.stream, &a.broker_retention_bypass),
         });
     }
+    found
+}
 
+/// `floor_stale`: the newest floors row is older than three ticks.
+fn floor_stale(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let p = c.p;
+    let now = c.now;
+    let duty = c.duty;
+    let d = || Some(c.a.domain.clone());
+    let mut found = Vec::new();
     // floor_stale: the newest floors row is older than 3 ticks. Without a
     // lease and without a row it is duty_unheld's to say.
     let stale_after = p.tick * 3;
@@ -600,13 +717,14 @@ fn domain_alarms(
             DutyView::Held { holder, .. } => format!("read the duty holder's logs ({holder}): its ticks are failing to publish"),
             _ => "no sidecar holds the duty now: if crewlet retention run --once runs from cron, set retention.tick to the cron interval (the row is stale after 3 ticks); otherwise read the last holder's logs".to_string(),
         };
-        out.push(Alarm {
+        found.push(Alarm {
             alarm: AlarmName::FloorStale,
             domain: d(),
             measurement,
             remedy: who,
         });
     }
+    found
 }
 
 /// The outage as its one alarm: since when, the servers tried, and that
