@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use crewlet::config::{Buckets, Domain, NatsConfig};
 use crewlet::node::Node;
-use crewlet::rows::{Artefact, BackupManifest, Instant, SkipReason};
+use crewlet::rows::{Artefact, BackupManifest, SkipReason, Timestamp};
 
 /// `--flag value`, or the default.
 fn arg(args: &[String], flag: &str, default: &str) -> String {
@@ -75,7 +75,7 @@ async fn main() -> anyhow::Result<()> {
                 .stream_state(&stream)
                 .await
                 .map_err(anyhow::Error::msg)?;
-            let now = Instant(chrono::Utc::now());
+            let now = Timestamp(chrono::Utc::now());
             node.lease(&["data"], "simulated").await?;
             node.report(&stream, log.last_seq, 0, log.created).await?;
             let artefact = Artefact {

@@ -15,7 +15,7 @@ use crate::config::{self, Config, Dur};
 use crate::embedded::EmbeddedServer;
 use crate::exit::Exit;
 use crate::floor::{self, DomainRead, ParsedRows, Policy, StreamState};
-use crate::rows::Instant as At;
+use crate::rows::Timestamp;
 use crate::trim::Sidecar;
 
 /// Median and spread of some samples, in milliseconds.
@@ -58,7 +58,7 @@ async fn bench_permit(broker: &Broker) -> Result<crate::broker::lease::FencePerm
         bucket: BUCKET,
         holder: "bench",
         session: &session,
-        claimed_at: At(Utc::now()),
+        claimed_at: Timestamp(Utc::now()),
         window: Duration::from_secs(30),
     };
     let revision = broker
@@ -148,7 +148,7 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
             .map_err(|e| format!("bucket {}: {e}", spec.name))?;
     }
     let now = Utc::now();
-    let ts = |secs: i64| At(now + chrono::Duration::seconds(secs)).to_rfc3339();
+    let ts = |secs: i64| Timestamp(now + chrono::Duration::seconds(secs)).to_rfc3339();
     let per_domain = positions.div_ceil(config.domains.len().max(1));
     let mut pos = Vec::new();
     let mut holds = Vec::new();
@@ -205,7 +205,7 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
         .collect();
     broker.fill(&b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
     // Completed after the streams were created, so that they count.
-    let done = At(Utc::now()).to_rfc3339();
+    let done = Timestamp(Utc::now()).to_rfc3339();
     let positions_map: serde_json::Map<String, serde_json::Value> = streams
         .iter()
         .map(|s| (s.to_string(), json!(150)))
@@ -405,14 +405,14 @@ async fn tick_vs_bare(
 /// The pure computation for `nodes` nodes on one log, in memory.
 fn pure_floor(nodes: usize, samples: usize) -> Stats {
     let now = Utc::now();
-    let created = At(now - chrono::Duration::days(1));
+    let created = Timestamp(now - chrono::Duration::days(1));
     let stream = "PURE";
     let entry = |key: String, value: serde_json::Value, revision| floor::Entry {
         key,
         value: value.to_string().into_bytes(),
         revision,
     };
-    let ts = At(now).to_rfc3339();
+    let ts = Timestamp(now).to_rfc3339();
     let rows = floor::Rows {
         presence: Ok((0..nodes / 10).map(|i| entry(format!("node-{i}"), json!({"node": format!("node-{i}"), "roles": ["data"], "started_at": ts}), 1)).collect()),
         positions: Ok((0..nodes)

@@ -19,7 +19,7 @@ use chrono::{DateTime, Utc};
 use crate::broker::kv::{CasError, KvEntry};
 use crate::broker::lease::{FencePermit, Lease, Renewal};
 use crate::broker::Broker;
-use crate::rows::{DutyRow, Instant, OpId, DUTY_KEY};
+use crate::rows::{DutyRow, OpId, Timestamp, DUTY_KEY};
 
 /// What this sidecar knows about the duty after a tick's attempt.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -30,7 +30,7 @@ pub enum DutyStatus {
     Other {
         holder: String,
         session: String,
-        claimed_at: Instant,
+        claimed_at: Timestamp,
     },
     /// Nobody holds it and we may not claim it (`node.duty: false`).
     Free,
@@ -46,7 +46,7 @@ pub struct Duty {
     /// Minted per process: a restarted sidecar never resumes a lease it
     /// held before, it waits for it to expire like anyone else.
     session: String,
-    claimed_at: Instant,
+    claimed_at: Timestamp,
     /// The revision we last wrote, while we hold the lease.
     revision: Option<u64>,
     /// The last renewal's answer was lost and could not be settled: the
@@ -67,7 +67,7 @@ pub struct Duty {
     /// When this process started taking part, and the sessions it had
     /// before its current one: a floors row published since under this
     /// node id by none of them was published by another sidecar.
-    started: Instant,
+    started: Timestamp,
     earlier: Vec<String>,
 }
 
@@ -87,14 +87,14 @@ impl Duty {
             bucket: bucket.to_string(),
             holder: holder.to_string(),
             session: OpId::mint(now).to_string(),
-            claimed_at: Instant(now),
+            claimed_at: Timestamp(now),
             revision: None,
             unsettled: None,
             may_claim,
             ttl,
             margin,
             bucket_max_age: None,
-            started: Instant(now),
+            started: Timestamp(now),
             earlier: Vec::new(),
         }
     }
@@ -107,7 +107,7 @@ impl Duty {
     }
 
     /// When this process started taking part in the duty.
-    pub fn started(&self) -> Instant {
+    pub fn started(&self) -> Timestamp {
         self.started
     }
 
@@ -154,7 +154,7 @@ impl Duty {
         self.bucket_max_age
     }
 
-    pub fn claimed_at(&self) -> Instant {
+    pub fn claimed_at(&self) -> Timestamp {
         self.claimed_at
     }
 
@@ -224,7 +224,7 @@ impl Duty {
             }
         }
         if self.may_claim {
-            self.claimed_at = Instant(Utc::now());
+            self.claimed_at = Timestamp(Utc::now());
             let row = self.lease(window).row(OpId::mint(Utc::now()).as_str(), now);
             match broker.kv_create(&self.bucket, DUTY_KEY, row).await {
                 Ok(rev) => {

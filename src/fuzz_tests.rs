@@ -115,7 +115,7 @@ proptest! {
         if let Err(e) = OpId::parse(&s, chrono::Utc::now()) {
             prop_assert!(!e.is_empty());
         }
-        if let Err(e) = Instant::parse(&s) {
+        if let Err(e) = Timestamp::parse(&s) {
             prop_assert!(!e.is_empty());
         }
     }
@@ -128,10 +128,10 @@ proptest! {
             ("Crewlet-Node".to_string(), node),
             ("Crewlet-Op-Id".to_string(), op.to_string()),
         ].into();
-        let rec = LogRecord { seq: 7, landed_at: Instant(chrono::Utc::now()), headers, body: b };
+        let rec = LogRecord { seq: 7, landed_at: Timestamp(chrono::Utc::now()), headers, body: b };
         let out = gate::absorb(
             "S",
-            crate::rows::Incarnation { stream_created: Instant(chrono::Utc::now()), generation: 0 },
+            crate::rows::Incarnation { stream_created: Timestamp(chrono::Utc::now()), generation: 0 },
             &View::default(),
             None,
             &[rec],

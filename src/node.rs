@@ -27,8 +27,8 @@ use chrono::Utc;
 use crate::broker::{Broker, ConnectError};
 use crate::config::{Buckets, NatsConfig};
 use crate::rows::{
-    check_node_id, Artefact, BackupManifest, Instant, PositionRow, PositionStatus, PresenceRow,
-    SkipReason, SnapshotRow,
+    check_node_id, Artefact, BackupManifest, PositionRow, PositionStatus, PresenceRow, SkipReason,
+    SnapshotRow, Timestamp,
 };
 
 /// Why a row was not written.
@@ -55,7 +55,7 @@ pub struct Node {
     broker: Broker,
     buckets: Buckets,
     id: String,
-    started_at: Instant,
+    started_at: Timestamp,
 }
 
 impl Node {
@@ -79,7 +79,7 @@ impl Node {
             broker,
             buckets,
             id: id.to_string(),
-            started_at: Instant(Utc::now()),
+            started_at: Timestamp(Utc::now()),
         })
     }
 
@@ -117,7 +117,7 @@ impl Node {
     /// The `created` instant of the log's current incarnation, which a
     /// position report carries: read it when the node starts consuming the
     /// log (and again after the log is recreated), not per report.
-    pub async fn stream_created(&self, stream: &str) -> Result<Instant, NodeError> {
+    pub async fn stream_created(&self, stream: &str) -> Result<Timestamp, NodeError> {
         self.broker
             .stream_state(stream)
             .await
@@ -134,7 +134,7 @@ impl Node {
         stream: &str,
         seq: u64,
         generation: u64,
-        stream_created: Instant,
+        stream_created: Timestamp,
     ) -> Result<(), NodeError> {
         self.position(stream, seq, generation, stream_created, PositionStatus::Ok)
             .await
@@ -148,7 +148,7 @@ impl Node {
         stream: &str,
         seq: u64,
         generation: u64,
-        stream_created: Instant,
+        stream_created: Timestamp,
     ) -> Result<(), NodeError> {
         self.position(
             stream,
@@ -165,7 +165,7 @@ impl Node {
         stream: &str,
         seq: u64,
         generation: u64,
-        stream_created: Instant,
+        stream_created: Timestamp,
         status: PositionStatus,
     ) -> Result<(), NodeError> {
         let row = PositionRow {
@@ -174,7 +174,7 @@ impl Node {
             seq,
             generation,
             stream_created,
-            updated_at: Instant(Utc::now()),
+            updated_at: Timestamp(Utc::now()),
             status,
         };
         let key = PositionRow::key(stream, &self.id);
@@ -194,7 +194,7 @@ impl Node {
     ) -> Result<(), NodeError> {
         let row = SnapshotRow {
             node: self.id.clone(),
-            updated_at: Instant(Utc::now()),
+            updated_at: Timestamp(Utc::now()),
             skip_reason: skip,
             artefacts,
         };

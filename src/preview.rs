@@ -23,7 +23,7 @@ use crate::exit::{Class, Outcome};
 use crate::floor::{self, Answer, DomainRead, ParsedRows, TermName};
 use crate::gate::{Presence, Refusal};
 use crate::gesture::evict;
-use crate::rows::{AckRow, GateRow, GateSign, GateState, Instant};
+use crate::rows::{AckRow, GateRow, GateSign, GateState, Timestamp};
 
 /// The gestures to preview, any combination.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -285,7 +285,7 @@ fn evict(
                 state: GateState::Evicted,
                 op_id: "preview".into(),
                 seq,
-                landed_at: Instant(landed),
+                landed_at: Timestamp(landed),
                 by: "preview".into(),
                 force,
                 reason: String::new(),
@@ -399,7 +399,7 @@ fn acknowledge(
             })?;
             crate::gesture::ack::Facts::Operator {
                 last_seq: state.last_seq,
-                now: Instant(now),
+                now: Timestamp(now),
                 current: rows
                     .backups
                     .as_ref()
@@ -418,7 +418,7 @@ fn acknowledge(
                 stream: stream.to_string(),
                 position: seq,
                 by: "preview".into(),
-                at: Instant(now),
+                at: Timestamp(now),
             }),
         );
     }

@@ -245,12 +245,12 @@ pub fn blocked_reason(a: &Answer, term: TermName, now: DateTime<Utc>) -> String 
 /// them), the duty holder, and the alarms.
 #[derive(Debug, Clone)]
 pub struct Status {
-    pub at: crate::rows::Instant,
+    pub at: crate::rows::Timestamp,
     /// The node id of the sidecar config that produced this view.
     pub node: String,
     pub duty_holder: Option<String>,
     /// When the holder claimed the duty (its lease's `claimed_at`).
-    pub duty_claimed_at: Option<crate::rows::Instant>,
+    pub duty_claimed_at: Option<crate::rows::Timestamp>,
     /// The server read (redacted) and where its URL came from (a flag, a
     /// variable, a nats context, the file, the default).
     pub server: Option<(String, String)>,
@@ -705,7 +705,7 @@ mod tests {
     #[test]
     fn the_answer_written_straight_is_the_value_printed() {
         let mut answer = crate::floor::tests::World::new().answer();
-        let at = crate::rows::Instant(crate::floor::tests::now());
+        let at = crate::rows::Timestamp(crate::floor::tests::now());
         let states = [
             NodeState::Counted,
             NodeState::Evicting,
@@ -723,7 +723,7 @@ mod tests {
                 left_gen: (i % 5 == 0).then_some(i + 1),
                 state: states[i as usize % states.len()],
                 updated_at: (i % 3 != 1).then(|| {
-                    crate::rows::Instant(at.0 + chrono::Duration::nanoseconds(i as i64 * 1_250))
+                    crate::rows::Timestamp(at.0 + chrono::Duration::nanoseconds(i as i64 * 1_250))
                 }),
                 carried_from: (i % 6 == 5).then_some(at),
             })

@@ -160,12 +160,14 @@ pub fn subject_matches(filter: &str, subject: &str) -> bool {
     }
 }
 
-/// An RFC 3339 instant in UTC, as every row carries it. Parsing refuses an
-/// offset other than zero so that no row's meaning depends on a timezone.
+/// An RFC 3339 instant in UTC, as every row carries it (a broker's or a
+/// node's clock reading, never a monotonic one: named apart from
+/// `std::time::Instant`, which it is not). Parsing refuses an offset other
+/// than zero so that no row's meaning depends on a timezone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct Instant(pub DateTime<Utc>);
+pub struct Timestamp(pub DateTime<Utc>);
 
-impl Instant {
+impl Timestamp {
     pub fn parse(text: &str) -> Result<Self, String> {
         let parsed = DateTime::parse_from_rfc3339(text)
             .map_err(|e| format!("{text:?} is not an RFC 3339 timestamp ({e})"))?;
@@ -174,7 +176,7 @@ impl Instant {
                 "{text:?} is not in UTC; timestamps are RFC 3339 with 'Z'"
             ));
         }
-        Ok(Instant(parsed.with_timezone(&Utc)))
+        Ok(Timestamp(parsed.with_timezone(&Utc)))
     }
 
     /// Nanosecond RFC 3339 with trailing zeros trimmed (Go's RFC3339Nano),
@@ -224,7 +226,7 @@ impl Instant {
     }
 }
 
-/// [`Instant::to_rfc3339`] by chrono's `format`: the way for the
+/// [`Timestamp::to_rfc3339`] by chrono's `format`: the way for the
 /// instants it does not write itself, and what the tests hold it to.
 fn by_chrono(t: &DateTime<Utc>) -> String {
     use chrono::Timelike;
@@ -235,32 +237,32 @@ fn by_chrono(t: &DateTime<Utc>) -> String {
     }
 }
 
-impl fmt::Display for Instant {
+impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.to_rfc3339())
     }
 }
 
-impl Serialize for Instant {
+impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(&self.to_rfc3339())
     }
 }
 
-impl<'de> Deserialize<'de> for Instant {
+impl<'de> Deserialize<'de> for Timestamp {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         // Parsed from the text where it lies: a tick parses two of these
         // per positions row, and a String each was an allocation each.
         struct Text;
         impl serde::de::Visitor<'_> for Text {
-            type Value = Instant;
+            type Value = Timestamp;
             fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
                 // As a String's: the operator's words for a wrong type
                 // (crate::human) are keyed on it.
                 f.write_str("a string")
             }
-            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Instant, E> {
-                Instant::parse(v).map_err(E::custom)
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Timestamp, E> {
+                Timestamp::parse(v).map_err(E::custom)
             }
         }
         d.deserialize_str(Text)
@@ -356,7 +358,7 @@ pub struct PresenceRow {
     pub roles: Vec<String>,
     #[serde(default)]
     pub version: String,
-    pub started_at: Instant,
+    pub started_at: Timestamp,
 }
 
 impl PresenceRow {
@@ -435,8 +437,8 @@ pub struct PositionRow {
     pub seq: u64,
     /// With `stream_created`, names the number space `seq` belongs to.
     pub generation: u64,
-    pub stream_created: Instant,
-    pub updated_at: Instant,
+    pub stream_created: Timestamp,
+    pub updated_at: Timestamp,
     pub status: PositionStatus,
 }
 
@@ -497,7 +499,7 @@ mod wire {
 
     use serde::Deserialize;
 
-    use super::{Instant, PositionStatus};
+    use super::{PositionStatus, Timestamp};
 
     /// The fields of [`super::PositionRow`], in its order, its strings
     /// borrowed where they are not escaped. Named as the row is: serde's
@@ -511,8 +513,8 @@ mod wire {
         pub stream: Cow<'a, str>,
         pub seq: u64,
         pub generation: u64,
-        pub stream_created: Instant,
-        pub updated_at: Instant,
+        pub stream_created: Timestamp,
+        pub updated_at: Timestamp,
         pub status: PositionStatus,
     }
 }
@@ -525,8 +527,8 @@ mod wire {
 pub struct Position {
     pub seq: u64,
     pub generation: u64,
-    pub stream_created: Instant,
-    pub updated_at: Instant,
+    pub stream_created: Timestamp,
+    pub updated_at: Timestamp,
     pub status: PositionStatus,
 }
 
@@ -578,7 +580,7 @@ pub struct HoldRow {
     #[serde(default)]
     pub reason: String,
     /// Required: a hold that never expires is a leak, not a pin.
-    pub expires_at: Instant,
+    pub expires_at: Timestamp,
 }
 
 /// The parts of a holds key.
@@ -622,10 +624,10 @@ impl HoldRow {
 pub struct BackupManifest {
     pub id: String,
     pub node: String,
-    pub taken_at: Instant,
+    pub taken_at: Timestamp,
     /// Absent: the backup never finished, and the manifest is debris.
     #[serde(default)]
-    pub completed_at: Option<Instant>,
+    pub completed_at: Option<Timestamp>,
     #[serde(default)]
     pub verified: bool,
     #[serde(default)]
@@ -668,7 +670,7 @@ pub struct AckRow {
     pub stream: String,
     pub position: u64,
     pub by: String,
-    pub at: Instant,
+    pub at: Timestamp,
 }
 
 impl AckRow {
@@ -726,7 +728,7 @@ impl<'de> Deserialize<'de> for SkipReason {
 pub struct Artefact {
     pub position: u64,
     pub generation: u64,
-    pub taken_at: Instant,
+    pub taken_at: Timestamp,
     pub verified: bool,
 }
 
@@ -734,7 +736,7 @@ pub struct Artefact {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SnapshotRow {
     pub node: String,
-    pub updated_at: Instant,
+    pub updated_at: Timestamp,
     pub skip_reason: SkipReason,
     #[serde(default)]
     pub artefacts: BTreeMap<String, Artefact>,
@@ -754,10 +756,10 @@ impl SnapshotRow {
 pub struct DutyRow {
     pub holder: String,
     pub session: String,
-    pub claimed_at: Instant,
+    pub claimed_at: Timestamp,
     /// The broker time of the write (absent in rows of older versions).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub renewed_at: Option<Instant>,
+    pub renewed_at: Option<Timestamp>,
     /// A fresh id per write, so that a re-read after a lost answer tells
     /// whether this write is the one there (docs/trim-floor.md, Fencing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -793,7 +795,7 @@ pub struct GateRow {
     /// The gate record's own sequence on the log.
     pub seq: u64,
     /// The gate record's broker timestamp: the fence window runs from here.
-    pub landed_at: Instant,
+    pub landed_at: Timestamp,
     pub by: String,
     #[serde(default)]
     pub force: bool,
@@ -803,7 +805,7 @@ pub struct GateRow {
     /// gates view and the purge). A row of another incarnation, or one
     /// written before rows carried it, never applies.
     #[serde(default)]
-    pub stream_created: Option<Instant>,
+    pub stream_created: Option<Timestamp>,
     #[serde(default)]
     pub generation: Option<u64>,
 }
@@ -813,7 +815,7 @@ pub struct GateRow {
 /// incarnation, and nothing read from the old one applies to it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Incarnation {
-    pub stream_created: Instant,
+    pub stream_created: Timestamp,
     pub generation: u64,
 }
 
@@ -835,7 +837,7 @@ pub trait Stamped {
 
 /// The incarnation a row's `stream_created` and `generation` name, when
 /// both are there.
-pub fn stamped(stream_created: Option<Instant>, generation: Option<u64>) -> Option<Incarnation> {
+pub fn stamped(stream_created: Option<Timestamp>, generation: Option<u64>) -> Option<Incarnation> {
     Some(Incarnation {
         stream_created: stream_created?,
         generation: generation?,
@@ -910,7 +912,7 @@ pub struct GateRecordBody {
     pub node: String,
     pub op_id: String,
     pub by: String,
-    pub at: Instant,
+    pub at: Timestamp,
     #[serde(default)]
     pub force: bool,
     #[serde(default)]
@@ -1019,14 +1021,14 @@ pub const REQUESTED_PREFIX: &str = "_requested.";
 pub struct Requested {
     pub seq: u64,
     pub by: String,
-    pub at: Instant,
+    pub at: Timestamp,
     #[serde(default)]
     pub reason: String,
     /// The incarnation the watermark was made in (the stream's `created`
     /// and the domain's generation): it means nothing in another. A row
     /// without them (older versions) belongs to none.
     #[serde(default)]
-    pub stream_created: Option<Instant>,
+    pub stream_created: Option<Timestamp>,
     #[serde(default)]
     pub generation: Option<u64>,
 }
@@ -1064,7 +1066,7 @@ mod tests {
             ],
         ) {
             let t = chrono::DateTime::from_timestamp(secs, nanos).expect("in range");
-            proptest::prop_assert_eq!(super::Instant(t).to_rfc3339(), by_chrono(&t));
+            proptest::prop_assert_eq!(super::Timestamp(t).to_rfc3339(), by_chrono(&t));
         }
     }
 
@@ -1089,7 +1091,7 @@ mod tests {
                 .single()
                 .expect("a date"),
         ] {
-            assert_eq!(super::Instant(t).to_rfc3339(), by_chrono(&t), "{t:?}");
+            assert_eq!(super::Timestamp(t).to_rfc3339(), by_chrono(&t), "{t:?}");
         }
     }
 
@@ -1117,7 +1119,7 @@ mod tests {
     use super::*;
 
     fn now() -> DateTime<Utc> {
-        Instant::parse("2026-11-30T01:00:00Z")
+        Timestamp::parse("2026-11-30T01:00:00Z")
             .map(|i| i.0)
             .expect("fixed instant")
     }
@@ -1187,15 +1189,15 @@ mod tests {
 
     #[test]
     fn instants_round_trip_nanoseconds() {
-        let i = Instant::parse("2026-11-30T01:02:03.418226517Z").expect("valid");
+        let i = Timestamp::parse("2026-11-30T01:02:03.418226517Z").expect("valid");
         assert_eq!(i.to_rfc3339(), "2026-11-30T01:02:03.418226517Z");
-        let trimmed = Instant::parse("2026-11-30T01:02:03.3271603Z").expect("valid");
+        let trimmed = Timestamp::parse("2026-11-30T01:02:03.3271603Z").expect("valid");
         assert_eq!(trimmed.to_rfc3339(), "2026-11-30T01:02:03.3271603Z");
-        let whole = Instant::parse("2026-11-30T01:02:03Z").expect("valid");
+        let whole = Timestamp::parse("2026-11-30T01:02:03Z").expect("valid");
         assert_eq!(whole.to_rfc3339(), "2026-11-30T01:02:03Z");
-        assert!(Instant::parse("2026-11-30T01:02:03+02:00").is_err());
-        assert!(Instant::parse("yesterday").is_err());
-        assert!(Instant::parse("2026-11-30T01:02:03+00:00").is_ok());
+        assert!(Timestamp::parse("2026-11-30T01:02:03+02:00").is_err());
+        assert!(Timestamp::parse("yesterday").is_err());
+        assert!(Timestamp::parse("2026-11-30T01:02:03+00:00").is_ok());
     }
 
     const POS: &str = r#"{"node": "node-3", "stream": "CREWLET_TRACKER_LOG", "seq": 918100123,

@@ -108,7 +108,7 @@ impl TickReport {
             _ => (None, None),
         };
         crate::report::Status {
-            at: crate::rows::Instant(Utc::now()),
+            at: crate::rows::Timestamp(Utc::now()),
             node: sidecar.config.node.id.clone(),
             duty_holder,
             duty_claimed_at,
@@ -527,7 +527,7 @@ impl Sidecar {
         let failing_since = *self.failing_since.get_or_insert(now);
         let outage = self.broker.outage().or_else(|| {
             read_nothing(&duty, &domains).then(|| Outage {
-                since: crate::rows::Instant(failing_since),
+                since: crate::rows::Timestamp(failing_since),
                 servers: self.broker.url.clone(),
                 refused: None,
             })
@@ -723,7 +723,7 @@ impl Sidecar {
                 listing.sort_by(|a, b| a.name.cmp(&b.name));
             }
             found.fold = Some(crate::archive::state::FoldOutcome {
-                at: crate::rows::Instant(crate::clock::broker_now(self.offset, Utc::now())),
+                at: crate::rows::Timestamp(crate::clock::broker_now(self.offset, Utc::now())),
                 segments: written.len(),
                 error,
             });
@@ -960,7 +960,7 @@ impl Sidecar {
         let bucket = &self.config.buckets.holds;
         let ttl = chrono::Duration::from_std(self.config.retention.tick.0 * 10)
             .unwrap_or(chrono::Duration::zero());
-        let until = crate::rows::Instant(crate::clock::broker_now(self.offset, Utc::now()) + ttl);
+        let until = crate::rows::Timestamp(crate::clock::broker_now(self.offset, Utc::now()) + ttl);
         for d in domains {
             for id in floor::unabsorbed_join_holds(&d.answer, rows) {
                 let key = format!("{}.{id}", d.answer.stream);

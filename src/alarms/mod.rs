@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::config::{BackupPolicy, Config, Dur};
 use crate::floor::{Answer, Cause, GateFault, NodeState, NotReady, Outage, TermName, TermState};
 use crate::human;
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 use crate::stream_check::bypass_remedy;
 
 /// Defines [`AlarmName`] and its list from one table, so that the list
@@ -140,7 +140,10 @@ pub fn broker_refused(refusal: &str, credentials: &str) -> Alarm {
 /// What is known about the duty lease.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DutyView {
-    Held { holder: String, claimed_at: Instant },
+    Held {
+        holder: String,
+        claimed_at: Timestamp,
+    },
     Unheld,
     Unreadable(String),
 }
@@ -182,7 +185,7 @@ pub struct AlarmPolicy {
     /// The duty sessions this sidecar has had and when it started (a
     /// running sidecar; `None` for `status`): a floors row published since
     /// by another session under this node id means two sidecars share it.
-    pub session: Option<(Vec<String>, Instant)>,
+    pub session: Option<(Vec<String>, Timestamp)>,
 }
 
 impl AlarmPolicy {
@@ -210,7 +213,7 @@ impl AlarmPolicy {
     }
 }
 
-fn since(now: DateTime<Utc>, then: Instant) -> Duration {
+fn since(now: DateTime<Utc>, then: Timestamp) -> Duration {
     now.signed_duration_since(then.0)
         .to_std()
         .unwrap_or_default()

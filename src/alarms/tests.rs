@@ -34,7 +34,7 @@ fn policy() -> AlarmPolicy {
 fn held() -> DutyView {
     DutyView::Held {
         holder: "node-1".into(),
-        claimed_at: Instant(now() - chrono::Duration::hours(1)),
+        claimed_at: Timestamp(now() - chrono::Duration::hours(1)),
     }
 }
 
@@ -381,7 +381,7 @@ fn an_outage_is_one_alarm_and_no_row_remedy() {
     // Rows that, read, would raise alarms naming reanchor and evict.
     w.floors = Some(vec![(S.into(), "not json".into())]);
     let outage = Outage {
-        since: Instant(now() - chrono::Duration::seconds(90)),
+        since: Timestamp(now() - chrono::Duration::seconds(90)),
         servers: "nats://a:4222,nats://b:4222".into(),
         refused: None,
     };
@@ -502,7 +502,7 @@ fn replica_behind_names_the_consumer_and_how_far_short() {
                     num_ack_pending: 5,
                     num_pending: 10,
                 },
-                last_active: Some(Instant(now() + chrono::Duration::seconds(last_active))),
+                last_active: Some(Timestamp(now() + chrono::Duration::seconds(last_active))),
                 feeds: None,
             }],
             ignored: vec![],
@@ -545,7 +545,7 @@ fn config_drift_names_the_fields_and_a_shared_node_id() {
     a.published_by = Some(crate::floor::PublishedBy {
         by: "node-2".into(),
         session: "s9".into(),
-        at: Instant(now()),
+        at: Timestamp(now()),
         config: theirs,
     });
     let p = policy();
@@ -567,13 +567,13 @@ fn config_drift_names_the_fields_and_a_shared_node_id() {
     a.published_by = Some(crate::floor::PublishedBy {
         by: "node-1".into(),
         session: "s9".into(),
-        at: Instant(now()),
+        at: Timestamp(now()),
         config: a.config.clone(),
     });
     let mut p = policy();
     p.session = Some((
         vec!["s1".into()],
-        Instant(now() - chrono::Duration::minutes(5)),
+        Timestamp(now() - chrono::Duration::minutes(5)),
     ));
     let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
     assert!(
@@ -590,7 +590,7 @@ fn config_drift_names_the_fields_and_a_shared_node_id() {
         ),
         (vec!["s1".to_string()], now() + chrono::Duration::minutes(5)),
     ] {
-        p.session = Some((sessions, Instant(started)));
+        p.session = Some((sessions, Timestamp(started)));
         let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
         assert!(
             !alarms.iter().any(|x| x.alarm == "config_drift"),
@@ -611,7 +611,7 @@ fn remedies_match_their_causes() {
     let mut p = policy();
     p.held_alarm_after = Duration::ZERO;
     let mut a = a;
-    a.held_since = Some(Instant(now() - chrono::Duration::hours(1)));
+    a.held_since = Some(Timestamp(now() - chrono::Duration::hours(1)));
     let alarms = evaluate(std::slice::from_ref(&a), &held(), None, &p, now(), None);
     let held_alarm = alarms
         .iter()

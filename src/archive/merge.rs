@@ -8,7 +8,7 @@ use super::fold::{self, Store, Target};
 use super::segment::Record;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 
 /// The most records one read returns.
 pub const MAX_LIMIT: usize = 10_000;
@@ -65,7 +65,7 @@ pub async fn target_of(
     broker: &Broker,
     config: &Config,
     domain: &Domain,
-    live_created: Instant,
+    live_created: Timestamp,
 ) -> Result<Target, MergeError> {
     let row = broker
         .kv_entry(&config.buckets.floors, &domain.stream)
@@ -262,7 +262,7 @@ pub fn record_json(r: &Record, archived: bool) -> serde_json::Value {
 
 /// A record's broker time, RFC 3339 with nanoseconds.
 pub fn time_of(r: &Record) -> String {
-    Instant(chrono::DateTime::from_timestamp_nanos(r.time_ns)).to_rfc3339()
+    Timestamp(chrono::DateTime::from_timestamp_nanos(r.time_ns)).to_rfc3339()
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 
 /// Where segments go (the reads and writes are in `archive::fold`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,7 +70,7 @@ pub struct ListError {
 /// This tick's fold, as the holder ran it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FoldOutcome {
-    pub at: Instant,
+    pub at: Timestamp,
     /// Segments written (or found already there) this tick.
     pub segments: usize,
     /// Why it stopped: the segment it was on (when one), and the reason.
@@ -105,14 +105,14 @@ pub struct ArchiveState {
     pub first_archived: Option<u64>,
     pub segments: u64,
     pub bytes: u64,
-    pub last_fold_at: Option<Instant>,
+    pub last_fold_at: Option<Timestamp>,
     /// Why the fold cannot go on (the `archive_failing` alarm), or why
     /// the archive is unreadable; null when sound.
     pub error: Option<String>,
     #[serde(default)]
     pub failing_segment: Option<String>,
     #[serde(default)]
-    pub failing_since: Option<Instant>,
+    pub failing_since: Option<Timestamp>,
     /// The archive cannot be read: `archive_floor` is `unreadable`.
     #[serde(default)]
     pub unreadable: bool,
@@ -168,7 +168,7 @@ pub fn assess(
     read: &ArchiveRead,
     published: Option<&ArchiveState>,
     log_first_seq: u64,
-    now: Instant,
+    now: Timestamp,
 ) -> ArchiveState {
     let mut state = assess_listing(read, published, log_first_seq, now);
     // An archive that cannot be read keeps what was published of it, the
@@ -188,7 +188,7 @@ fn assess_listing(
     read: &ArchiveRead,
     published: Option<&ArchiveState>,
     log_first_seq: u64,
-    now: Instant,
+    now: Timestamp,
 ) -> ArchiveState {
     let published = published.filter(|p| p.store == read.store);
     let mut state = ArchiveState {
@@ -350,8 +350,8 @@ mod tests {
         }
     }
 
-    fn now() -> Instant {
-        Instant::parse("2026-12-01T00:00:00Z").expect("instant")
+    fn now() -> Timestamp {
+        Timestamp::parse("2026-12-01T00:00:00Z").expect("instant")
     }
 
     fn read(listing: Vec<Listed>, verified: &[(u64, u64, bool)]) -> ArchiveRead {
@@ -532,7 +532,7 @@ mod tests {
     fn a_fold_error_is_kept_by_readers_that_do_not_fold_until_the_frontier_moves() {
         let mut p = published(Some(1), 10);
         p.error = Some("store full".into());
-        p.failing_since = Some(Instant::parse("2026-11-30T00:00:00Z").expect("i"));
+        p.failing_since = Some(Timestamp::parse("2026-11-30T00:00:00Z").expect("i"));
         let s = assess(&read(vec![seg(1, 10)], &[]), Some(&p), 1, now());
         assert_eq!(s.error.as_deref(), Some("store full"));
         assert_eq!(

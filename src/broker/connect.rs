@@ -373,7 +373,7 @@ impl Broker {
             return None;
         }
         Some(crate::floor::Outage {
-            since: crate::rows::Instant(self.link.down_since().unwrap_or_else(chrono::Utc::now)),
+            since: crate::rows::Timestamp(self.link.down_since().unwrap_or_else(chrono::Utc::now)),
             servers: self.url.clone(),
             refused: self.link.refused(),
         })

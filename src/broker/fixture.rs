@@ -13,7 +13,7 @@ use futures::StreamExt;
 use super::read::instant_of;
 use super::Broker;
 use crate::config::Config;
-use crate::rows::Instant as At;
+use crate::rows::Timestamp;
 
 impl Broker {
     /// Writes `rows` (key, JSON) into `bucket` with pipelined publishes.
@@ -42,7 +42,7 @@ impl Broker {
         name: &str,
         max_bytes: Option<i64>,
         replicas: usize,
-    ) -> Result<At, String> {
+    ) -> Result<Timestamp, String> {
         let mut config = jetstream::stream::Config {
             name: name.to_string(),
             subjects: vec![format!("{name}.>")],

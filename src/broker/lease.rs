@@ -20,7 +20,7 @@ use tokio::time::Instant as Monotonic;
 
 use super::kv::CasError;
 use super::{Broker, Fault};
-use crate::rows::{DutyRow, Instant, OpId, DUTY_KEY};
+use crate::rows::{DutyRow, OpId, Timestamp, DUTY_KEY};
 
 /// Licence for one purge: granted by a renewal of the duty lease the
 /// broker took, valid until its deadline. Only `src/broker/` makes one, and
@@ -45,7 +45,7 @@ pub struct Lease<'a> {
     pub bucket: &'a str,
     pub holder: &'a str,
     pub session: &'a str,
-    pub claimed_at: Instant,
+    pub claimed_at: Timestamp,
     /// How long after a renewal is sent its permit lasts.
     pub window: Duration,
 }
@@ -76,7 +76,7 @@ impl Lease<'_> {
             holder: self.holder.to_string(),
             session: self.session.to_string(),
             claimed_at: self.claimed_at,
-            renewed_at: Some(Instant(now)),
+            renewed_at: Some(Timestamp(now)),
             renewal: Some(renewal.to_string()),
         };
         serde_json::to_vec(&row).unwrap_or_default()

@@ -16,7 +16,7 @@ use crate::clock::Reading;
 use crate::config::Buckets;
 use crate::floor::parsed::{self, Sink};
 use crate::floor::{Bucket, BucketError, Entry, FeedState, ParsedRows, Rows, StreamState};
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 
 /// The raw entries of the buckets the tick writes back to, as this
 /// module read them (and, for the gates bucket, as its absorber wrote
@@ -109,11 +109,13 @@ pub(super) fn led(stream: &str, info: &async_nats::jetstream::stream::Info) -> R
 }
 
 /// Converts the broker's `created` (nanoseconds preserved).
-pub fn instant_of(t: time::OffsetDateTime) -> Instant {
+pub fn instant_of(t: time::OffsetDateTime) -> Timestamp {
     // Seconds and nanoseconds apart, not one i128 of nanoseconds divided:
     // a watcher converts every message's time, and the 128-bit division
     // showed in a full read's profile.
-    Instant(DateTime::<Utc>::from_timestamp(t.unix_timestamp(), t.nanosecond()).unwrap_or_default())
+    Timestamp(
+        DateTime::<Utc>::from_timestamp(t.unix_timestamp(), t.nanosecond()).unwrap_or_default(),
+    )
 }
 
 /// What the account's stream listing says of the logs' copies.
@@ -151,7 +153,7 @@ impl Broker {
         name: &str,
         add: Sink<T>,
         keep_raw: bool,
-    ) -> (Bucket, Result<T, BucketError>, Option<Instant>) {
+    ) -> (Bucket, Result<T, BucketError>, Option<Timestamp>) {
         let mut last_short = String::new();
         for _ in 0..2 {
             let mut parsed = T::default();
@@ -191,7 +193,7 @@ impl Broker {
         parsed: &mut T,
         add: Sink<T>,
         keep_raw: bool,
-    ) -> Result<Result<(Vec<Entry>, Instant), String>, BucketError> {
+    ) -> Result<Result<(Vec<Entry>, Timestamp), String>, BucketError> {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
             reason,
@@ -450,7 +452,7 @@ impl Broker {
         Bucket,
         Result<std::sync::Arc<T>, BucketError>,
         bool,
-        Option<Instant>,
+        Option<Timestamp>,
     ) {
         // Boxed: seven of these run in one join, and each read is a large
         // future; on the heap they keep a tick's future small enough for a
@@ -982,7 +984,7 @@ impl Broker {
             Err { error: ApiError },
             Ok { message: Msg },
         }
-        let body = serde_json::json!({ "start_time": Instant(at).to_rfc3339() });
+        let body = serde_json::json!({ "start_time": Timestamp(at).to_rfc3339() });
         let request = self
             .js
             .request::<_, _, Reply>(format!("STREAM.MSG.GET.{stream}"), &body);

@@ -277,7 +277,7 @@ impl Broker {
         Bucket,
         Result<Arc<T>, BucketError>,
         bool,
-        Option<crate::rows::Instant>,
+        Option<crate::rows::Timestamp>,
     ) {
         let failed = |reason: String| BucketError::Failed {
             bucket: name.to_string(),
@@ -304,7 +304,7 @@ impl Broker {
                 return (Err(e.clone()), Err(e), false, None);
             }
         };
-        let created = Some(crate::rows::Instant(cut.created));
+        let created = Some(crate::rows::Timestamp(cut.created));
         if mode == Mode::Kept {
             if let Some(w) = self.kept_view(name) {
                 let answer = match self.prove(&w, &cut, true).await {

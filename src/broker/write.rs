@@ -7,7 +7,7 @@ use super::lease::FencePermit;
 use super::read::instant_of;
 use super::{Broker, Fault};
 use crate::floor::check_purge;
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 
 /// Why a publish wrote nothing.
 #[derive(Debug, thiserror::Error)]
@@ -123,7 +123,7 @@ impl Broker {
         &self,
         stream: &str,
         licensed: crate::floor::PurgeTarget,
-        created: Instant,
+        created: Timestamp,
         permit: FencePermit,
     ) -> Result<u64, PurgeError> {
         let target = licensed.seq();

@@ -292,7 +292,7 @@ pub async fn trim(cli: &Cli, args: &super::TrimArgs) -> Exit {
             n,
             "a sequence, 1 or more (past the log's tail it is clamped to the tail)"
         ))),
-        (None, Some(t)) => match crate::rows::Instant::parse(t) {
+        (None, Some(t)) => match crate::rows::Timestamp::parse(t) {
             Ok(i) => Ask::At(i.0),
             Err(e) => {
                 crate::cli::say::error(format_args!("--at: {e}"));

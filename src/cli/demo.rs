@@ -12,7 +12,7 @@ use crate::config::{self, Config};
 use crate::exit::Exit;
 use crate::node::Node;
 use crate::report;
-use crate::rows::{Artefact, BackupManifest, Instant, SkipReason};
+use crate::rows::{Artefact, BackupManifest, SkipReason, Timestamp};
 use crate::trim::{Sidecar, TickReport};
 
 /// The demo's configuration is the shipped example, so the two never drift.
@@ -209,7 +209,7 @@ impl Fleet {
             .publish_many(&subject, RECORDS_PER_TICK as usize)
             .await?;
         let state = self.broker.stream_state(&d.stream).await?;
-        let now = Instant(Utc::now());
+        let now = Timestamp(Utc::now());
         let e = |e: crate::node::NodeError| e.to_string();
         for (i, node) in self.nodes.iter().enumerate() {
             if !self.running[i] {

@@ -13,7 +13,7 @@ use super::{AckArgs, AnnounceArgs, Cli, HoldArgs, HoldsArgs, KindArg, ReleaseArg
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Exit;
-use crate::rows::{check_node_id, BackupManifest, HoldKind, HoldRow, Instant};
+use crate::rows::{check_node_id, BackupManifest, HoldKind, HoldRow, Timestamp};
 
 type Outcome = Result<Exit, Exit>;
 
@@ -307,11 +307,11 @@ pub async fn announce(cli: &Cli, args: &AnnounceArgs) -> Outcome {
             )));
         }
     }
-    let now = Instant(Utc::now());
-    let parse_time = |flag: &str, t: &Option<String>| -> Result<Instant, Exit> {
+    let now = Timestamp(Utc::now());
+    let parse_time = |flag: &str, t: &Option<String>| -> Result<Timestamp, Exit> {
         match t {
             None => Ok(now),
-            Some(t) => Instant::parse(t).map_err(|e| bad(format!("-{flag}: {e}"))),
+            Some(t) => Timestamp::parse(t).map_err(|e| bad(format!("-{flag}: {e}"))),
         }
     };
     let taken_at = parse_time("taken-at", &args.taken_at)?;

@@ -11,7 +11,7 @@ use crate::exit::Exit;
 use crate::floor::FloorState;
 use crate::preview;
 use crate::report::{self, DomainStatus, Status};
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 
 pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
@@ -44,7 +44,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         && parsed.all_failed();
     let outage = broker.outage().or_else(|| {
         nothing.then(|| crate::floor::Outage {
-            since: Instant(now),
+            since: Timestamp(now),
             servers: broker.url.clone(),
             refused: None,
         })
@@ -143,7 +143,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         _ => (None, None),
     };
     let status = Status {
-        at: Instant(now),
+        at: Timestamp(now),
         node: config.node.id.clone(),
         duty_holder,
         duty_claimed_at,

@@ -12,7 +12,7 @@ use super::parsed::ParsedRows;
 use super::{terms, DomainRead, Policy};
 use crate::archive::state::{self as archive_state, ArchiveState};
 use crate::config::Domain;
-use crate::rows::{Incarnation, Instant};
+use crate::rows::{Incarnation, Timestamp};
 use crate::stream_check::{bypasses, Bypass};
 
 /// The seven terms (`archive_floor` is `n/a` without an archive), in the
@@ -82,7 +82,7 @@ pub enum Cause {
 /// to reanchor, evict or delete a row.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Outage {
-    pub since: Instant,
+    pub since: Timestamp,
     /// The server list, redacted.
     pub servers: String,
     /// The servers answer but refuse this sidecar's credentials (the
@@ -142,7 +142,7 @@ pub struct ReplicaCopy {
     /// What it has confirmed stored, by the feed's rules.
     pub confirmed: u64,
     /// When its ack floor last moved (the broker's word).
-    pub last_active: Option<Instant>,
+    pub last_active: Option<Timestamp>,
     /// The stream that copies through it, where visible.
     pub feeds: Option<String>,
 }
@@ -160,7 +160,7 @@ pub struct Held {
     pub bytes: u64,
     /// The broker time this term first bound at or below its current value
     /// (an unreadable term counts as 0), carried in the floors row.
-    pub since: Instant,
+    pub since: Timestamp,
 }
 
 impl Term {
@@ -248,11 +248,11 @@ pub struct NodeRow {
     pub left_gen: Option<u64>,
     pub state: NodeState,
     /// When the node last reported a position (its row's `updated_at`).
-    pub updated_at: Option<Instant>,
+    pub updated_at: Option<Timestamp>,
     /// For a carried pin: the `created` time of the positions bucket its
     /// position was read from (null otherwise).
     #[serde(default)]
-    pub carried_from: Option<Instant>,
+    pub carried_from: Option<Timestamp>,
 }
 
 /// How far the gates view has read a log.
@@ -268,7 +268,7 @@ pub struct GateView {
     /// `gates_unabsorbed` alarm); null when it can.
     pub error: Option<GateFault>,
     /// When `error` was first seen (null without one).
-    pub since: Option<Instant>,
+    pub since: Option<Timestamp>,
 }
 
 /// Why a gates view cannot be read or advanced (docs/trim-floor.md, The gates view
@@ -375,12 +375,12 @@ pub struct Answer {
     pub domain: String,
     pub stream: String,
     pub generation: u64,
-    pub stream_created: Option<Instant>,
+    pub stream_created: Option<Timestamp>,
     /// When the current generation was opened: the stream's `created` for
     /// generation 0, the reanchor's instant after. A backup completed (or
     /// an acknowledgement given) before it speaks of a history this
     /// generation does not continue, and does not count.
-    pub generation_opened_at: Option<Instant>,
+    pub generation_opened_at: Option<Timestamp>,
     /// First sequence certainly still on the log; `None` before the first
     /// enabled tick of a generation.
     pub floor: Option<u64>,
@@ -391,7 +391,7 @@ pub struct Answer {
     pub would_purge: Option<WouldPurge>,
     pub terms: Vec<Term>,
     pub blocked_by: Vec<TermName>,
-    pub held_since: Option<Instant>,
+    pub held_since: Option<Timestamp>,
     pub soft_ceiling_bytes: u64,
     pub max_bytes: i64,
     pub reserve_bytes: u64,
@@ -418,7 +418,7 @@ pub struct Answer {
     pub backup_stale: bool,
     /// The stream's `created` when it differs from the generation's
     /// (`wrong_stream (recreated)`), so status can print both.
-    pub live_stream_created: Option<Instant>,
+    pub live_stream_created: Option<Timestamp>,
     /// The stream's own limits that delete records behind the trim.
     pub broker_retention_bypass: Vec<Bypass>,
     /// Warnings about the stream's settings that are not bypasses
@@ -429,7 +429,7 @@ pub struct Answer {
     /// (`replica_unprotected`). Shown by `status`, not published.
     pub unprotected_copies: Vec<String>,
     /// When the floors row this answer follows was written (null if none).
-    pub published_at: Option<Instant>,
+    pub published_at: Option<Timestamp>,
     /// For a domain with a `gate_subject`: how far the gates view has
     /// absorbed the log, and records it skipped. The purge never passes an
     /// unabsorbed gate record.
@@ -466,7 +466,7 @@ pub struct Answer {
     pub pins: PinsRecord,
     pub by: String,
     pub session: String,
-    pub at: Instant,
+    pub at: Timestamp,
 }
 
 /// PURE: a digest of what decides a purge on `domain` (the gate subject,
@@ -569,7 +569,7 @@ pub struct RequestedView {
     /// `R`: permits deleting up to `R - 1`.
     pub seq: u64,
     pub by: String,
-    pub at: Instant,
+    pub at: Timestamp,
     pub reason: String,
     /// What bounded the point it moves the trim to: a term, `requested` or
     /// `last_seq`; null when the answer concludes nothing.
@@ -625,7 +625,7 @@ impl Bound {
 pub struct PublishedBy {
     pub by: String,
     pub session: String,
-    pub at: Instant,
+    pub at: Timestamp,
     /// Its `config` fields (empty in a row of an older version).
     pub config: std::collections::BTreeMap<String, Option<String>>,
 }
@@ -635,18 +635,18 @@ pub struct PublishedBy {
 pub struct PublishedFloor {
     pub stream: String,
     pub generation: u64,
-    pub stream_created: Option<Instant>,
+    pub stream_created: Option<Timestamp>,
     #[serde(default)]
-    pub generation_opened_at: Option<Instant>,
+    pub generation_opened_at: Option<Timestamp>,
     pub floor: Option<u64>,
     pub trim_floor_state: FloorState,
     #[serde(default)]
     pub blocked_by: Vec<TermName>,
     #[serde(default)]
-    pub held_since: Option<Instant>,
+    pub held_since: Option<Timestamp>,
     #[serde(default)]
     pub dry_run: bool,
-    pub at: Instant,
+    pub at: Timestamp,
     #[serde(default)]
     pub session: String,
     #[serde(default)]
@@ -689,7 +689,7 @@ pub struct PublishedTerm {
     #[serde(default)]
     pub seq: Option<u64>,
     #[serde(default)]
-    pub pinned_since: Option<Instant>,
+    pub pinned_since: Option<Timestamp>,
 }
 
 /// The part of a published gates view the next reader needs.
@@ -700,7 +700,7 @@ pub struct PublishedGateView {
     #[serde(default)]
     pub error: Option<GateFault>,
     #[serde(default)]
-    pub since: Option<Instant>,
+    pub since: Option<Timestamp>,
 }
 
 /// `None` for a value that does not have `T`'s shape, instead of failing
@@ -739,7 +739,7 @@ pub fn compute(
     now: DateTime<Utc>,
 ) -> Answer {
     let stream = domain.stream.as_str();
-    let at = Instant(now);
+    let at = Timestamp(now);
     let previous = rows.published(stream);
     let published = previous.as_ref().ok().and_then(|p| p.as_ref());
     let line = lineage(rows, read, &previous);
@@ -954,12 +954,12 @@ pub fn compute(
 #[derive(Debug, Clone)]
 struct Lineage {
     generation: u64,
-    gen_created: Option<Instant>,
-    live_created: Option<Instant>,
-    generation_opened_at: Option<Instant>,
+    gen_created: Option<Timestamp>,
+    live_created: Option<Timestamp>,
+    generation_opened_at: Option<Timestamp>,
     prev_floor: Option<u64>,
     prev_state: FloorState,
-    prev_held: Option<Instant>,
+    prev_held: Option<Timestamp>,
     recreated: bool,
     not_ready: Option<NotReady>,
 }
@@ -1160,7 +1160,7 @@ fn seven_terms(
     set: &super::counted::CountedSet,
     published: Option<&(PublishedFloor, u64)>,
     extra_holds: &[terms::ExtraHold],
-    at: Instant,
+    at: Timestamp,
     now: DateTime<Utc>,
 ) -> (Vec<Term>, Option<std::time::Duration>, Option<ArchiveState>) {
     let stream = domain.stream.as_str();
@@ -1243,7 +1243,7 @@ fn requested_view(
     trim_to: &mut u64,
     concludes: bool,
     last_seq: u64,
-    at: Instant,
+    at: Timestamp,
 ) -> Option<RequestedView> {
     match rows.requested(stream) {
         Ok(None) => None,
@@ -1318,7 +1318,7 @@ struct Costs<'a> {
     state: Option<&'a super::StreamState>,
     /// The terms of the floors row this answer follows.
     before: Option<&'a [PublishedTerm]>,
-    at: Instant,
+    at: Timestamp,
 }
 
 /// The seq a pin is judged at: its value, or 0 for an unreadable term (it
@@ -1455,7 +1455,7 @@ fn archive_of(
     read: &DomainRead,
     published: Option<&serde_json::Value>,
     log_first_seq: u64,
-    now: Instant,
+    now: Timestamp,
 ) -> ArchiveState {
     let unreadable = |store: String, why: String| ArchiveState {
         store,
@@ -1500,7 +1500,7 @@ fn gate_view(
     last_seq: u64,
     absorbed: Option<&Result<(), String>>,
     published: Option<&PublishedGateView>,
-    now: Instant,
+    now: Timestamp,
 ) -> GateView {
     let key = crate::gate::Cursor::key(stream);
     let mut absorbed_to = None;

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use smol_str::SmolStr;
 
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 
 /// What a floors row carries under `pins`.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -20,7 +20,7 @@ pub struct PinsRecord {
     /// The `created` time of each node-written bucket the answer read,
     /// by role (`presence`, `positions`, `holds`, `backups`, `snapshots`).
     #[serde(default)]
-    pub buckets: BTreeMap<String, Instant>,
+    pub buckets: BTreeMap<String, Timestamp>,
     /// Counted nodes with a position on this log (docs/decisions.md says
     /// why a live data node's is left out), by node id.
     #[serde(default)]
@@ -38,7 +38,7 @@ pub struct NodePin {
     pub seq: u64,
     pub generation: u64,
     /// The `created` time of the positions bucket the row was read from.
-    pub bucket_created: Instant,
+    pub bucket_created: Timestamp,
 }
 
 /// A live hold as its row said.
@@ -46,25 +46,25 @@ pub struct NodePin {
 pub struct HoldPin {
     pub seq: u64,
     pub owner: String,
-    pub expires_at: Instant,
+    pub expires_at: Timestamp,
     /// The `created` time of the holds bucket the row was read from.
-    pub bucket_created: Instant,
+    pub bucket_created: Timestamp,
 }
 
 /// The creation times of the node-written buckets as this tick read them
 /// (`None`: not read, or the bucket is missing).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct BucketsCreated {
-    pub presence: Option<Instant>,
-    pub positions: Option<Instant>,
-    pub holds: Option<Instant>,
-    pub backups: Option<Instant>,
-    pub snapshots: Option<Instant>,
+    pub presence: Option<Timestamp>,
+    pub positions: Option<Timestamp>,
+    pub holds: Option<Timestamp>,
+    pub backups: Option<Timestamp>,
+    pub snapshots: Option<Timestamp>,
 }
 
 impl BucketsCreated {
     /// By role, as the row records them.
-    pub fn by_role(&self) -> BTreeMap<String, Instant> {
+    pub fn by_role(&self) -> BTreeMap<String, Timestamp> {
         [
             ("presence", self.presence),
             ("positions", self.positions),
@@ -81,7 +81,7 @@ impl BucketsCreated {
 /// Whether a pin read from a bucket created at `from` is carried by a
 /// bucket now created at `now`: the bucket was recreated since (a pin read
 /// from the current bucket and missing from it was ended by its owner).
-pub fn carried_by(from: Instant, now: Option<Instant>) -> bool {
+pub fn carried_by(from: Timestamp, now: Option<Timestamp>) -> bool {
     now.is_some_and(|n| n != from)
 }
 
@@ -151,8 +151,8 @@ impl CarriedOver<'_> {
 mod tests {
     use super::*;
 
-    fn at(s: &str) -> Instant {
-        Instant::parse(s).expect("instant")
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse(s).expect("instant")
     }
 
     #[test]

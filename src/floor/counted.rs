@@ -14,7 +14,7 @@ use super::answer::{Cause, NodeRow, NodeState};
 use super::carried::{carried_by, PinsRecord};
 use super::parsed::{ByNode, ParsedRows};
 use super::StreamState;
-use crate::rows::{GateRow, GateState, Incarnation, Instant, PositionStatus, PresenceRow};
+use crate::rows::{GateRow, GateState, Incarnation, PositionStatus, PresenceRow, Timestamp};
 
 /// Why a counted node is assumed to hold nothing; worded only when it binds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,8 +26,8 @@ pub enum ZeroReason {
     /// the log's own, cut short) a node that passed it through a date type
     /// of lower precision.
     OtherLog {
-        named: Instant,
-        log: Option<Instant>,
+        named: Timestamp,
+        log: Option<Timestamp>,
     },
     Diverged,
     AtZero,
@@ -64,7 +64,7 @@ impl ZeroReason {
 
 /// Whether `named` is `log` with its fraction cut to fewer digits (a
 /// millisecond or microsecond date type, or whole seconds).
-fn cut_short(named: Instant, log: Instant) -> bool {
+fn cut_short(named: Timestamp, log: Timestamp) -> bool {
     use chrono::Timelike;
     let (a, b) = (named.0, log.0);
     if a == b || a.timestamp() != b.timestamp() {
@@ -110,7 +110,7 @@ pub struct CountedSet<'a> {
 #[derive(Debug, Clone, Copy)]
 pub struct Generation {
     pub number: u64,
-    pub created: Option<Instant>,
+    pub created: Option<Timestamp>,
 }
 
 static NO_PRESENCE: ByNode<PresenceRow> = BTreeMap::new();

@@ -32,7 +32,7 @@ pub use pins::{clamp_to_pins, Pins, ReadPresence};
 pub use row::FloorsRow;
 
 use crate::config::{BackupPolicy, Config};
-use crate::rows::{Incarnation, Instant};
+use crate::rows::{Incarnation, Timestamp};
 
 /// PURE: the highest generation of `stream` that the sidecar's own rows
 /// outside the floors bucket record for the live incarnation (`created`):
@@ -43,7 +43,7 @@ use crate::rows::{Incarnation, Instant};
 pub fn recorded_generation(
     rows: &ParsedRows,
     stream: &str,
-    created: Option<Instant>,
+    created: Option<Timestamp>,
 ) -> Option<u64> {
     let g = rows.gates.as_ref().ok()?;
     let created = created?;
@@ -108,7 +108,7 @@ pub struct StreamState {
     /// -1 when unset.
     pub max_bytes: i64,
     /// The stream's incarnation (generations are keyed to it).
-    pub created: Instant,
+    pub created: Timestamp,
     /// Its own limits, for `broker_retention_bypass`.
     pub facts: crate::stream_check::StreamFacts,
 }
@@ -132,7 +132,7 @@ pub struct ReplicaState {
     pub named: bool,
     pub state: FeedState,
     /// When its ack floor last moved, by the broker.
-    pub last_active: Option<Instant>,
+    pub last_active: Option<Timestamp>,
     /// The stream that copies through it, when this account can see it (a
     /// copy in another domain is not).
     pub feeds: Option<String>,
@@ -290,7 +290,7 @@ pub fn incarnation(rows: &ParsedRows, stream: &str, read: &DomainRead) -> Option
 pub fn incarnation_at(
     rows: &ParsedRows,
     stream: &str,
-    stream_created: Instant,
+    stream_created: Timestamp,
 ) -> Result<Incarnation, String> {
     let generation = match rows.published(stream) {
         Ok(Some((p, _))) => p.generation,
@@ -445,7 +445,7 @@ pub fn lapsed_join_holds<'r>(
 
 /// The age proof's test for one record: stamped at or after the cutoff
 /// (`now - min_age`), it is young and must stay.
-pub fn is_young(stamped: Instant, cutoff: chrono::DateTime<chrono::Utc>) -> bool {
+pub fn is_young(stamped: Timestamp, cutoff: chrono::DateTime<chrono::Utc>) -> bool {
     stamped.0 >= cutoff
 }
 

@@ -237,7 +237,7 @@ pub(crate) fn world(c: &Case) -> World {
         bytes: 1,
         messages: (c.last + 1).saturating_sub(c.first),
         max_bytes: 1 << 30,
-        created: Instant::parse(CREATED).expect("valid"),
+        created: Timestamp::parse(CREATED).expect("valid"),
         facts: Default::default(),
     });
     w.policy.snapshot_quorum = c.k;

@@ -10,7 +10,7 @@ use super::answer::{
     Answer, FloorState, GateView, NotReady, PurgeClamp, Term, TermName, WouldPurge,
 };
 use crate::archive::state::ArchiveState;
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 use crate::stream_check::Bypass;
 
 /// What the duty holder writes to the floors bucket under the stream's key.
@@ -19,8 +19,8 @@ pub struct FloorsRow<'a> {
     pub domain: &'a str,
     pub stream: &'a str,
     pub generation: u64,
-    pub stream_created: Option<Instant>,
-    pub generation_opened_at: Option<Instant>,
+    pub stream_created: Option<Timestamp>,
+    pub generation_opened_at: Option<Timestamp>,
     pub floor: Option<u64>,
     pub trim_to: u64,
     pub trim_floor_state: FloorState,
@@ -28,7 +28,7 @@ pub struct FloorsRow<'a> {
     pub would_purge: Option<WouldPurge>,
     pub terms: &'a [Term],
     pub blocked_by: &'a [TermName],
-    pub held_since: Option<Instant>,
+    pub held_since: Option<Timestamp>,
     pub soft_ceiling_bytes: u64,
     pub max_bytes: i64,
     pub reserve_bytes: u64,
@@ -41,9 +41,9 @@ pub struct FloorsRow<'a> {
     pub stream_error: Option<&'a str>,
     pub backup_age_secs: Option<u64>,
     pub backup_stale: bool,
-    pub live_stream_created: Option<Instant>,
+    pub live_stream_created: Option<Timestamp>,
     pub broker_retention_bypass: &'a [Bypass],
-    pub published_at: Option<Instant>,
+    pub published_at: Option<Timestamp>,
     pub gate_view: Option<&'a GateView>,
     pub purge_clamped_by: Option<PurgeClamp>,
     pub archive: Option<&'a ArchiveState>,
@@ -53,7 +53,7 @@ pub struct FloorsRow<'a> {
     pub pins: &'a super::carried::PinsRecord,
     pub by: &'a str,
     pub session: &'a str,
-    pub at: Instant,
+    pub at: Timestamp,
 }
 
 impl<'a> From<&'a Answer> for FloorsRow<'a> {

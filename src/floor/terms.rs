@@ -13,7 +13,7 @@ use super::parsed::{Backups, ByNode, HoldsByStream};
 use super::{BucketError, FeedState, Policy, StreamState};
 use crate::config::{BackupPolicy, Dur};
 use crate::human;
-use crate::rows::{BackupManifest, Instant, SnapshotRow};
+use crate::rows::{BackupManifest, SnapshotRow, Timestamp};
 
 fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String>) -> Term {
     Term {
@@ -154,10 +154,10 @@ pub fn backup_floor(
     stream: &str,
     backups: &Result<std::sync::Arc<Backups>, BucketError>,
     policy: &Policy,
-    created: Option<Instant>,
+    created: Option<Timestamp>,
     now: DateTime<Utc>,
 ) -> (Term, Option<Duration>) {
-    let before_stream = |t: Instant| created.is_some_and(|c| t < c);
+    let before_stream = |t: Timestamp| created.is_some_and(|c| t < c);
     let b = match backups {
         Ok(b) => b,
         Err(e) => return (bucket(TermName::BackupFloor, e), None),

@@ -13,13 +13,13 @@ pub(crate) const S: &str = "CREWLET_TRACKER_LOG";
 pub(crate) const CREATED: &str = "2026-11-02T10:00:00.418226517Z";
 
 pub(crate) fn now() -> DateTime<Utc> {
-    Instant::parse("2026-11-30T12:00:00Z")
+    Timestamp::parse("2026-11-30T12:00:00Z")
         .map(|i| i.0)
         .expect("fixed")
 }
 
 pub(crate) fn ts(offset_secs: i64) -> String {
-    Instant(now() + chrono::Duration::seconds(offset_secs)).to_rfc3339()
+    Timestamp(now() + chrono::Duration::seconds(offset_secs)).to_rfc3339()
 }
 
 /// A world: buckets as key → JSON, the stream, the feed, the age lookup.
@@ -64,7 +64,7 @@ impl World {
                 bytes: 1 << 20,
                 messages: 1000,
                 max_bytes: 1 << 30,
-                created: Instant::parse(CREATED).expect("valid"),
+                created: Timestamp::parse(CREATED).expect("valid"),
                 facts: Default::default(),
             }),
             feed: None,
@@ -492,7 +492,7 @@ fn backups_that_do_not_count() {
         "b1",
         800,
         -(now()
-            .signed_duration_since(Instant::parse(CREATED).expect("valid").0)
+            .signed_duration_since(Timestamp::parse(CREATED).expect("valid").0)
             .num_seconds()
             + 60),
         true,
@@ -1016,7 +1016,7 @@ fn held_since_starts_when_blocked_and_is_kept() {
     let mut w = World::new();
     w.node("node-2", false, Some(10));
     let a = w.answer();
-    assert_eq!(a.held_since, Some(Instant(now())));
+    assert_eq!(a.held_since, Some(Timestamp(now())));
     w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 11, "trim_floor_state": "published",
         "blocked_by": ["applied"], "held_since": ts(-3600), "at": ts(-10)}));
     assert_eq!(
@@ -1183,7 +1183,7 @@ fn a_binding_term_holds_the_records_up_to_the_trim_without_it() {
     assert_eq!(held.records, 100);
     // 1 MiB over 1 000 records: 1 048.576 bytes a record.
     assert_eq!(held.bytes, 104_858);
-    assert_eq!(held.since, Instant(now()));
+    assert_eq!(held.since, Timestamp(now()));
     // applied (900) blocks too, below the age policy's 1000, but without
     // it the backup still binds: it holds nothing on its own.
     assert!(a.blocked_by.contains(&TermName::Applied));
@@ -1250,7 +1250,7 @@ fn pinned_since_is_kept_while_the_pin_holds_at_or_above_where_it_was() {
     let since = term(&w.answer(), TermName::BackupFloor)
         .held
         .map(|h| h.since);
-    assert_eq!(since, Some(Instant(now())));
+    assert_eq!(since, Some(Timestamp(now())));
     // A row of an older version, without pinned_since: from now.
     let mut w = World::new();
     w.floor_row(json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 701, "trim_floor_state": "published",
@@ -1262,7 +1262,7 @@ fn pinned_since_is_kept_while_the_pin_holds_at_or_above_where_it_was() {
     );
     assert_eq!(
         term(&a, TermName::BackupFloor).held.map(|h| h.since),
-        Some(Instant(now()))
+        Some(Timestamp(now()))
     );
 }
 
@@ -1314,8 +1314,8 @@ fn a_lapsed_join_hold_pins_until_its_readmission_is_absorbed() {
 /// trim pass records those nodes never applied.)
 #[test]
 fn a_carried_pin_is_the_position_the_node_was_counted_at() {
-    let old = Instant::parse("2026-11-03T00:00:00Z").expect("instant");
-    let new = Instant::parse("2026-11-30T11:00:00Z").expect("instant");
+    let old = Timestamp::parse("2026-11-03T00:00:00Z").expect("instant");
+    let new = Timestamp::parse("2026-11-30T11:00:00Z").expect("instant");
     let mut w = World::new();
     w.created.positions = Some(old);
     w.created.holds = Some(old);

@@ -12,7 +12,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::human::Surface;
 use crate::rows::{
-    check_node_id, GateRecordBody, GateRow, GateSign, GateState, Incarnation, Instant, OpId, OpRow,
+    check_node_id, GateRecordBody, GateRow, GateSign, GateState, Incarnation, OpId, OpRow,
+    Timestamp,
 };
 
 /// Why a gesture was refused, with its exit code (docs/runbook.md, Exit codes).
@@ -257,7 +258,7 @@ pub fn record(
         node: g.node.to_string(),
         op_id: g.op.to_string(),
         by: g.by.to_string(),
-        at: Instant(now),
+        at: Timestamp(now),
         force: g.force,
         reason: g.reason.to_string(),
     };
@@ -275,7 +276,7 @@ pub fn record(
 pub struct LogRecord {
     pub seq: u64,
     /// The broker's timestamp: the fence window runs from here.
-    pub landed_at: Instant,
+    pub landed_at: Timestamp,
     pub headers: BTreeMap<String, String>,
     pub body: Vec<u8>,
 }
@@ -305,7 +306,7 @@ pub struct Cursor {
     /// nothing about this log: the view starts afresh from its first
     /// sequence.
     #[serde(default)]
-    pub stream_created: Option<Instant>,
+    pub stream_created: Option<Timestamp>,
     #[serde(default)]
     pub generation: Option<u64>,
 }
@@ -348,8 +349,8 @@ pub const ANCHOR_PREFIX: &str = "_anchor.";
 pub struct Anchor {
     pub stream: String,
     pub generation: u64,
-    pub stream_created: Instant,
-    pub generation_opened_at: Instant,
+    pub stream_created: Timestamp,
+    pub generation_opened_at: Timestamp,
     #[serde(default)]
     pub by: String,
 }

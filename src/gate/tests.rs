@@ -1,11 +1,11 @@
 //! Judgements, records, absorption in log order, outcomes, admission.
 
 use super::*;
-use crate::rows::Instant;
 use crate::rows::Stamped;
+use crate::rows::Timestamp;
 
 fn now() -> DateTime<Utc> {
-    Instant::parse("2026-11-30T12:00:00Z")
+    Timestamp::parse("2026-11-30T12:00:00Z")
         .map(|i| i.0)
         .expect("fixed")
 }
@@ -161,7 +161,7 @@ fn log_record(seq: u64, op: &OpId, sign: GateSign, node: &str) -> LogRecord {
     let (headers, body) = record(&g, "S", now());
     LogRecord {
         seq,
-        landed_at: Instant(now() + chrono::Duration::seconds(seq as i64)),
+        landed_at: Timestamp(now() + chrono::Duration::seconds(seq as i64)),
         headers: headers
             .into_iter()
             .map(|(k, v)| (k.to_string(), v))
@@ -208,7 +208,7 @@ fn absorption_follows_log_order() {
 /// Incarnation `generation` of the test log "S".
 fn inc(generation: u64) -> crate::rows::Incarnation {
     crate::rows::Incarnation {
-        stream_created: Instant(now() - chrono::Duration::days(1)),
+        stream_created: Timestamp(now() - chrono::Duration::days(1)),
         generation,
     }
 }
@@ -301,7 +301,7 @@ fn op_reuse_and_superseded() {
         state: GateState::Evicted,
         op_id: op.to_string(),
         seq,
-        landed_at: Instant(now()),
+        landed_at: Timestamp(now()),
         by: "x".into(),
         force: false,
         reason: String::new(),

@@ -12,7 +12,7 @@ use serde_json::{json, Value};
 use crate::broker::{Broker, Fault};
 use crate::config::{BackupPolicy, Config, Domain};
 use crate::exit::{Class, Outcome};
-use crate::rows::{AckRow, Instant};
+use crate::rows::{AckRow, Timestamp};
 
 /// Why an acknowledgement was not written.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -35,7 +35,7 @@ pub enum AckError {
         position: u64,
         current: u64,
         by: String,
-        at: Instant,
+        at: Timestamp,
     },
     /// The broker did not answer (exit 3, HTTP 503); nothing written.
     #[error("{0}; nothing written")]
@@ -93,7 +93,7 @@ pub enum Facts {
         /// The log's last sequence.
         last_seq: u64,
         /// The broker's clock, when the log was read: the row's `at`.
-        now: Instant,
+        now: Timestamp,
         /// The acknowledgement in force, if any (one that does not parse is
         /// none: it would be replaced).
         current: Option<AckRow>,
@@ -126,7 +126,7 @@ pub async fn facts(broker: &Broker, config: &Config, ask: &Ask) -> Result<Facts,
         .and_then(|e| AckRow::parse(&key, &e.value).ok());
     Ok(Facts::Operator {
         last_seq: state.last_seq,
-        now: Instant(clock.broker),
+        now: Timestamp(clock.broker),
         current,
     })
 }
@@ -232,8 +232,8 @@ pub fn text(done: &Plan) -> String {
 mod tests {
     use super::*;
 
-    fn at(s: &str) -> Instant {
-        Instant::parse(s).expect("instant")
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse(s).expect("instant")
     }
 
     fn ask(position: u64, lower: bool) -> Ask {

@@ -20,7 +20,7 @@ use crate::broker::streams::StreamRead;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::{Class, Exit, InputFault};
-use crate::rows::{Instant, OpId};
+use crate::rows::{OpId, Timestamp};
 
 /// What an operator asked for, as typed.
 #[derive(Debug, Clone, Default)]
@@ -62,7 +62,7 @@ pub struct ErasureRow {
     pub subject: String,
     pub reason: String,
     pub by: String,
-    pub at: Instant,
+    pub at: Timestamp,
     pub live_records: u64,
     pub archived_records: u64,
     pub segments_rewritten: u64,
@@ -509,7 +509,7 @@ pub fn judge(domain: &Domain, ask: &Ask, op: &OpId, facts: &Facts) -> Result<Pla
                 subject: ask.subject.clone(),
                 reason: ask.reason.as_deref().unwrap_or("").trim().to_string(),
                 by: ask.by.clone(),
-                at: Instant(facts.now),
+                at: Timestamp(facts.now),
                 live_records: 0,
                 archived_records: 0,
                 segments_rewritten: 0,
@@ -885,7 +885,7 @@ mod tests {
             subject: subject.into(),
             reason: "r".into(),
             by: "me".into(),
-            at: Instant(chrono::DateTime::<Utc>::UNIX_EPOCH),
+            at: Timestamp(chrono::DateTime::<Utc>::UNIX_EPOCH),
             live_records: 0,
             archived_records: 0,
             segments_rewritten: 0,

@@ -21,8 +21,8 @@ use crate::gate::{
 };
 use crate::gesture::hold;
 use crate::rows::{
-    GateRow, GateSign, GateState, HoldKind, HoldRow, Incarnation, Instant, OpId, OpRow,
-    PositionRow, OP_PREFIX,
+    GateRow, GateSign, GateState, HoldKind, HoldRow, Incarnation, OpId, OpRow, PositionRow,
+    Timestamp, OP_PREFIX,
 };
 
 /// What an operator asked for.
@@ -557,7 +557,7 @@ async fn place_join_holds(
             owner: by.to_string(),
             kind: HoldKind::Join,
             reason: format!("readmission of {node} (op {op})"),
-            expires_at: Instant(expires),
+            expires_at: Timestamp(expires),
         })
         .collect();
     let placements: Vec<hold::Placement> = facts
@@ -931,8 +931,8 @@ pub fn text(sign: GateSign, args: &Ask, p: &Performed) -> (String, String) {
 mod tests {
     use super::*;
 
-    fn at(s: &str) -> Instant {
-        Instant::parse(s).expect("instant")
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse(s).expect("instant")
     }
 
     fn domain(stream: &str, gated: bool) -> Domain {

@@ -18,14 +18,14 @@
 //! floors row after. A replica behind could show no lease, or an old row as
 //! new; a read that fails leaves the hold `unconfirmed`, never `held`.
 
-use std::time::{Duration, Instant as Clock};
+use std::time::{Duration, Instant};
 
 use crate::broker::kv::{CasError, LeaderReadError};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::exit::{Class, Exit};
 use crate::floor::PublishedFloor;
-use crate::rows::{HoldRow, Instant, DUTY_KEY};
+use crate::rows::{HoldRow, Timestamp, DUTY_KEY};
 
 /// The longest a hold may live: a pin nobody renews should not outlive a
 /// month of retention decisions.
@@ -133,7 +133,7 @@ pub fn judge(
         owner: ask.owner.clone(),
         kind: ask.kind,
         reason: ask.reason.clone(),
-        expires_at: Instant(expires),
+        expires_at: Timestamp(expires),
     })
 }
 
@@ -257,7 +257,7 @@ fn describe(entry: &[u8]) -> String {
 
 /// What a published floors row says to a hold: when it was written, the
 /// floor, and `min_hold` (its value; `None` when it is not one).
-type Seen = Option<(Instant, Option<u64>, Option<u64>)>;
+type Seen = Option<(Timestamp, Option<u64>, Option<u64>)>;
 
 /// The `at` and floor of the stream's published row as its leader has it
 /// (`None` when there is none yet; a row that does not parse is an error:
@@ -402,7 +402,7 @@ pub async fn confirm(
     let key = format!("{}.{}", p.stream, p.id);
     let budget = tick * 2 + Duration::from_secs(2);
     let poll = (tick / 10).clamp(Duration::from_millis(50), Duration::from_millis(500));
-    let started = Clock::now();
+    let started = Instant::now();
     while started.elapsed() < budget {
         tokio::time::sleep(poll).await;
         // A read that fails proves nothing: poll again.
@@ -537,7 +537,7 @@ mod ask_tests {
     use crate::rows::HoldKind;
 
     fn now() -> chrono::DateTime<chrono::Utc> {
-        Instant::parse("2026-11-30T12:00:00Z")
+        Timestamp::parse("2026-11-30T12:00:00Z")
             .map(|i| i.0)
             .expect("instant")
     }
@@ -582,7 +582,7 @@ mod ask_tests {
         let row = judge(&ask, 10, now()).expect("row");
         assert_eq!(
             row.expires_at,
-            Instant::parse("2026-11-30T13:00:00Z").expect("instant")
+            Timestamp::parse("2026-11-30T13:00:00Z").expect("instant")
         );
         let e = judge(&ask, 9, now()).expect_err("past the end");
         assert!(

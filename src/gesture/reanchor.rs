@@ -14,7 +14,7 @@ use crate::broker::Broker;
 use crate::config::{Config, Domain};
 use crate::exit::Class;
 use crate::floor::{FloorState, GateFault, NotReady};
-use crate::rows::Instant;
+use crate::rows::Timestamp;
 
 /// Input refused before anything is read (exit 2).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -26,7 +26,7 @@ pub struct BadInput(pub String);
 pub struct Checked {
     pub domain: Domain,
     /// `-confirm`: the live stream's `created`, repeated.
-    pub confirm: Option<Instant>,
+    pub confirm: Option<Timestamp>,
 }
 
 /// CHECK (pure): a configured stream, and `-confirm` an instant.
@@ -42,7 +42,7 @@ pub fn check(config: &Config, stream: &str, confirm: Option<&str>) -> Result<Che
             known.join(", ")
         )));
     };
-    let confirm = confirm.map(Instant::parse).transpose().map_err(|e| {
+    let confirm = confirm.map(Timestamp::parse).transpose().map_err(|e| {
         BadInput(format!("-confirm: {e}; pass the live stream's created exactly as `crewlet retention reanchor -stream {}` prints it", domain.stream))
     })?;
     Ok(Checked { domain, confirm })
@@ -51,7 +51,7 @@ pub fn check(config: &Config, stream: &str, confirm: Option<&str>) -> Result<Che
 /// The live stream, as the read saw it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Live {
-    pub created: Instant,
+    pub created: Timestamp,
     pub last_seq: u64,
     pub max_bytes: i64,
 }
@@ -171,14 +171,14 @@ pub enum Outcome {
     /// generation when it opens one. Nothing written.
     Shown {
         stream: String,
-        live_created: Instant,
+        live_created: Timestamp,
         case: String,
         opens: Option<u64>,
     },
     /// `-confirm` names another instant than the live stream's created.
     ConfirmMismatch {
-        confirm: Instant,
-        live_created: Instant,
+        confirm: Timestamp,
+        live_created: Timestamp,
     },
     /// Confirmed, but the case opens no generation.
     NothingToOpen { case: String },
@@ -186,7 +186,7 @@ pub enum Outcome {
     Opened {
         stream: String,
         generation: u64,
-        stream_created: Instant,
+        stream_created: Timestamp,
     },
     /// A write the broker did not take (`lost`: a compare-and-set lost,
     /// exit 1), or no answer (exit 3); nothing written.
@@ -218,7 +218,7 @@ impl crate::exit::Outcome for Outcome {
 }
 
 /// The command that opens the next generation on the live stream.
-fn command(stream: &str, live_created: Instant) -> String {
+fn command(stream: &str, live_created: Timestamp) -> String {
     format!("crewlet retention reanchor -stream {stream} -confirm {live_created}")
 }
 
@@ -258,7 +258,7 @@ pub async fn apply(
     by: &str,
 ) -> Outcome {
     let live = found.live;
-    let now = Instant(found.now);
+    let now = Timestamp(found.now);
     let cap = u64::try_from(live.max_bytes).unwrap_or(0);
     let reserve = if domain.gate_reserve { cap / 16 } else { 0 };
     let row = json!({
@@ -401,7 +401,7 @@ impl Plan {
 }
 
 /// The plan for `case` given `-confirm` (`None` when not passed).
-pub fn judge(case: &Case, live_created: Instant, confirm: Option<Instant>) -> Plan {
+pub fn judge(case: &Case, live_created: Timestamp, confirm: Option<Timestamp>) -> Plan {
     match (confirm, case.opens()) {
         (None, _) => Plan::Show,
         (Some(c), _) if c != live_created => Plan::ConfirmMismatch,
@@ -414,11 +414,11 @@ pub fn judge(case: &Case, live_created: Instant, confirm: Option<Instant>) -> Pl
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Facts {
     /// The live stream's `created`.
-    pub live_created: Instant,
+    pub live_created: Timestamp,
     pub last_seq: u64,
     /// The floors row: `Ok(None)` when there is none, `Err` when it does
     /// not parse (with the generation it still shows, if any).
-    pub row: Result<Option<(u64, Option<Instant>)>, Unreadable>,
+    pub row: Result<Option<(u64, Option<Timestamp>)>, Unreadable>,
     /// A counted node reports a position past the log's end.
     pub ahead: bool,
     /// The gates view's cursor is past the log's end.
@@ -445,7 +445,7 @@ pub enum Case {
     /// The stream was deleted and remade.
     Recreated {
         generation: u64,
-        floor_created: Instant,
+        floor_created: Timestamp,
     },
     /// Same `created`, positions past the log's end: restored from a copy.
     RestoredAhead { generation: u64 },
@@ -551,8 +551,8 @@ pub fn case(f: &Facts) -> Case {
 mod tests {
     use super::*;
 
-    fn at(s: &str) -> Instant {
-        Instant::parse(s).unwrap_or(Instant(chrono::DateTime::<chrono::Utc>::MIN_UTC))
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse(s).unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::MIN_UTC))
     }
 
     #[test]
@@ -643,8 +643,8 @@ mod tests {
 
     #[test]
     fn judge_table() {
-        let live = Instant::parse("2026-12-02T05:00:00Z").expect("an instant");
-        let other = Instant::parse("2026-12-01T05:00:00Z").expect("an instant");
+        let live = Timestamp::parse("2026-12-02T05:00:00Z").expect("an instant");
+        let other = Timestamp::parse("2026-12-01T05:00:00Z").expect("an instant");
         let opens = Case::Lost { highest: 4 };
         let none = Case::Current { generation: 2 };
         let rows = [

@@ -16,7 +16,7 @@ use serde::Serialize;
 use crate::broker::kv::CasError;
 use crate::broker::Broker;
 use crate::config::{Config, Domain};
-use crate::rows::{Instant, Requested};
+use crate::rows::{Requested, Timestamp};
 
 /// What is asked for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -74,7 +74,7 @@ pub enum AskError {
 fn incarnation_of(
     floors_row: Option<&[u8]>,
     stream: &str,
-    created: Instant,
+    created: Timestamp,
 ) -> Result<crate::rows::Incarnation, AskError> {
     let generation = match floors_row {
         None => 0,
@@ -119,7 +119,7 @@ async fn at_or_after(
     if span > crate::trim::AGE_PROOF_MAX_RECORDS {
         return Err(AskError::Unresolved(format!(
             "unresolved: --at {} would trim {span} records of {stream} whose stamps the broker's lookup assumes in order; at most {} are scanned to prove it; nothing written (trim in steps, or use --entry)",
-            Instant(t),
+            Timestamp(t),
             crate::trim::AGE_PROOF_MAX_RECORDS
         )));
     }
@@ -183,7 +183,7 @@ pub struct Facts {
     pub stream: String,
     pub first_seq: u64,
     pub last_seq: u64,
-    pub created: Instant,
+    pub created: Timestamp,
     /// The broker's clock when the log was read.
     pub now: DateTime<Utc>,
     /// What `--at` resolves to (read only for an instant not in the future).
@@ -262,8 +262,8 @@ pub fn judge(checked: &Checked, facts: &Facts) -> Result<Plan, AskError> {
         Ask::At(t) if t > facts.now => {
             return Err(AskError::Input(format!(
                 "{} is in the future on the broker's clock ({}); a trim keeps what was stamped at or after the instant given",
-                Instant(t),
-                Instant(facts.now)
+                Timestamp(t),
+                Timestamp(facts.now)
             )))
         }
         Ask::At(_) => match &facts.at {
@@ -283,7 +283,7 @@ pub fn judge(checked: &Checked, facts: &Facts) -> Result<Plan, AskError> {
         row: Requested {
             seq,
             by: checked.by.clone(),
-            at: Instant(facts.now),
+            at: Timestamp(facts.now),
             reason: checked.reason.clone(),
             stream_created: Some(incarnation.stream_created),
             generation: Some(incarnation.generation),
@@ -466,8 +466,8 @@ mod tests {
     use super::*;
     use crate::exit::Outcome;
 
-    fn at(s: &str) -> Instant {
-        Instant::parse(s).expect("instant")
+    fn at(s: &str) -> Timestamp {
+        Timestamp::parse(s).expect("instant")
     }
 
     fn facts(floors_row: Option<&str>, resolved: Option<Result<u64, AskError>>) -> Facts {

@@ -147,7 +147,7 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
                 .iter()
                 .map(|a| serde_json::to_value(a).unwrap_or_default())
                 .collect();
-            json!({"at": crate::rows::Instant(now), "node": config.node.id, "domains": domains})
+            json!({"at": crate::rows::Timestamp(now), "node": config.node.id, "domains": domains})
         });
     if let Some(obj) = body.as_object_mut() {
         obj.insert(

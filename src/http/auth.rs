@@ -180,7 +180,7 @@ pub(super) fn reachable(shared: &Shared) -> Result<(), ApiError> {
     let Some(outage) = shared.outage() else {
         return Ok(());
     };
-    let last = shared.last().map(|l| crate::rows::Instant(l.at));
+    let last = shared.last().map(|l| crate::rows::Timestamp(l.at));
     let shown = match last {
         Some(at) => format!("the last answer, of {at}, is not the state of the fleet"),
         None => "no answer was computed yet".to_string(),

@@ -47,7 +47,7 @@ async fn the_broker_killed_during_ticks_never_licenses_more() {
         f.floors_row()
             .await
             .and_then(|r| r["at"].as_str().map(str::to_string))
-            .and_then(|a| crewlet::rows::Instant::parse(&a).ok())
+            .and_then(|a| crewlet::rows::Timestamp::parse(&a).ok())
             .is_some_and(|at| at.0 > restarted)
     })
     .await;

@@ -469,7 +469,7 @@ async fn an_outage_is_told_as_an_outage() {
     let v = crate::http::json(&body);
     assert_eq!(v["error"], "unreachable", "{v}");
     let last = v["last_answer_at"].as_str().unwrap_or_default();
-    assert!(crewlet::rows::Instant::parse(last).is_ok(), "{v}");
+    assert!(crewlet::rows::Timestamp::parse(last).is_ok(), "{v}");
     for path in [
         "/v1/streams/tracker/tail".to_string(),
         "/v1/streams/tracker/records?from=1&limit=5".to_string(),

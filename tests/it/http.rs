@@ -425,7 +425,7 @@ async fn an_explicit_trim_passes_min_age_and_nothing_else() {
         "the 20 appended after the request are kept"
     );
     // --at: everything stamped before the instant.
-    let at = crewlet::rows::Instant(chrono::Utc::now()).to_rfc3339();
+    let at = crewlet::rows::Timestamp(chrono::Utc::now()).to_rfc3339();
     tokio::time::sleep(Duration::from_millis(50)).await;
     f.publish(5).await;
     let (run, v) = op.json(&["retention", "trim", "-stream", "tracker", "--at", &at]);
@@ -439,7 +439,7 @@ async fn an_explicit_trim_passes_min_age_and_nothing_else() {
         .get("crewlet_floors", &format!("_requested.{STREAM}"))
         .await;
     let future =
-        crewlet::rows::Instant(chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
+        crewlet::rows::Timestamp(chrono::Utc::now() + chrono::Duration::hours(1)).to_rfc3339();
     for (args, says) in [
         (vec!["--entry", "0"], "start at 1"),
         (vec!["--entry", "-5"], "-5"),

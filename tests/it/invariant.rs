@@ -570,7 +570,7 @@ async fn time_rules_run_on_the_brokers_clock() {
         "{run:?}"
     );
     // On the broker's clock the answer is not an hour ahead either.
-    let at = crewlet::rows::Instant::parse(
+    let at = crewlet::rows::Timestamp::parse(
         f.floors_row().await.expect("row")["at"]
             .as_str()
             .expect("at"),

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use crewlet::node::{Node, NodeError};
-use crewlet::rows::{Artefact, BackupManifest, Instant, SkipReason};
+use crewlet::rows::{Artefact, BackupManifest, SkipReason, Timestamp};
 
 use crate::support::fleet::*;
 
@@ -20,14 +20,14 @@ async fn rows_written_by_the_node_api_count_and_bad_ones_are_refused() {
     let artefact = Artefact {
         position: 30,
         generation: 0,
-        taken_at: Instant(chrono::Utc::now()),
+        taken_at: Timestamp(chrono::Utc::now()),
         verified: true,
     };
     node.register_snapshots([(STREAM.to_string(), artefact)].into(), SkipReason::None)
         .await
         .expect("snapshots");
     f.snapshot("node-2", 30).await;
-    let now = Instant(chrono::Utc::now());
+    let now = Timestamp(chrono::Utc::now());
     let manifest = BackupManifest {
         id: "b1".into(),
         node: "node-1".into(),

@@ -175,7 +175,7 @@ async fn the_loop_survives_the_broker_going_away() {
             let row: serde_json::Value = serde_json::from_slice(&row).unwrap_or_default();
             row["at"]
                 .as_str()
-                .and_then(|a| crewlet::rows::Instant::parse(a).ok())
+                .and_then(|a| crewlet::rows::Timestamp::parse(a).ok())
                 .is_some_and(|at| {
                     chrono::Utc::now().signed_duration_since(at.0) < chrono::Duration::seconds(2)
                 })

@@ -247,7 +247,7 @@ async fn a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
     let artefact = crewlet::rows::Artefact {
         position: 30,
         generation: 1,
-        taken_at: crewlet::rows::Instant(chrono::Utc::now()),
+        taken_at: crewlet::rows::Timestamp(chrono::Utc::now()),
         verified: true,
     };
     f.node("node-1")
@@ -570,7 +570,7 @@ async fn a_join_hold_is_extended_while_its_readmission_is_unabsorbed() {
     .await;
     let placed = f.get("crewlet_holds", &key).await.expect("the join hold");
     let expiry = |h: &Value| {
-        crewlet::rows::Instant::parse(h["expires_at"].as_str().expect("expires_at"))
+        crewlet::rows::Timestamp::parse(h["expires_at"].as_str().expect("expires_at"))
             .expect("an instant")
     };
     tokio::time::sleep(Duration::from_millis(1100)).await;

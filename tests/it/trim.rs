@@ -446,6 +446,6 @@ async fn the_tick_s_answer_says_its_own_publish() {
     tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
     let r = s.tick().await;
     let row = f.floors_row().await.expect("published");
-    let at = crewlet::rows::Instant::parse(row["at"].as_str().expect("at")).expect("instant");
+    let at = crewlet::rows::Timestamp::parse(row["at"].as_str().expect("at")).expect("instant");
     assert_eq!(r.domains[0].answer.published_at, Some(at));
 }

@@ -13,7 +13,7 @@ use serde_json::{json, Value};
 use super::{create_stream, log_stream, Server};
 use crewlet::broker::Broker;
 use crewlet::config::{self, Config, Dur};
-use crewlet::rows::Instant;
+use crewlet::rows::Timestamp;
 use crewlet::trim::Sidecar;
 
 pub const STREAM: &str = "CREWLET_TRACKER_LOG";
@@ -39,7 +39,7 @@ macro_rules! retried {
 pub const GIB: i64 = 1 << 30;
 
 pub fn ts(offset_secs: i64) -> String {
-    Instant(Utc::now() + chrono::Duration::seconds(offset_secs)).to_rfc3339()
+    Timestamp(Utc::now() + chrono::Duration::seconds(offset_secs)).to_rfc3339()
 }
 
 /// A configuration for tests: one domain on [`STREAM`], trim enabled,
@@ -276,7 +276,7 @@ impl Fleet {
         created: &str,
         status: &str,
     ) {
-        let created = Instant::parse(created).expect("an instant");
+        let created = Timestamp::parse(created).expect("an instant");
         let n = self.node(node).await;
         retried!(
             "position report",
@@ -302,7 +302,7 @@ impl Fleet {
         verified: bool,
         complete: bool,
     ) {
-        let at = |secs: i64| Instant(Utc::now() + chrono::Duration::seconds(secs));
+        let at = |secs: i64| Timestamp(Utc::now() + chrono::Duration::seconds(secs));
         let manifest = crewlet::rows::BackupManifest {
             id: id.to_string(),
             node: node.to_string(),
@@ -320,7 +320,7 @@ impl Fleet {
         let artefact = crewlet::rows::Artefact {
             position: pos,
             generation: 0,
-            taken_at: Instant(Utc::now()),
+            taken_at: Timestamp(Utc::now()),
             verified: true,
         };
         let n = self.node(node).await;
