@@ -16,7 +16,7 @@ use crate::embedded::EmbeddedServer;
 use crate::exit::Exit;
 use crate::floor::{self, DomainRead, ParsedRows, Policy, StreamState};
 use crate::rows::Timestamp;
-use crate::trim::Sidecar;
+use crate::tick::Sidecar;
 
 /// Median and spread of some samples, in milliseconds.
 struct Stats {
@@ -763,10 +763,10 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             let t = Instant::now();
             let now = Utc::now();
             let policy = crate::floor::Policy::from_config(&config, "");
-            let reads = crate::trim::read_domains(&broker, &config, &policy, now).await;
+            let reads = crate::tick::read_domains(&broker, &config, &policy, now).await;
             let fresh = (
                 raw,
-                crate::trim::compute_all(&config, &policy, &parsed2, &reads, now),
+                crate::tick::compute_all(&config, &policy, &parsed2, &reads, now),
             );
             t_answer.push(ms(t.elapsed()));
             std::hint::black_box(fresh);
@@ -816,7 +816,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
                     1,
                     10_000,
                     Utc::now(),
-                    crate::trim::AGE_PROOF_MAX_RECORDS,
+                    crate::tick::AGE_PROOF_MAX_RECORDS,
                 )
                 .await?;
             if proved.is_some() {
@@ -1212,7 +1212,7 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     let mut sidecar = Sidecar::new(config.clone(), broker.clone());
     sidecar.log_alarms = false;
     // As `retention run` records each tick's answer.
-    let record = |s: &Sidecar, r: &crate::trim::TickReport| {
+    let record = |s: &Sidecar, r: &crate::tick::TickReport| {
         shared.record(crate::http::Recorded::of(s, r, None));
     };
     let r = sidecar.tick().await;

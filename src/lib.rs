@@ -69,7 +69,7 @@ pub mod proven;
 pub mod report;
 pub mod rows;
 pub mod stream_check;
-pub mod trim;
+pub mod tick;
 
 #[cfg(test)]
 mod fuzz_tests;

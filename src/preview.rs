@@ -4,7 +4,7 @@
 //! works on rows and reads the caller made. `crewlet retention status --if-evicted NODE --if-released
 //! HOLD_ID --if-acked STREAM=SEQ --if-readmitted NODE` and `GET
 //! /v1/retention?if_evicted=…` apply the gestures to the rows status read,
-//! in memory only, compute the answer again (`trim::compute_each`, as the
+//! in memory only, compute the answer again (`tick::compute_each`, as the
 //! tick does), and say per domain the trim as it is and as it would be.
 //!
 //! Each gesture is applied as its effect stands once it has landed and

@@ -2,7 +2,7 @@
 //! they are durably archived in segments. This module holds the segment
 //! format, how a slice is cut, the directory store, one fold into either
 //! store, and the archive's state (the seventh term, `archive_floor`).
-//! The tick (src/trim.rs) reads each archived domain's archive, folds for
+//! The tick (src/tick/mod.rs) reads each archived domain's archive, folds for
 //! the duty holder, and never purges past the frontier.
 
 pub mod cut;

@@ -368,7 +368,7 @@ impl Broker {
     /// against its leader or is its error ([`Broker::read_bucket_parsing`]),
     /// so the rows come vouched for: an answer that licenses a purge is
     /// computed only from a [`Proven`](crate::proven::Proven) read
-    /// (`trim::compute_all` takes nothing else).
+    /// (`tick::compute_all` takes nothing else).
     pub async fn read_all(&self, b: &Buckets) -> (Raw, crate::proven::Proven<ParsedRows>) {
         let (raw, parsed, _) = self.read_all_by(b, None).await;
         (raw, parsed)

@@ -13,7 +13,7 @@ use crate::exit::Exit;
 use crate::node::Node;
 use crate::report;
 use crate::rows::{Artefact, BackupManifest, SkipReason, Timestamp};
-use crate::trim::{Sidecar, TickReport};
+use crate::tick::{Sidecar, TickReport};
 
 /// The demo's configuration is the shipped example, so the two never drift.
 const DEMO_CONFIG: &str = include_str!("../../config/demo.yaml");

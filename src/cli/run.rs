@@ -10,7 +10,7 @@ use crate::broker::Broker;
 use crate::buckets::{contract_buckets, differences};
 use crate::config::Config;
 use crate::exit::Exit;
-use crate::trim::Sidecar;
+use crate::tick::Sidecar;
 
 pub async fn run(cli: &Cli, args: &RunArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));
@@ -245,7 +245,7 @@ async fn start_http(
     ));
     let recorder = shared.clone();
     sidecar.observer = Some(Arc::new(
-        move |s: &Sidecar, report: &crate::trim::TickReport, took: std::time::Duration| {
+        move |s: &Sidecar, report: &crate::tick::TickReport, took: std::time::Duration| {
             recorder
                 .lasting
                 .observe(took.as_secs_f64(), report.purged());

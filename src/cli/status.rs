@@ -29,13 +29,13 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let broker = exit_on_err!(super::connect(&config).await);
     let now = Utc::now();
     let duty = Duty::observe(&broker, &config.buckets.duty).await;
-    let crate::trim::Fresh {
+    let crate::tick::Fresh {
         raw: rows,
         parsed,
         answers,
         offset,
         reads,
-    } = crate::trim::answers(&broker, &config, "", now).await;
+    } = crate::tick::answers(&broker, &config, "", now).await;
     // Nothing could be read: one broker_unreachable condition, every term
     // unreadable for that reason alone, exit 3 (never row remedies for
     // reads that were not made).
@@ -63,7 +63,7 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         match preview::apply(&config, &parsed, &reads, &ask, policy.fence_window, at) {
             Ok(changed) => {
                 let after =
-                    crate::trim::compute_each(&config, &policy, &changed.rows, &changed.reads, at);
+                    crate::tick::compute_each(&config, &policy, &changed.rows, &changed.reads, at);
                 Some(preview::compare(&ask, &answers, &after, &reads))
             }
             Err(refused) => {

@@ -80,13 +80,13 @@ pub async fn facts(
     domain: &Domain,
 ) -> Result<Found, Unreachable> {
     let now = Utc::now();
-    let crate::trim::Fresh {
+    let crate::tick::Fresh {
         raw: rows,
         parsed,
         answers,
         offset,
         ..
-    } = crate::trim::answers(broker, config, "", now).await;
+    } = crate::tick::answers(broker, config, "", now).await;
     // The generation opens at the broker's instant.
     let now = crate::clock::broker_now(offset, now);
     let answer = answers

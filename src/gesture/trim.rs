@@ -116,11 +116,11 @@ async fn at_or_after(
         return Ok(looked_up);
     }
     let span = looked_up - from;
-    if span > crate::trim::AGE_PROOF_MAX_RECORDS {
+    if span > crate::tick::AGE_PROOF_MAX_RECORDS {
         return Err(AskError::Unresolved(format!(
             "unresolved: --at {} would trim {span} records of {stream} whose stamps the broker's lookup assumes in order; at most {} are scanned to prove it; nothing written (trim in steps, or use --entry)",
             Timestamp(t),
-            crate::trim::AGE_PROOF_MAX_RECORDS
+            crate::tick::AGE_PROOF_MAX_RECORDS
         )));
     }
     match broker
@@ -360,7 +360,7 @@ pub async fn apply(
     };
     let mut one = config.clone();
     one.domains = vec![domain.clone()];
-    let fresh = crate::trim::answers(broker, &one, "", Utc::now()).await;
+    let fresh = crate::tick::answers(broker, &one, "", Utc::now()).await;
     let (applied, bounded_by) = fresh
         .answers
         .first()

@@ -105,7 +105,7 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
     };
     let config = &shared.config;
     let now = chrono::Utc::now();
-    let fresh = crate::trim::answers(&shared.broker, config, "", now).await;
+    let fresh = crate::tick::answers(&shared.broker, config, "", now).await;
     let policy = crate::floor::Policy::from_config(config, "");
     let at = crate::clock::broker_now(fresh.offset, now);
     let changed = match crate::preview::apply(
@@ -134,7 +134,7 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
             return error(status, refused.code(), message).into_response();
         }
     };
-    let after = crate::trim::compute_each(config, &policy, &changed.rows, &changed.reads, at);
+    let after = crate::tick::compute_each(config, &policy, &changed.rows, &changed.reads, at);
     let previews = crate::preview::compare(&ask, &fresh.answers, &after, &fresh.reads);
     // The answer `/v1/retention` gives (the last tick's), with the preview
     // beside it; before the first tick, this read's answers.

@@ -79,8 +79,8 @@ impl Recorded {
     /// What a tick of `sidecar` leaves for the routes, as `retention run`
     /// records it after each tick (`server`: the server status names).
     pub fn of(
-        sidecar: &crate::trim::Sidecar,
-        report: &crate::trim::TickReport,
+        sidecar: &crate::tick::Sidecar,
+        report: &crate::tick::TickReport,
         server: Option<(String, String)>,
     ) -> Recorded {
         Recorded {

@@ -81,7 +81,7 @@ proptest! {
             Err(crate::preview::Refused::Readmit { .. }) => return Ok(()),
             Err(e) => return Err(TestCaseError::fail(format!("refused: {e}"))),
         };
-        let a = &crate::trim::compute_each(&config, &w.policy, &after.rows, &after.reads, now())[0];
+        let a = &crate::tick::compute_each(&config, &w.policy, &after.rows, &after.reads, now())[0];
         let mut expect = 0;
         while expect < changed.last && may_go_req(&changed, expect + 1) {
             expect += 1;

@@ -13,7 +13,7 @@ use crate::support::Scratch;
 use crewlet::archive::fold::Store;
 use crewlet::config::{size::Size, ArchiveConfig};
 use crewlet::floor::{TermName, TermState};
-use crewlet::trim::{Sidecar, TickReport};
+use crewlet::tick::{Sidecar, TickReport};
 
 const BUCKET: &str = "crewlet_archive";
 
@@ -266,7 +266,7 @@ async fn a_directory_that_cannot_be_written_holds_the_trim_at_the_frontier() {
     assert!(row["archive"]["error"].is_string(), "{}", row["archive"]);
     assert!(row["archive"]["failing_since"].is_string());
     // status, which does not fold, still shows the holder's finding.
-    let fresh = crewlet::trim::answers(&f.broker().await, &f.config, "", chrono::Utc::now()).await;
+    let fresh = crewlet::tick::answers(&f.broker().await, &f.config, "", chrono::Utc::now()).await;
     assert!(fresh.answers[0]
         .archive
         .as_ref()

@@ -24,7 +24,7 @@ fn operator(f: &Fleet) -> Operator {
 
 /// node-1 and node-2 live at 212, node-3 gone (no lease) and stalled at
 /// 182, a fresh backup at 212: the trim holds at node-3's 182.
-async fn node_3_stalled_at_182() -> (Fleet, crewlet::trim::Sidecar) {
+async fn node_3_stalled_at_182() -> (Fleet, crewlet::tick::Sidecar) {
     let f = Fleet::new(212).await;
     f.healthy(&[("node-1", 212), ("node-2", 212)], 212).await;
     f.position("node-3", 182).await;
@@ -35,7 +35,7 @@ async fn node_3_stalled_at_182() -> (Fleet, crewlet::trim::Sidecar) {
 }
 
 /// The bucket deleted by accident, and a tick that finds it missing.
-async fn lose(f: &Fleet, s: &mut crewlet::trim::Sidecar, bucket: &str) {
+async fn lose(f: &Fleet, s: &mut crewlet::tick::Sidecar, bucket: &str) {
     f.js.delete_key_value(bucket)
         .await
         .expect("delete the bucket");

@@ -27,7 +27,7 @@ async fn raw_eviction(f: &Fleet, node: &str) -> u64 {
 }
 
 /// The term `name` of the tick's (only) answer.
-fn term(r: &crewlet::trim::TickReport, name: crewlet::floor::TermName) -> crewlet::floor::Term {
+fn term(r: &crewlet::tick::TickReport, name: crewlet::floor::TermName) -> crewlet::floor::Term {
     r.domains[0]
         .answer
         .terms
@@ -37,7 +37,7 @@ fn term(r: &crewlet::trim::TickReport, name: crewlet::floor::TermName) -> crewle
         .clone()
 }
 
-fn alarm_names(r: &crewlet::trim::TickReport) -> Vec<&'static str> {
+fn alarm_names(r: &crewlet::tick::TickReport) -> Vec<&'static str> {
     r.alarms.iter().map(|a| a.alarm.as_str()).collect()
 }
 
@@ -460,7 +460,7 @@ async fn a_read_short_of_the_buckets_state_is_unreadable() {
     );
     let mut config = f.config.clone();
     config.buckets.holds = "holds_mirror".into();
-    let mut s = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let mut s = crewlet::tick::Sidecar::new(config, f.broker().await);
     let r = s.tick().await;
     let hold = term(&r, crewlet::floor::TermName::MinHold);
     assert!(hold.state_is_unreadable(), "{hold:?}");
@@ -595,7 +595,7 @@ async fn young_records_before_older_stamps_are_kept() {
     config.domains[0].gate_subject = None;
     config.retention.min_age =
         crewlet::config::Dur((chrono::Utc::now() - mid).to_std().expect("past"));
-    let mut s = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let mut s = crewlet::tick::Sidecar::new(config, f.broker().await);
     let r = s.tick().await;
     assert_eq!(
         f.first_seq().await,

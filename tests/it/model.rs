@@ -1037,7 +1037,7 @@ async fn run_model_lagging(
             )
             .await
             .expect("the log before the tick");
-        let mut sidecar = crewlet::trim::Sidecar::new(config.clone(), broker.clone());
+        let mut sidecar = crewlet::tick::Sidecar::new(config.clone(), broker.clone());
         if std::env::var_os("CREWLET_MODEL_VIEWS_UNPROVEN").is_some() {
             broker.unprove_views(true);
         }

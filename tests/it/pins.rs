@@ -8,7 +8,7 @@ use serde_json::Value;
 use crate::support::fleet::*;
 use crate::support::Operator;
 use crewlet::floor::{Held, TermName};
-use crewlet::trim::TickReport;
+use crewlet::tick::TickReport;
 
 fn held(r: &TickReport, t: TermName) -> Option<Held> {
     r.domains[0]

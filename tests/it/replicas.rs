@@ -93,7 +93,7 @@ fn operator(f: &Fleet, replicas: &str) -> crate::support::Operator {
 /// Ticks until `replica_floor` reads `want` (a durable sourcing consumer
 /// confirms what its copy stored with the next flow-control answer, some
 /// moments after the copy has it), at most 20 s.
-async fn tick_until(s: &mut crewlet::trim::Sidecar, want: &str) -> crewlet::trim::TickReport {
+async fn tick_until(s: &mut crewlet::tick::Sidecar, want: &str) -> crewlet::tick::TickReport {
     let mut r = s.tick().await;
     for _ in 0..80 {
         if term_state(&r, TermName::ReplicaFloor) == want {

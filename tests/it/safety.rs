@@ -263,7 +263,7 @@ async fn a_requested_watermark_of_an_earlier_incarnation_is_ignored() {
 
     let mut config = f.config.clone();
     config.retention.min_age = crewlet::config::Dur::hours(1);
-    let mut s = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let mut s = crewlet::tick::Sidecar::new(config, f.broker().await);
     let r = s.tick().await;
     let a = &r.domains[0].answer;
     assert_eq!(a.trim_to, 0, "only the age policy binds: {:?}", a.terms);
@@ -767,7 +767,7 @@ async fn at_resolves_conservatively_over_out_of_order_stamps() {
         raised.requested, 1,
         "record 1 is stamped after T: {raised:?}"
     );
-    let mut s = crewlet::trim::Sidecar::new(config, broker);
+    let mut s = crewlet::tick::Sidecar::new(config, broker);
     s.tick().await;
     assert_eq!(f.first_seq().await, 1, "no record younger than T went");
 }
@@ -871,7 +871,7 @@ async fn sidecars_whose_configurations_drift_say_so() {
     let mut config = f.config.clone();
     config.node.id = "node-3".into();
     config.domains[0].gate_subject = None;
-    let mut drifted = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let mut drifted = crewlet::tick::Sidecar::new(config, f.broker().await);
     let r = drifted.tick().await;
     let alarm = r
         .alarms

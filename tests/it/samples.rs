@@ -103,7 +103,7 @@ async fn status_samples_are_what_the_binary_prints() {
         archive: None,
         replicas: Default::default(),
     });
-    let mut sidecar = crewlet::trim::Sidecar::new(config, f.broker().await);
+    let mut sidecar = crewlet::tick::Sidecar::new(config, f.broker().await);
     sidecar.tick().await;
 
     let s = Scratch::new();

@@ -110,7 +110,7 @@ fn only_the_tick_sends_a_purge() {
     );
     assert_eq!(
         with(".purge_to("),
-        ["src/bench.rs", "src/trim.rs"],
+        ["src/bench.rs", "src/tick/publish.rs"],
         "the fenced purge is sent by the tick (and timed by the bench, with a real lease's permit)"
     );
     assert_eq!(
@@ -260,7 +260,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     (
         "the tick and the gestures",
         &[
-            "trim", "duty", "gesture", "preview", "node", "embedded", "archive",
+            "tick", "duty", "gesture", "preview", "node", "embedded", "archive",
         ],
     ),
     (

@@ -5,7 +5,7 @@ use serde_json::json;
 
 use crate::support::fleet::*;
 use crewlet::floor::{FloorState, TermName};
-use crewlet::trim::TickReport;
+use crewlet::tick::TickReport;
 
 fn purged(r: &TickReport) -> u64 {
     match &r.domains[0].purged {

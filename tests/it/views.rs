@@ -107,19 +107,19 @@ async fn hold_when_writable(f: &Fleet, id: &str, seq: u64) {
 
 /// The hold term's value in a tick's answer; `None` when it has none
 /// (unreadable, or no hold).
-fn min_hold(r: &crewlet::trim::TickReport) -> Option<u64> {
+fn min_hold(r: &crewlet::tick::TickReport) -> Option<u64> {
     term_state(r, TermName::MinHold)
         .strip_prefix("value ")
         .and_then(|v| v.parse().ok())
 }
 
-fn unreadable(r: &crewlet::trim::TickReport) -> bool {
+fn unreadable(r: &crewlet::tick::TickReport) -> bool {
     term_state(r, TermName::MinHold).starts_with("unreadable")
 }
 
 /// Ticks (at most 10 times) until the hold term has a value, each answer
 /// on the way `want` or unreadable, never stale; the value it ended on.
-async fn tick_until_held(s: &mut crewlet::trim::Sidecar, want: u64) -> Option<u64> {
+async fn tick_until_held(s: &mut crewlet::tick::Sidecar, want: u64) -> Option<u64> {
     let mut seen = None;
     for _ in 0..10 {
         let r = s.tick().await;
@@ -139,7 +139,7 @@ async fn tick_until_held(s: &mut crewlet::trim::Sidecar, want: u64) -> Option<u6
 
 /// A healthy fleet with one hold at 6, and a sidecar (trim off) whose
 /// first tick found it binding: the sidecar, and the hold term's value.
-async fn held_at_6(f: &Fleet) -> (crewlet::trim::Sidecar, u64) {
+async fn held_at_6(f: &Fleet) -> (crewlet::tick::Sidecar, u64) {
     f.healthy(&[("node-1", 20)], 20).await;
     f.hold("keep", 6, 600).await;
     let mut s = f.sidecar().await;
@@ -252,7 +252,7 @@ async fn with_its_proof_off_a_slow_watcher_lets_a_purge_past_a_hold() {
         let f = Fleet::new(20).await;
         f.healthy(&[("node-1", 20)], 20).await;
         let broker = f.broker().await;
-        let mut s = crewlet::trim::Sidecar::new(f.config.clone(), broker.clone());
+        let mut s = crewlet::tick::Sidecar::new(f.config.clone(), broker.clone());
         // A dry run builds the views and claims the duty.
         s.config.trim.enabled = false;
         s.tick().await;

@@ -14,7 +14,7 @@ use super::{create_stream, log_stream, Server};
 use crewlet::broker::Broker;
 use crewlet::config::{self, Config, Dur};
 use crewlet::rows::Timestamp;
-use crewlet::trim::Sidecar;
+use crewlet::tick::Sidecar;
 
 pub const STREAM: &str = "CREWLET_TRACKER_LOG";
 
@@ -434,7 +434,7 @@ fn copy_dir(from: &std::path::Path, to: &std::path::Path) {
 }
 
 /// How `node` stands in a tick's (first) node table.
-pub fn node_state(r: &crewlet::trim::TickReport, node: &str) -> crewlet::floor::NodeState {
+pub fn node_state(r: &crewlet::tick::TickReport, node: &str) -> crewlet::floor::NodeState {
     r.domains[0]
         .answer
         .nodes
@@ -489,7 +489,7 @@ impl Loop {
 
 /// A term of the first domain's answer in words: `value N`, `unbounded`,
 /// `n/a` or `unreadable: …`.
-pub fn term_state(r: &crewlet::trim::TickReport, name: crewlet::floor::TermName) -> String {
+pub fn term_state(r: &crewlet::tick::TickReport, name: crewlet::floor::TermName) -> String {
     use crewlet::floor::TermState;
     let t = r.domains[0]
         .answer

@@ -1,0 +1,439 @@
+//! One tick (read → absorb gates → compute → publish → age proof → re-read
+//! pins → fence → purge) and the loop that runs it every `retention.tick`
+//! until shutdown. The order is the safety argument: a tick whose answer
+//! could not be published deletes nothing, and a purge is sent only by the
+//! holder of the duty lease (a compare-and-set renewal just before it), to
+//! at most this tick's `trim_to`, lowered by the gates view, the pins that
+//! landed meanwhile and the age proof, re-checked against fresh stream
+//! info.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use tokio::sync::Notify;
+
+use crate::alarms::{self, Alarm, AlarmPolicy};
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::duty::{Duty, DutyStatus};
+use crate::floor::{self, Answer, Outage, Policy};
+
+/// The most records the age proof scans on one log in one tick. A larger
+/// slice is purged in steps of at most this many records, one per tick
+/// (docs/performance.md gives the cost).
+pub const AGE_PROOF_MAX_RECORDS: u64 = 100_000;
+
+/// What happened to one domain in a tick.
+#[derive(Debug, Clone)]
+pub struct DomainTick {
+    pub answer: Answer,
+    /// `None` when this sidecar did not hold the duty (or the answer was
+    /// not publishable); else the new revision or why it failed.
+    pub published: Option<Result<u64, String>>,
+    /// `None` when nothing was licensed; else records purged or why not.
+    pub purged: Option<Result<u64, String>>,
+}
+
+/// What a tick did, for logs, `--once` and the demo.
+#[derive(Debug, Clone)]
+pub struct TickReport {
+    pub domains: Vec<DomainTick>,
+    pub duty: DutyStatus,
+    pub alarms: Vec<Alarm>,
+    /// The broker could not be reached: every answer says so, and the one
+    /// alarm is `broker_unreachable`.
+    pub outage: Option<Outage>,
+    /// How the buckets were read: from views kept across ticks, or whole.
+    pub views: crate::broker::view::Took,
+}
+
+impl TickReport {
+    /// Nothing about any log could be read (`run --once` exits 3).
+    pub fn broker_failed(&self) -> bool {
+        self.outage.is_some()
+            || (!self.domains.is_empty()
+                && self.domains.iter().all(|d| d.answer.stream_error.is_some()))
+    }
+
+    /// The broker itself did not answer. Only then does the loop back off
+    /// (a missing stream on a live broker is an alarm, not a reason to tick
+    /// less often, and a holder that waited longer than its lease would
+    /// lose it).
+    pub fn broker_unreachable(&self) -> bool {
+        self.outage.is_some()
+    }
+}
+
+/// PURE: the connection is up, and yet neither the duty lease nor
+/// anything about any log could be read: a broker that takes connections
+/// and answers nothing is an outage too.
+pub fn read_nothing(duty: &DutyStatus, domains: &[DomainTick]) -> bool {
+    matches!(duty, DutyStatus::Unknown(_))
+        && !domains.is_empty()
+        && domains.iter().all(|d| d.answer.stream_error.is_some())
+}
+
+impl TickReport {
+    /// The `status --json` view of this tick (docs/status-json.md): what it
+    /// computed and, where it published, the row it wrote.
+    pub fn status(
+        &self,
+        sidecar: &Sidecar,
+        server: Option<(String, String)>,
+    ) -> crate::report::Status {
+        let domains = self
+            .domains
+            .iter()
+            .map(|d| crate::report::DomainStatus {
+                published: matches!(d.published, Some(Ok(_)))
+                    .then(|| serde_json::to_value(floor::FloorsRow::from(&d.answer)).ok())
+                    .flatten(),
+                answer: d.answer.clone(),
+            })
+            .collect();
+        let (duty_holder, duty_claimed_at) = match &self.duty {
+            DutyStatus::Held => (
+                Some(sidecar.config.node.id.clone()),
+                Some(sidecar.duty.claimed_at()),
+            ),
+            DutyStatus::Other {
+                holder, claimed_at, ..
+            } => (Some(holder.clone()), Some(*claimed_at)),
+            _ => (None, None),
+        };
+        crate::report::Status {
+            at: crate::rows::Timestamp(Utc::now()),
+            node: sidecar.config.node.id.clone(),
+            duty_holder,
+            duty_claimed_at,
+            server,
+            domains,
+            alarms: self.alarms.clone(),
+        }
+    }
+
+    /// Records purged by this tick, over every domain.
+    pub fn purged(&self) -> u64 {
+        self.domains
+            .iter()
+            .filter_map(|d| d.purged.as_ref().and_then(|p| p.as_ref().ok()))
+            .sum()
+    }
+}
+
+/// Called after each tick of [`Sidecar::run`] with the tick's report and
+/// how long it took (the HTTP surface records its answer).
+pub type Observer = Arc<dyn Fn(&Sidecar, &TickReport, Duration) + Send + Sync>;
+
+/// A running sidecar: configuration, connection, duty lease, and the alarms
+/// it last reported (to log changes only).
+pub struct Sidecar {
+    pub config: Config,
+    pub broker: Broker,
+    pub duty: Duty,
+    active: BTreeSet<(String, Option<String>)>,
+    /// How far the broker's clock is ahead of ours, as last read.
+    offset: Option<chrono::Duration>,
+    /// Log alarms as they start and clear (a running sidecar); off for
+    /// `run --once`, which prints them itself.
+    pub log_alarms: bool,
+    /// Told of every tick of [`Sidecar::run`].
+    pub observer: Option<Observer>,
+    /// Since when ticks have read nothing on a connection that is up.
+    failing_since: Option<DateTime<Utc>>,
+    /// Ticks run so far: every `retention.full_read_every`-th (the first
+    /// included) reads every bucket whole.
+    ticks: u64,
+    /// What each domain's last answer line said ([`log_domain`]).
+    logged: BTreeMap<String, Logged>,
+}
+
+mod fold;
+mod gates;
+mod join;
+mod publish;
+mod read;
+pub use read::*;
+
+impl Sidecar {
+    pub fn new(config: Config, broker: Broker) -> Sidecar {
+        let duty = Duty::new(
+            &config.buckets.duty,
+            &config.node.id,
+            config.node.duty,
+            config.retention.duty_ttl(),
+            config.retention.fence_margin(),
+        );
+        // A read that hangs (a server lost, a leader being elected) is
+        // given up within a tick, so that a tick, a read tried twice
+        // included, stays inside the lease of three ticks.
+        let broker = broker.with_read_timeout(config.retention.read_timeout());
+        Sidecar {
+            config,
+            broker,
+            duty,
+            active: BTreeSet::new(),
+            offset: None,
+            log_alarms: true,
+            observer: None,
+            failing_since: None,
+            ticks: 0,
+            logged: BTreeMap::new(),
+        }
+    }
+
+    /// One tick. Never panics on anything the broker says; a failure is in
+    /// the report and the logs.
+    pub async fn tick(&mut self) -> TickReport {
+        // Every time rule runs on the broker's clock: each answer is
+        // computed at the instant of its own stream info; `now` (our clock
+        // moved by the offset last read) serves only where none was read.
+        // The lease and the rows are independent, so they are read together.
+        let now = crate::clock::broker_now(self.offset, Utc::now());
+        let mode = self.read_mode();
+        let held_before = self.duty.holds();
+        let (duty, (mut raw, mut parsed, mut views), mut listings) = tokio::join!(
+            self.duty.claim_or_renew(&self.broker, now),
+            self.broker.read_all_viewed(&self.config.buckets, mode),
+            prefetch_archives(&self.broker, &self.config)
+        );
+        // A sidecar that newly claims the duty reads every bucket whole
+        // before it acts on them (docs/trim-floor.md, Incremental views).
+        if !held_before && self.duty.holds() && views.kept > 0 {
+            ((raw, parsed, views), listings) = tokio::join!(
+                self.broker
+                    .read_all_viewed(&self.config.buckets, crate::broker::view::Mode::Fresh),
+                prefetch_archives(&self.broker, &self.config)
+            );
+        }
+        self.ticks += 1;
+        let policy = Policy::from_config(&self.config, self.duty.session());
+        let mut reads = read_domains(&self.broker, &self.config, &policy, now).await;
+        crate::failpoint::failpoint("after_stream_info").await;
+        let offset = clock_offset(&reads);
+        if offset.is_some() {
+            self.offset = offset;
+        }
+        // The gates view is brought up to date after stream info: it belongs
+        // to the incarnation that info names.
+        if self.duty.holds() && self.absorb_gates(&mut raw, parsed.get(), &mut reads).await {
+            parsed = self.broker.with_gates_absorbed(parsed, &raw);
+        }
+        read_archives(
+            &self.broker,
+            &self.config,
+            parsed.get(),
+            &mut reads,
+            listings,
+        )
+        .await;
+        let mut answers = compute_all(&self.config, &policy, &parsed, &reads, now);
+        let parsed = parsed.into_inner();
+        if self.duty.holds() {
+            // Fold before the publish: the answer published is the one the
+            // archive's new frontier bounds.
+            self.fold_all(&policy, &parsed, &mut reads, &mut answers, now)
+                .await;
+        }
+        let mut domains: Vec<DomainTick> = answers
+            .into_iter()
+            .map(|answer| DomainTick {
+                answer,
+                published: None,
+                purged: None,
+            })
+            .collect();
+        if self.duty.holds() {
+            // Publish every answer first, then purge: a tick whose answer
+            // could not be published deletes nothing.
+            for d in &mut domains {
+                self.publish(&parsed, d).await;
+                // The row this answer follows is now the one just written
+                // (a run that starts over an older row is not stale).
+                if matches!(d.published, Some(Ok(_))) {
+                    d.answer.published_at = Some(d.answer.at);
+                }
+            }
+            self.purge_all(&parsed, &mut domains).await;
+            self.retire_join_holds(&parsed, &domains).await;
+            self.extend_join_holds(&parsed, &domains).await;
+        }
+        let now = crate::clock::broker_now(self.offset, Utc::now());
+        let failing_since = *self.failing_since.get_or_insert(now);
+        let outage = self.broker.outage().or_else(|| {
+            read_nothing(&duty, &domains).then(|| Outage {
+                since: crate::rows::Timestamp(failing_since),
+                servers: self.broker.url.clone(),
+                refused: None,
+            })
+        });
+        match &outage {
+            // Told once, as the outage alarm; what each read said is no
+            // news while no server answers.
+            Some(o) => {
+                for d in &mut domains {
+                    d.answer = d.answer.clone().unreachable(o);
+                }
+            }
+            None => {
+                self.failing_since = None;
+                for d in &domains {
+                    log_domain(d, self.duty.holds(), &mut self.logged);
+                }
+            }
+        }
+        let mut policy = AlarmPolicy::from_config(&self.config);
+        policy.duty_max_age = self.duty.bucket_max_age();
+        if outage.is_none() {
+            policy.presence_max_age = self
+                .broker
+                .lease_max_age(&self.config.buckets.presence)
+                .await
+                .ok()
+                .flatten();
+        }
+        policy.session = Some((self.duty.sessions(), self.duty.started()));
+        let view = duty_view(&duty, &self.duty);
+        let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();
+        let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());
+        self.log_alarm_changes(&alarms, outage.is_some());
+        TickReport {
+            domains,
+            duty,
+            alarms,
+            outage,
+            views,
+        }
+    }
+
+    /// Whole on the first tick and every `retention.full_read_every`-th,
+    /// else from the views kept across ticks.
+    fn read_mode(&self) -> crate::broker::view::Mode {
+        let every = u64::from(self.config.retention.full_read_every.max(1));
+        if self.ticks % every == 0 {
+            crate::broker::view::Mode::Fresh
+        } else {
+            crate::broker::view::Mode::Kept
+        }
+    }
+
+    /// Logs each alarm as it starts and clears. During an outage the
+    /// others are unknown, not cleared: they stay as they were, and the
+    /// first tick after it says which did clear meanwhile.
+    fn log_alarm_changes(&mut self, alarms: &[Alarm], outage: bool) {
+        if !self.log_alarms {
+            return;
+        }
+        let mut now: BTreeSet<(String, Option<String>)> = alarms
+            .iter()
+            .map(|a| (a.alarm.to_string(), a.domain.clone()))
+            .collect();
+        if outage {
+            now.extend(self.active.iter().cloned());
+        }
+        for a in alarms {
+            if !self
+                .active
+                .contains(&(a.alarm.to_string(), a.domain.clone()))
+            {
+                tracing::warn!(event = "alarm_raised", alarm = a.alarm.as_str(), domain = a.domain.as_deref().unwrap_or("*"), measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
+            }
+        }
+        for (name, domain) in self.active.difference(&now) {
+            tracing::info!(event = "alarm_cleared", alarm = %name, domain = domain.as_deref().unwrap_or("*"), "alarm cleared");
+        }
+        self.active = now;
+    }
+
+    /// Runs until `shutdown` is notified. A tick that has started always
+    /// finishes (publish, then purge) before the lease is released.
+    pub async fn run(&mut self, shutdown: Arc<Notify>, max_ticks: Option<u32>) {
+        let tick = self.config.retention.tick.0;
+        let mut failures: u32 = 0;
+        let mut ticks: u32 = 0;
+        loop {
+            let started = std::time::Instant::now();
+            let report = self.tick().await;
+            if let Some(o) = &self.observer {
+                o(self, &report, started.elapsed());
+            }
+            ticks = ticks.saturating_add(1);
+            if max_ticks.is_some_and(|m| ticks >= m) {
+                break;
+            }
+            if report.broker_unreachable() {
+                failures = failures.saturating_add(1);
+            } else {
+                failures = 0;
+            }
+            // Back off while the broker is gone: 1, 2, 4, then 8 ticks.
+            let wait = tick * 2u32.pow(failures.min(3));
+            if failures > 0 {
+                tracing::warn!(
+                    event = "tick_failed",
+                    failures,
+                    retry_in_secs = wait.as_secs_f64(),
+                    "nothing about any log could be read; retrying"
+                );
+            }
+            tokio::select! {
+                _ = shutdown.notified() => break,
+                _ = tokio::time::sleep(wait) => {}
+            }
+        }
+        self.duty.release(&self.broker).await;
+        self.broker.close_views().await;
+    }
+}
+
+/// What a domain's log line says, to tell whether the answer changed
+/// since the last line (a calm fleet's unchanged answer is logged at
+/// DEBUG, not at INFO every tick).
+type Logged = (i64, u64, String, bool, u64, bool);
+
+fn log_domain(d: &DomainTick, holder: bool, last: &mut BTreeMap<String, Logged>) {
+    let a = &d.answer;
+    let blocked = a.blocked_names(",");
+    let floor = a.floor.map(|f| f as i64).unwrap_or(-1);
+    let purged = match &d.purged {
+        Some(Ok(n)) => *n,
+        _ => 0,
+    };
+    let unreadable = a
+        .terms
+        .iter()
+        .any(|t| matches!(t.state, floor::TermState::Unreadable { .. }));
+    if let Some(why) = &a.not_ready {
+        tracing::warn!(event = "not_ready", domain = %a.domain, reason = %why, floor, trim_to = a.trim_to, "NOT READY: nothing purged");
+    } else if unreadable {
+        tracing::warn!(event = "trim_blocked", domain = %a.domain, blocked_by = %blocked, floor, trim_to = a.trim_to, dry_run = a.dry_run, "a term is unreadable: nothing purged");
+    } else if purged > 0 {
+        tracing::info!(event = "trim_purged", domain = %a.domain, floor, trim_to = a.trim_to, purged, blocked_by = %blocked, dry_run = a.dry_run, "published, then purged");
+    } else {
+        let would = a.would_purge.map(|w| w.records).unwrap_or(0);
+        // Whether this sidecar holds the duty is part of it: a handover
+        // is said, whatever the answer.
+        let now: Logged = (floor, a.trim_to, blocked.clone(), a.dry_run, would, holder);
+        let changed = last.get(&a.domain) != Some(&now);
+        match (holder, changed) {
+            (false, true) => {
+                tracing::info!(event = "trim_observed", domain = %a.domain, floor, trim_to = a.trim_to, blocked_by = %blocked, dry_run = a.dry_run, "computed (another sidecar holds the duty)")
+            }
+            (false, false) => {
+                tracing::debug!(event = "trim_observed", domain = %a.domain, floor, trim_to = a.trim_to, blocked_by = %blocked, dry_run = a.dry_run, "computed (another sidecar holds the duty), unchanged")
+            }
+            (true, true) => {
+                tracing::info!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published")
+            }
+            (true, false) => {
+                tracing::debug!(event = "trim_published", domain = %a.domain, floor, trim_to = a.trim_to, purged, would_purge = would, blocked_by = %blocked, dry_run = a.dry_run, "published, unchanged")
+            }
+        }
+        last.insert(a.domain.clone(), now);
+        return;
+    }
+    // A line of another kind: the next unchanged answer is said again.
+    last.remove(&a.domain);
+}

@@ -1,0 +1,206 @@
+//! Publish, then purge: the answer written by compare-and-set, then, behind
+//! the fence, the purge of what it licenses, lowered by the age proof and
+//! the pins re-read (docs/trim-floor.md, The tick, step by step).
+
+use chrono::{DateTime, Utc};
+
+use crate::failpoint::failpoint;
+use crate::floor::{self, Answer, ParsedRows};
+
+use super::{DomainTick, Sidecar, AGE_PROOF_MAX_RECORDS};
+
+impl Sidecar {
+    /// Publishes the answer with compare-and-set on the revision read this
+    /// tick.
+    pub(super) async fn publish(&self, rows: &ParsedRows, d: &mut DomainTick) {
+        let a = &d.answer;
+        let revision = match rows.published(&a.stream) {
+            Ok(p) => p.map(|(_, rev)| rev),
+            // An unreadable floors row is never overwritten: the floor it
+            // holds may be above anything this tick could conclude.
+            Err(_) => return,
+        };
+        if a.stream_error.is_some() {
+            return;
+        }
+        // A lost floors row is not replaced by a guess: there is no floor
+        // this tick could stand behind until a confirmed reanchor.
+        if matches!(a.not_ready, Some(floor::NotReady::GenerationUnknown { .. })) {
+            return;
+        }
+        d.published = Some(self.write_row(a, revision).await);
+        match &d.published {
+            // The row now written is this answer: what it says of the last
+            // publish (the kept answer, its alarms) is this one, as status
+            // reading the row afresh says.
+            Some(Ok(_)) => d.answer.published_at = Some(d.answer.at),
+            Some(Err(e)) => {
+                tracing::warn!(event = "publish_failed", domain = %d.answer.domain, error = %e, "the answer was not published; nothing is purged this tick");
+            }
+            None => {}
+        }
+    }
+
+    pub(super) async fn write_row(&self, a: &Answer, revision: Option<u64>) -> Result<u64, String> {
+        let body = floor::FloorsRow::from(a).to_bytes()?;
+        self.broker
+            .put_if(&self.config.buckets.floors, &a.stream, body, revision)
+            .await
+            .map_err(|e| e.to_string())
+    }
+
+    /// The purges the published answers license, each lowered by the pins
+    /// re-read just before it and fenced by a compare-and-set on the duty
+    /// lease.
+    pub(super) async fn purge_all(&mut self, parsed: &ParsedRows, domains: &mut [DomainTick]) {
+        let licensed = |d: &DomainTick| {
+            matches!(d.published, Some(Ok(_))) && floor::purge_target(&d.answer).is_some()
+        };
+        if !domains.iter().any(licensed) {
+            return;
+        }
+        failpoint("after_publish").await;
+        // The age proof first (it may scan many headers), so that the pins
+        // re-read stays the last read before each purge.
+        let mut targets: Vec<(usize, Option<u64>, Option<floor::PurgeClamp>)> = Vec::new();
+        for (i, d) in domains.iter().enumerate().filter(|(_, d)| licensed(d)) {
+            let Some(target) = floor::purge_target(&d.answer) else {
+                continue;
+            };
+            let (target, by) = self.prove_old(&d.answer, target).await;
+            targets.push((i, target, by));
+        }
+        // Right after publishing and right before each purge: a hold or a
+        // live data node that landed after this tick's read still bounds
+        // it. Read again for each log, immediately before its fence: a pin
+        // placed while an earlier log was fenced and purged (a
+        // readmission's join hold on the next log) is seen.
+        for (i, target, by) in targets {
+            let pins = self.broker.read_pins_viewed(&self.config.buckets).await;
+            let now = crate::clock::broker_now(self.offset, Utc::now());
+            if let Some(d) = domains.get_mut(i) {
+                self.purge_one(d, target, by, &pins, &parsed.presence, now)
+                    .await;
+            }
+        }
+    }
+
+    /// The age proof (docs/decisions.md, "Pins, clocks, fences, reads"): the slice about to be purged holds
+    /// no record younger than `now - min_age`, whatever order the log's
+    /// timestamps are in. A bounded, headers-only scan from the log's first
+    /// sequence; a slice it cannot prove is clamped below the first young
+    /// (or unscanned) record, or not purged.
+    pub(super) async fn prove_old(
+        &self,
+        a: &Answer,
+        target: u64,
+    ) -> (Option<u64>, Option<floor::PurgeClamp>) {
+        let min_age = self.config.retention.min_age.0;
+        if min_age.is_zero() {
+            return (Some(target), None);
+        }
+        let now = crate::clock::broker_now(self.offset, Utc::now());
+        let cutoff = now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
+        // Records below an explicit trim's watermark may be young: the
+        // operator asked for them to go (docs/http.md); the proof covers the
+        // rest of the slice.
+        let from = match a.requested.as_ref().filter(|r| r.error.is_none()) {
+            Some(r) => a.first_seq.max(r.seq),
+            None => a.first_seq,
+        };
+        if from > target - 1 {
+            return (Some(target), None);
+        }
+        match self
+            .broker
+            .first_unproven(&a.stream, from, target - 1, cutoff, AGE_PROOF_MAX_RECORDS)
+            .await
+        {
+            Ok(None) => (Some(target), None),
+            Ok(Some(keep)) if keep >= target => (Some(target), None),
+            Ok(Some(keep)) => {
+                tracing::info!(event = "purge_clamped", domain = %a.domain, by = "age", keep_from = keep, "the age proof keeps a record the age lookup did not");
+                (
+                    (keep > a.first_seq).then_some(keep),
+                    Some(floor::PurgeClamp::Age),
+                )
+            }
+            Err(e) => {
+                tracing::warn!(event = "age_proof_failed", domain = %a.domain, error = %e, "the slice could not be proved old; nothing purged");
+                (None, Some(floor::PurgeClamp::Age))
+            }
+        }
+    }
+
+    pub(super) async fn purge_one(
+        &mut self,
+        d: &mut DomainTick,
+        target: Option<u64>,
+        proof_by: Option<floor::PurgeClamp>,
+        pins: &crate::proven::Proven<floor::Pins>,
+        before: &floor::ReadPresence,
+        now: DateTime<Utc>,
+    ) {
+        let (Some(created), Some(Ok(revision))) = (d.answer.stream_created, d.published.clone())
+        else {
+            return;
+        };
+        let (target, pinned_by) = match target {
+            Some(t) => floor::clamp_to_pins(&d.answer, t, pins, before, now),
+            None => (None, None),
+        };
+        if let Some(by) = pinned_by.or(proof_by) {
+            // The row says what bounded the purge; the answer and its `at`
+            // are the same, so a hold waiting for a later tick is not
+            // misled by this write.
+            d.answer.purge_clamped_by = Some(by);
+            match self.write_row(&d.answer, Some(revision)).await {
+                Ok(rev) => d.published = Some(Ok(rev)),
+                Err(e) => {
+                    tracing::warn!(event = "publish_failed", domain = %d.answer.domain, error = %e, "the clamped answer was not published; nothing purged");
+                    d.purged = Some(Err(e));
+                    return;
+                }
+            }
+            tracing::info!(event = "purge_clamped", domain = %d.answer.domain, by = ?by, target = ?target, "the purge is bounded below trim_to");
+        }
+        let Some(target) = target else {
+            return;
+        };
+        failpoint("after_pins").await;
+        // Fencing: a compare-and-set renewal of the lease, immediately
+        // before the purge; its permit bounds everything up to the purge.
+        let Some(permit) = self.duty.fence(&self.broker, now).await else {
+            d.purged = Some(Err(
+                "the duty lease could not be renewed before the purge".into()
+            ));
+            return;
+        };
+        failpoint("after_fence").await;
+        let a = &d.answer;
+        // The purge takes the answer's own license, lowered to what the
+        // age proof and the pins allowed: never a number above it.
+        let Some(licensed) = floor::licensed_target(a).and_then(|l| l.lowered_to(target)) else {
+            d.purged = Some(Err(format!(
+                "the purge target {target} is not within what the answer licenses; nothing purged"
+            )));
+            return;
+        };
+        match self
+            .broker
+            .purge_to(&a.stream, licensed, created, permit)
+            .await
+        {
+            Ok(n) => d.purged = Some(Ok(n)),
+            Err(e @ crate::broker::write::PurgeError::FenceExpired { .. }) => {
+                tracing::warn!(event = "fence_expired", domain = %a.domain, error = %e, "the fence's deadline passed before the purge could be sent; nothing purged, the next tick starts over");
+                d.purged = Some(Err(e.to_string()));
+            }
+            Err(e) => {
+                // The floor is now ahead of the log: the safe direction.
+                tracing::warn!(event = "purge_failed", domain = %a.domain, error = %e, "the floor is ahead of the log until a later tick purges");
+                d.purged = Some(Err(e.to_string()));
+            }
+        }
+    }
+}

@@ -1,0 +1,282 @@
+//! The fresh read every surface shares: the buckets once, each domain's
+//! stream, consumer, replicas and age lookup, the archives' listings, and
+//! every answer computed from them. `status`, the HTTP surface, the
+//! previews and the gestures call [`answers`]; the tick reads the same way
+//! from its views.
+
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+
+use crate::alarms::DutyView;
+use crate::broker::read::Raw;
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::duty::{Duty, DutyStatus};
+use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy};
+
+/// Reads everything one domain needs beyond the buckets, in the order
+/// docs/trim-floor.md, Read order, fixes: stream info, then the consumer, then the age lookup.
+pub async fn read_domain(
+    broker: &Broker,
+    domain: &crate::config::Domain,
+    min_age: Duration,
+    now: DateTime<Utc>,
+) -> DomainRead {
+    let (stream, clock) = match broker.stream_state_at(&domain.stream).await {
+        Ok((s, c)) => (Ok(s), Some(c)),
+        Err(e) => (Err(e), None),
+    };
+    // The age cutoff on the broker's clock as it answered, never ours.
+    let now = clock.map_or(now, |c| c.broker);
+    // The consumer after stream info (the feed rule needs last_seq read
+    // first); the age lookup beside it.
+    let feed = async {
+        match &domain.feed_consumer {
+            Some(c) => Some(broker.feed_state(&domain.stream, c).await),
+            None => None,
+        }
+    };
+    let replicas = broker.replicas(
+        &domain.stream,
+        &domain.replicas.consumers,
+        &domain.replicas.ignore,
+        broker.durable_sourcing(),
+    );
+    let young = async {
+        match &stream {
+            Err(e) => Err(e.clone()),
+            // Nothing retained, or no record can be young: no request needed.
+            Ok(s) if s.last_seq < s.first_seq || min_age.is_zero() => Ok(None),
+            Ok(_) => {
+                let cutoff =
+                    now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
+                broker.first_seq_at_or_after(&domain.stream, cutoff).await
+            }
+        }
+    };
+    let (feed, replicas, young_seq) = tokio::join!(feed, replicas, young);
+    // The floor is pure: what it keeps of a fault is its sentence, the
+    // term's `unreadable` reason.
+    DomainRead {
+        stream: stream.map_err(String::from),
+        feed: feed.map(|f| f.map_err(String::from)),
+        replicas: replicas.map(|r| r.map_err(String::from)),
+        unprotected: Vec::new(),
+        young_seq: young_seq.map_err(String::from),
+        absorbed: None,
+        clock,
+        archive: None,
+    }
+}
+
+/// One fresh read: the buckets as read and parsed, and every domain's
+/// answer.
+pub struct Fresh {
+    /// The raw gates and floors entries.
+    pub raw: Raw,
+    pub parsed: ParsedRows,
+    pub answers: Vec<Answer>,
+    /// How far the broker's clock is ahead of ours (none read: `None`).
+    pub offset: Option<chrono::Duration>,
+    /// Each domain's reads beyond the buckets (a preview computes on them
+    /// again).
+    pub reads: Vec<DomainRead>,
+}
+
+/// Every domain's answer from one fresh read (the buckets once, then each
+/// domain's stream concurrently), without absorbing gate records. `status`
+/// uses this.
+pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateTime<Utc>) -> Fresh {
+    let ((raw, parsed), listings) = tokio::join!(
+        broker.read_all(&config.buckets),
+        prefetch_archives(broker, config)
+    );
+    let policy = Policy::from_config(config, session);
+    let mut reads = read_domains(broker, config, &policy, now).await;
+    read_archives(broker, config, parsed.get(), &mut reads, listings).await;
+    let answers = compute_all(config, &policy, &parsed, &reads, now);
+    Fresh {
+        raw,
+        parsed: parsed.into_inner(),
+        answers,
+        offset: clock_offset(&reads),
+        reads,
+    }
+}
+
+/// Every domain's reads beyond the buckets, concurrently.
+pub async fn read_domains(
+    broker: &Broker,
+    config: &Config,
+    policy: &Policy,
+    now: DateTime<Utc>,
+) -> Vec<DomainRead> {
+    let reads = futures::future::join_all(
+        config
+            .domains
+            .iter()
+            .map(|d| read_domain(broker, d, policy.min_age, now)),
+    );
+    // What no consumer protects: one listing of the account's streams for
+    // every domain; said, never a pin (a listing that fails says nothing,
+    // and costs the trim nothing).
+    let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
+    let (mut reads, copies) = tokio::join!(reads, broker.unprotected_copies(&streams));
+    if let Ok(copies) = copies {
+        for (read, d) in reads.iter_mut().zip(&config.domains) {
+            read.unprotected = copies
+                .unprotected
+                .get(&d.stream)
+                .cloned()
+                .unwrap_or_default();
+            if let Some(Ok(r)) = &mut read.replicas {
+                for c in &mut r.replicas {
+                    c.feeds = copies
+                        .feeds
+                        .get(&(d.stream.clone(), c.consumer.clone()))
+                        .cloned();
+                }
+            }
+        }
+    }
+    reads
+}
+
+/// The log, generation and incarnation an archived domain's segments
+/// belong to, from this read (`None` when the stream or floors row cannot
+/// be read: the answer then concludes nothing anyway).
+pub fn archive_target(
+    parsed: &ParsedRows,
+    domain: &crate::config::Domain,
+    read: &DomainRead,
+) -> Option<crate::archive::fold::Target> {
+    let incarnation = floor::incarnation(parsed, &domain.stream, read)?;
+    Some(crate::archive::fold::Target {
+        stream: domain.stream.clone(),
+        generation: incarnation.generation,
+        stream_created: incarnation.stream_created.to_rfc3339(),
+    })
+}
+
+/// The archive state the floors row this tick read published for `stream`
+/// (none when it does not parse: the answer says so).
+fn published_archive(
+    parsed: &ParsedRows,
+    stream: &str,
+) -> Option<crate::archive::state::ArchiveState> {
+    let (p, _) = parsed.published(stream).ok()??;
+    serde_json::from_value(p.archive?).ok()
+}
+
+/// Each domain's store listing where it is an Object Store (`None`
+/// otherwise), taken beside the bucket reads: the listing does not depend
+/// on the log's incarnation, only what is taken from it does, so its
+/// round trips need not wait for stream info. Taken a little earlier in
+/// the tick, it can only miss a segment written since (a lower archive
+/// floor, never a higher one).
+pub async fn prefetch_archives(broker: &Broker, config: &Config) -> Vec<Option<Listing>> {
+    futures::future::join_all(config.domains.iter().map(|d| async move {
+        let archive = d.archive.as_ref()?;
+        archive.store().prefetch(broker).await
+    }))
+    .await
+}
+
+/// A store's whole listing, or why it could not be had.
+pub type Listing = Result<Vec<crate::archive::state::Listed>, crate::archive::state::ListError>;
+
+/// Reads every archived domain's archive, concurrently, after stream info
+/// (which names the incarnation its segments belong to), from the
+/// listings [`prefetch_archives`] took.
+pub async fn read_archives(
+    broker: &Broker,
+    config: &Config,
+    parsed: &ParsedRows,
+    reads: &mut [DomainRead],
+    listings: Vec<Option<Listing>>,
+) {
+    let found = futures::future::join_all(
+        config
+            .domains
+            .iter()
+            .zip(reads.iter())
+            .zip(listings.into_iter().chain(std::iter::repeat_with(|| None)))
+            .map(|((d, read), listing)| async move {
+                let archive = d.archive.as_ref()?;
+                let target = archive_target(parsed, d, read)?;
+                let published = published_archive(parsed, &d.stream);
+                Some(
+                    crate::archive::read(
+                        broker,
+                        &archive.store(),
+                        &target,
+                        published.as_ref(),
+                        listing,
+                    )
+                    .await,
+                )
+            }),
+    )
+    .await;
+    for (read, found) in reads.iter_mut().zip(found) {
+        read.archive = found;
+    }
+}
+
+/// Every domain's answer from what was read: pure. The rows must be a
+/// read proven current: the tick publishes and purges by these answers.
+pub fn compute_all(
+    config: &Config,
+    policy: &Policy,
+    parsed: &crate::proven::Proven<ParsedRows>,
+    reads: &[DomainRead],
+    now: DateTime<Utc>,
+) -> Vec<Answer> {
+    compute_each(config, policy, parsed.get(), reads, now)
+}
+
+/// Every domain's answer from `rows` and its reads, each at the broker's
+/// instant in its own stream info. [`compute_all`] gives it proven rows;
+/// a preview of a gesture gives it rows changed in memory, whose answers
+/// are never published or purged by.
+pub fn compute_each(
+    config: &Config,
+    policy: &Policy,
+    rows: &ParsedRows,
+    reads: &[DomainRead],
+    now: DateTime<Utc>,
+) -> Vec<Answer> {
+    config
+        .domains
+        .iter()
+        .zip(reads)
+        .map(|(d, read)| {
+            floor::compute(d, policy, rows, read, read.clock.map_or(now, |c| c.broker))
+        })
+        .collect()
+}
+
+/// How far the broker's clock is ahead of ours, from this tick's reads.
+pub fn clock_offset(reads: &[DomainRead]) -> Option<chrono::Duration> {
+    let readings: Vec<crate::clock::Reading> = reads.iter().filter_map(|r| r.clock).collect();
+    crate::clock::offset_of(&readings)
+}
+
+/// The duty as the alarms see it.
+pub fn duty_view(status: &DutyStatus, duty: &Duty) -> DutyView {
+    match status {
+        DutyStatus::Held => DutyView::Held {
+            holder: duty.holder().to_string(),
+            claimed_at: duty.claimed_at(),
+        },
+        DutyStatus::Other {
+            holder, claimed_at, ..
+        } => DutyView::Held {
+            holder: holder.clone(),
+            claimed_at: *claimed_at,
+        },
+        DutyStatus::Free => DutyView::Unheld,
+        DutyStatus::Unknown(e) => DutyView::Unreadable(e.clone()),
+    }
+}
