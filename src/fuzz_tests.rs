@@ -113,10 +113,10 @@ proptest! {
         let _ = check_bucket_name(&s);
         let _ = check_literal_subject(&s);
         if let Err(e) = OpId::parse(&s, chrono::Utc::now()) {
-            prop_assert!(!e.is_empty());
+            prop_assert!(!e.0.is_empty());
         }
         if let Err(e) = Timestamp::parse(&s) {
-            prop_assert!(!e.is_empty());
+            prop_assert!(!e.0.is_empty());
         }
     }
 

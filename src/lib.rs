@@ -23,8 +23,9 @@
 //!   readmissions), [`alarms`], [`report`] (the answer in words).
 //! - IO: [`broker`] (the only module that knows async-nats) and the
 //!   archive's directory store ([`archive::dir`]).
-//! - The tick and the gestures: [`trim`] (one tick and the loop), [`duty`]
-//!   (the lease and the fence), [`gesture`] (one file per gesture: ack,
+//! - The tick and the gestures: [`tick`] (one tick and the loop, its
+//!   steps, the fresh read every surface shares, and [`tick::duty`]: the
+//!   lease and the fence), [`gesture`] (one file per gesture: ack,
 //!   set-capacity, erase, evict and readmit, hold, reanchor, explicit
 //!   trim), [`preview`] (the gestures judged in memory), [`node`] (the
 //!   rows a node writes), [`embedded`] (the
@@ -54,7 +55,6 @@ pub mod capacity;
 pub mod cli;
 pub mod clock;
 pub mod config;
-pub mod duty;
 pub mod embedded;
 pub mod exit;
 pub mod failpoint;

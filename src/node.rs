@@ -251,6 +251,6 @@ impl Node {
 fn check(id: &str) -> Result<(), NodeError> {
     check_node_id(id).map_err(|reason| NodeError::BadId {
         id: id.to_string(),
-        reason,
+        reason: reason.0,
     })
 }

@@ -42,7 +42,10 @@ pub async fn read(
     let mut verified = Vec::new();
     if let Ok(l) = &listing {
         for name in state::to_verify(l, published, VERIFY_PER_TICK) {
-            let checked = fold::verify(broker, store, target, &name).await.map(|_| ());
+            let checked = fold::verify(broker, store, target, &name)
+                .await
+                .map(|_| ())
+                .map_err(crate::rows::Unreadable::from);
             let failed = checked.is_err();
             verified.push((name, checked));
             if failed {

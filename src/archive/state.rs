@@ -11,7 +11,7 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::rows::Timestamp;
+use crate::rows::{Timestamp, Unreadable};
 
 /// Where segments go (the reads and writes are in `archive::fold`).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -87,7 +87,7 @@ pub struct ArchiveRead {
     pub listing: Result<Vec<Listed>, ListError>,
     /// Segments past the published frontier, read back and checked (the
     /// reason when one does not verify).
-    pub verified: Vec<(String, Result<(), String>)>,
+    pub verified: Vec<(String, Result<(), Unreadable>)>,
     /// `None` when this reader did not fold (status, a sidecar without the
     /// duty, a tick that concluded nothing).
     pub fold: Option<FoldOutcome>,

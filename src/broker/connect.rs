@@ -313,7 +313,7 @@ pub async fn connect(
         if let Err(reason) = crate::config::check_url(server) {
             return Err(ConnectError::BadUrl {
                 url: redact_url(server),
-                reason,
+                reason: reason.0,
             });
         }
     }

@@ -58,6 +58,12 @@ impl Fault {
 /// A fault is said as its sentence where a caller only reports it (a
 /// term's `unreadable` reason, a log line): the variant has been looked at
 /// by then, or no decision hangs on it.
+impl From<Fault> for crate::rows::Unreadable {
+    fn from(f: Fault) -> Self {
+        crate::rows::Unreadable(f.to_string())
+    }
+}
+
 impl From<Fault> for String {
     fn from(f: Fault) -> String {
         f.to_string()

@@ -42,6 +42,12 @@ impl From<Fault> for Absorb {
     }
 }
 
+impl From<crate::rows::Unreadable> for Absorb {
+    fn from(e: crate::rows::Unreadable) -> Self {
+        Absorb::from(String::from(e))
+    }
+}
+
 impl From<String> for Absorb {
     fn from(e: String) -> Self {
         Absorb::Failed(Fault::Failed(e))

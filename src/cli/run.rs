@@ -176,7 +176,7 @@ async fn serve(
         sidecar.broker.close_views().await;
         if cli.json {
             println!("{}", crate::report::status_json_text(&status));
-        } else if let crate::duty::DutyStatus::Other {
+        } else if let crate::tick::duty::DutyStatus::Other {
             holder, claimed_at, ..
         } = &report.duty
         {

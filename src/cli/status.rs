@@ -6,12 +6,12 @@ use chrono::Utc;
 
 use super::{Cli, StatusArgs};
 use crate::alarms::{self, AlarmPolicy};
-use crate::duty::{Duty, DutyStatus};
 use crate::exit::Exit;
 use crate::floor::FloorState;
 use crate::preview;
 use crate::report::{self, DomainStatus, Status};
 use crate::rows::Timestamp;
+use crate::tick::duty::{Duty, DutyStatus};
 
 pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
     let loaded = exit_on_err!(super::load_config(cli));

@@ -11,6 +11,7 @@
 //! Pure but for [`load_context`] and [`selected_context`], which read the
 //! context files.
 
+use crate::rows::Invalid;
 use std::fmt;
 use std::path::{Path, PathBuf};
 
@@ -138,13 +139,13 @@ pub fn selected_context(dir: &Path) -> Option<String> {
 
 /// Reads context `name` from `dir/context/NAME.json`. A missing or
 /// malformed file is an error naming the path (exit 2).
-pub fn load_context(dir: &Path, chosen: &Chosen) -> Result<Context, String> {
+pub fn load_context(dir: &Path, chosen: &Chosen) -> Result<Context, Invalid> {
     let name = &chosen.name;
     if name.contains(['/', '\\']) || name.starts_with('.') {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "nats context {name:?} (from {}): a context name has no '/', '\\' or leading '.'",
             chosen.by
-        ));
+        )));
     }
     let path = dir.join("context").join(format!("{name}.json"));
     let text = std::fs::read_to_string(&path).map_err(|e| {
@@ -158,8 +159,12 @@ pub fn load_context(dir: &Path, chosen: &Chosen) -> Result<Context, String> {
             format!("cannot read nats context {}: {e}", path.display())
         }
     })?;
-    serde_json::from_str(&text)
-        .map_err(|e| format!("nats context {} is not valid JSON: {e}", path.display()))
+    serde_json::from_str(&text).map_err(|e| {
+        Invalid(format!(
+            "nats context {} is not valid JSON: {e}",
+            path.display()
+        ))
+    })
 }
 
 /// The connection settings in effect, and where the server URL came from.

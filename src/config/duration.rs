@@ -4,6 +4,7 @@
 //! place to guess (`1M` read as a minute or a month deletes records either
 //! a month early or keeps them a month too long). Pure.
 
+use crate::rows::Invalid;
 use std::time::Duration;
 
 /// What the error messages list.
@@ -11,7 +12,7 @@ pub const ALLOWED: &str =
     "a whole number and a unit: ms, s, m, h, d or w (30s, 10m, 24h, 7d; combined: 1h30m)";
 
 /// The unit's length, or why it is refused.
-fn unit(u: &str) -> Result<Duration, String> {
+fn unit(u: &str) -> Result<Duration, Invalid> {
     const SEC: u64 = 1;
     let secs = |n: u64| Ok(Duration::from_secs(n));
     match u {
@@ -21,17 +22,17 @@ fn unit(u: &str) -> Result<Duration, String> {
         "h" | "hr" | "hrs" | "hour" | "hours" => secs(3600),
         "d" | "day" | "days" => secs(86_400),
         "w" | "week" | "weeks" => secs(7 * 86_400),
-        "M" | "mo" | "month" | "months" | "y" | "yr" | "yrs" | "year" | "years" => Err(format!(
+        "M" | "mo" | "month" | "months" | "y" | "yr" | "yrs" | "year" | "years" => Err(Invalid::from(format!(
             "months and years are refused ({u:?}: their length varies); write days or weeks, such as 30d or 52w"
-        )),
-        "" => Err(format!("a number needs a unit; allowed: {ALLOWED}")),
-        other => Err(format!("unknown unit {other:?}; allowed: {ALLOWED}")),
+        ))),
+        "" => Err(Invalid::from(format!("a number needs a unit; allowed: {ALLOWED}"))),
+        other => Err(Invalid::from(format!("unknown unit {other:?}; allowed: {ALLOWED}"))),
     }
 }
 
 /// Parses `text`; every error quotes it as written.
-pub fn parse(text: &str) -> Result<Duration, String> {
-    let bad = |why: String| format!("{text:?} is not a duration: {why}");
+pub fn parse(text: &str) -> Result<Duration, Invalid> {
+    let bad = |why: String| Invalid(format!("{text:?} is not a duration: {why}"));
     let s = text.trim();
     if s.is_empty() {
         return Err(bad(format!("it is empty; allowed: {ALLOWED}")));
@@ -60,7 +61,7 @@ pub fn parse(text: &str) -> Result<Duration, String> {
             - rest
                 .trim_start_matches(|c: char| c.is_ascii_alphabetic())
                 .len();
-        let size = unit(&rest[..letters]).map_err(bad)?;
+        let size = unit(&rest[..letters]).map_err(|e| bad(e.0))?;
         rest = rest[letters..].trim_start();
         let part = u32::try_from(n)
             .ok()
@@ -106,7 +107,7 @@ mod tests {
             ("1.5h", "fractions are not taken"),
             ("99999999999999999999s", "too large"),
         ] {
-            let e = parse(text).expect_err(text);
+            let e = parse(text).expect_err(text).0;
             assert!(e.starts_with(&format!("{text:?} is not a duration")), "{e}");
             assert!(e.contains(says), "{text}: {e}");
         }

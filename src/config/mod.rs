@@ -12,6 +12,7 @@ mod locate;
 pub mod resolve;
 pub mod size;
 
+use crate::rows::Invalid;
 use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -132,7 +133,7 @@ pub fn server_url(url: &str) -> String {
 
 /// Checks one server URL of a list: `nats`, `tls`, `ws` or `wss` (no
 /// scheme: `nats`, [`server_url`]).
-pub fn check_url(url: &str) -> Result<(), String> {
+pub fn check_url(url: &str) -> Result<(), Invalid> {
     let allowed = "nats://host:port, tls://host:port, ws(s)://host:port, host:port, or `embedded`";
     let url = server_url(url);
     let url = url.as_str();
@@ -140,16 +141,16 @@ pub fn check_url(url: &str) -> Result<(), String> {
         .split_once("://")
         .ok_or_else(|| format!("{:?} is not a URL; allowed: {allowed}", redact_url(url)))?;
     if !matches!(scheme, "nats" | "tls" | "ws" | "wss") {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "scheme {scheme:?} is not supported; allowed: {allowed}"
-        ));
+        )));
     }
     let host = rest.rsplit('@').next().unwrap_or("");
     if host.is_empty() || host.starts_with(':') {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "{:?} names no host; allowed: {allowed}",
             redact_url(url)
-        ));
+        )));
     }
     Ok(())
 }

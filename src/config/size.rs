@@ -4,6 +4,7 @@
 //! `8MB` read as 8 MiB is 5% more than was meant, and a size is a limit
 //! someone chose. Pure.
 
+use crate::rows::Invalid;
 use std::fmt;
 
 use serde::de::{self, Visitor};
@@ -22,8 +23,8 @@ const UNITS: [(&str, u64); 5] = [
 ];
 
 /// Parses `text`; every error quotes it as written.
-pub fn parse(text: &str) -> Result<u64, String> {
-    let bad = |why: String| format!("{text:?} is not a size: {why}");
+pub fn parse(text: &str) -> Result<u64, Invalid> {
+    let bad = |why: String| Invalid(format!("{text:?} is not a size: {why}"));
     let s = text.trim();
     let digits = s.len() - s.trim_start_matches(|c: char| c.is_ascii_digit()).len();
     if digits == 0 {
@@ -124,11 +125,11 @@ mod tests {
         assert_eq!(parse("2TiB"), Ok(2 << 40));
         assert_eq!(parse("10B"), Ok(10));
         for refused in ["8MB", "8M", "1gb", "1.5GiB", "MiB", "", "-1", "8 mebibytes"] {
-            let e = parse(refused).expect_err(refused);
+            let e = parse(refused).expect_err(refused).0;
             assert!(e.starts_with(&format!("{refused:?} is not a size")), "{e}");
         }
-        assert!(parse("8MB").unwrap_err().contains("MiB"));
-        assert!(parse("99999999999TiB").unwrap_err().contains("larger"));
+        assert!(parse("8MB").unwrap_err().0.contains("MiB"));
+        assert!(parse("99999999999TiB").unwrap_err().0.contains("larger"));
         assert_eq!(show(8 << 20), "8MiB");
         assert_eq!(show(65536), "64KiB");
         assert_eq!(show(1000), "1000");

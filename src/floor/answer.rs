@@ -12,7 +12,7 @@ use super::parsed::ParsedRows;
 use super::{terms, DomainRead, Policy};
 use crate::archive::state::{self as archive_state, ArchiveState};
 use crate::config::Domain;
-use crate::rows::{Incarnation, Timestamp};
+use crate::rows::{Incarnation, Timestamp, Unreadable};
 use crate::stream_check::{bypasses, Bypass};
 
 /// The seven terms (`archive_floor` is `n/a` without an archive), in the
@@ -713,13 +713,13 @@ fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
 }
 
 impl PublishedFloor {
-    pub fn parse(key: &str, body: &[u8]) -> Result<Self, String> {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Self, Unreadable> {
         let row: Self = crate::rows::parse_json(key, body).map_err(|e| format!("floors {e}"))?;
         if row.stream != key {
-            return Err(format!(
+            return Err(Unreadable(format!(
                 "floors key {key}: the row names stream {}",
                 row.stream
-            ));
+            )));
         }
         Ok(row)
     }
@@ -896,7 +896,7 @@ pub fn compute(
         not_ready,
         evictions_unreadable: set.evictions_unreadable,
         nodes: set.nodes,
-        stream_error: read.stream.as_ref().err().cloned(),
+        stream_error: read.stream.as_ref().err().map(ToString::to_string),
         backup_age_secs: backup_age.map(|d| d.as_secs()),
         backup_stale: backup_age.is_some_and(|d| d > policy.backup_max_age),
         live_stream_created: if line.recreated {
@@ -969,14 +969,14 @@ struct Lineage {
 fn lineage(
     rows: &ParsedRows,
     read: &DomainRead,
-    previous: &Result<Option<(PublishedFloor, u64)>, String>,
+    previous: &Result<Option<(PublishedFloor, u64)>, Unreadable>,
 ) -> Lineage {
     let live_created = read.stream.as_ref().ok().map(|s| s.created);
     let mut not_ready: Option<NotReady> = None;
     let (generation, gen_created, prev_floor, prev_state, prev_held, opened_at) = match previous {
         Err(e) => {
             not_ready = Some(NotReady::FloorUnreadable {
-                error: e.clone(),
+                error: e.to_string(),
                 row: rows.floors.is_ok(),
             });
             (0, live_created, None, FloorState::None, None, None)
@@ -1498,7 +1498,7 @@ fn gate_view(
     stream: &str,
     incarnation: Option<Incarnation>,
     last_seq: u64,
-    absorbed: Option<&Result<(), String>>,
+    absorbed: Option<&Result<(), Unreadable>>,
     published: Option<&PublishedGateView>,
     now: Timestamp,
 ) -> GateView {
@@ -1520,7 +1520,7 @@ fn gate_view(
             Some(Err(message)) => {
                 error = Some(GateFault::CursorMalformed {
                     key,
-                    message: message.clone(),
+                    message: message.to_string(),
                 })
             }
             // Another incarnation's cursor proves nothing about this one.
@@ -1547,7 +1547,7 @@ fn gate_view(
     match absorbed {
         Some(Err(message)) if error.is_none() => {
             error = Some(GateFault::AbsorbFailed {
-                message: message.clone(),
+                message: message.to_string(),
             })
         }
         // A reader that does not absorb (status, a sidecar without the

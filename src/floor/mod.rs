@@ -32,7 +32,7 @@ pub use pins::{clamp_to_pins, Pins, ReadPresence};
 pub use row::FloorsRow;
 
 use crate::config::{BackupPolicy, Config};
-use crate::rows::{Incarnation, Timestamp};
+use crate::rows::{Incarnation, Timestamp, Unreadable};
 
 /// PURE: the highest generation of `stream` that the sidecar's own rows
 /// outside the floors bucket record for the live incarnation (`created`):
@@ -150,23 +150,23 @@ pub struct ReplicasRead {
 /// info, then consumer info, then the age lookup.
 #[derive(Debug, Clone)]
 pub struct DomainRead {
-    pub stream: Result<StreamState, String>,
+    pub stream: Result<StreamState, Unreadable>,
     /// `None` when the domain has no feed consumer configured.
-    pub feed: Option<Result<FeedState, String>>,
+    pub feed: Option<Result<FeedState, Unreadable>>,
     /// The log's replicas and named consumers; `None` where the server
     /// has no durable sourcing (before 2.14) and no consumer is named.
-    pub replicas: Option<Result<ReplicasRead, String>>,
+    pub replicas: Option<Result<ReplicasRead, Unreadable>>,
     /// Streams this sidecar can see that mirror or source the log through
     /// an ephemeral consumer, which nothing can protect
     /// (`replica_unprotected`); empty when none, or not read.
     pub unprotected: Vec<String>,
     /// The first retained sequence stamped at or after `now - min_age`;
     /// `Ok(None)` when every retained record is older (or none is retained).
-    pub young_seq: Result<Option<u64>, String>,
+    pub young_seq: Result<Option<u64>, Unreadable>,
     /// For a domain with a `gate_subject`, when this reader brought the
     /// gates view up to date (the duty holder): whether that worked.
     /// `None` when it did not try.
-    pub absorbed: Option<Result<(), String>>,
+    pub absorbed: Option<Result<(), Unreadable>>,
     /// The broker's clock in the stream-info answer (docs/decisions.md, "Pins, clocks, fences, reads"):
     /// this domain's answer is computed at that instant.
     pub clock: Option<crate::clock::Reading>,
@@ -291,11 +291,15 @@ pub fn incarnation_at(
     rows: &ParsedRows,
     stream: &str,
     stream_created: Timestamp,
-) -> Result<Incarnation, String> {
+) -> Result<Incarnation, Unreadable> {
     let generation = match rows.published(stream) {
         Ok(Some((p, _))) => p.generation,
         Ok(None) => 0,
-        Err(e) => return Err(format!("the floors row of {stream} cannot be read ({e})")),
+        Err(e) => {
+            return Err(Unreadable(format!(
+                "the floors row of {stream} cannot be read ({e})"
+            )))
+        }
     };
     Ok(Incarnation {
         stream_created,

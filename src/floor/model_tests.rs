@@ -10,6 +10,7 @@
 //! before it the same, and nothing the frontier promised missing. They must agree on the purge point, and
 //! the purge must never take a record the model keeps.
 
+use crate::rows::Unreadable;
 use proptest::prelude::*;
 use serde_json::json;
 
@@ -302,7 +303,7 @@ pub(crate) fn world(c: &Case) -> World {
                 num_ack_pending: ap,
                 num_pending: p,
             })
-            .ok_or_else(|| "consumer not found".to_string()),
+            .ok_or_else(|| Unreadable::from("consumer not found")),
         );
     }
     w.young = Ok(c.young);
@@ -366,7 +367,7 @@ pub(crate) fn world(c: &Case) -> World {
                             if ok {
                                 Ok(())
                             } else {
-                                Err("checksum".to_string())
+                                Err(Unreadable::from("checksum"))
                             },
                         )
                     })

@@ -13,7 +13,7 @@ use super::{Bucket, BucketError, Rows};
 use crate::gate::{Anchor, Cursor, ANCHOR_PREFIX, CURSOR_PREFIX};
 use crate::rows::{
     AckRow, BackupManifest, GateRow, HoldKey, HoldRow, OpRow, PositionRow, PresenceRow, RowError,
-    SnapshotRow, ACK_PREFIX, OP_PREFIX,
+    SnapshotRow, Unreadable, ACK_PREFIX, OP_PREFIX,
 };
 
 /// A row as parsed, or why it was refused. The refusal is boxed: it is
@@ -41,7 +41,7 @@ pub struct Backups {
 #[derive(Debug, Clone, Default)]
 pub struct Gates {
     pub rows: BTreeMap<String, BTreeMap<String, GateRow>>,
-    pub cursors: BTreeMap<String, Result<Cursor, String>>,
+    pub cursors: BTreeMap<String, Result<Cursor, Unreadable>>,
     /// Operation rows by op id (a readmission's join hold is named by its
     /// operation, whose row names the node).
     pub ops: BTreeMap<String, OpRow>,
@@ -54,14 +54,14 @@ pub type HoldsByStream = BTreeMap<String, Vec<Parsed<(HoldKey, HoldRow)>>>;
 
 /// A published floors row with its revision (for the compare-and-set), or
 /// why it cannot be used.
-pub type Floor = (Result<PublishedFloor, String>, u64);
+pub type Floor = (Result<PublishedFloor, Unreadable>, u64);
 
 /// The floors bucket: each stream's published row, and each stream's
 /// requested watermark (`_requested.<stream>`, docs/http.md).
 #[derive(Debug, Clone, Default)]
 pub struct Floors {
     pub rows: BTreeMap<String, Floor>,
-    pub requested: BTreeMap<String, (Result<crate::rows::Requested, String>, u64)>,
+    pub requested: BTreeMap<String, (Result<crate::rows::Requested, Unreadable>, u64)>,
 }
 
 impl Floors {
@@ -413,17 +413,17 @@ impl ParsedRows {
 
     /// The floors bucket as read; `None` when it does not exist yet (no
     /// sidecar has run: nothing was published, nothing requested).
-    fn floors_read(&self) -> Result<Option<&Floors>, String> {
+    fn floors_read(&self) -> Result<Option<&Floors>, Unreadable> {
         match &self.floors {
             Ok(f) => Ok(Some(f)),
             Err(BucketError::Missing { .. }) => Ok(None),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(Unreadable(e.to_string())),
         }
     }
 
     /// The requested watermark of `stream` (none: `Ok(None)`), or why it
     /// cannot be read (the floors bucket, or a row that does not parse).
-    pub fn requested(&self, stream: &str) -> Result<Option<crate::rows::Requested>, String> {
+    pub fn requested(&self, stream: &str) -> Result<Option<crate::rows::Requested>, Unreadable> {
         let Some(floors) = self.floors_read()? else {
             return Ok(None);
         };
@@ -448,7 +448,7 @@ impl ParsedRows {
 
     /// The floors row for `stream` as published, with its revision, or why
     /// it cannot be used.
-    pub fn published(&self, stream: &str) -> Result<Option<(PublishedFloor, u64)>, String> {
+    pub fn published(&self, stream: &str) -> Result<Option<(PublishedFloor, u64)>, Unreadable> {
         let Some(floors) = self.floors_read()? else {
             return Ok(None);
         };

@@ -10,7 +10,7 @@ use super::answer::{
     Answer, FloorState, GateView, NotReady, PurgeClamp, Term, TermName, WouldPurge,
 };
 use crate::archive::state::ArchiveState;
-use crate::rows::Timestamp;
+use crate::rows::{Timestamp, Unreadable};
 use crate::stream_check::Bypass;
 
 /// What the duty holder writes to the floors bucket under the stream's key.
@@ -103,8 +103,8 @@ impl<'a> From<&'a Answer> for FloorsRow<'a> {
 
 impl FloorsRow<'_> {
     /// The row as written to the bucket.
-    pub fn to_bytes(&self) -> Result<Vec<u8>, String> {
-        serde_json::to_vec(self).map_err(|e| e.to_string())
+    pub fn to_bytes(&self) -> Result<Vec<u8>, Unreadable> {
+        serde_json::to_vec(self).map_err(|e| Unreadable(e.to_string()))
     }
 }
 

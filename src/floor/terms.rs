@@ -13,7 +13,7 @@ use super::parsed::{Backups, ByNode, HoldsByStream};
 use super::{BucketError, FeedState, Policy, StreamState};
 use crate::config::{BackupPolicy, Dur};
 use crate::human;
-use crate::rows::{BackupManifest, SnapshotRow, Timestamp};
+use crate::rows::{BackupManifest, SnapshotRow, Timestamp, Unreadable};
 
 fn value(name: TermName, seq: u64, detail: Option<String>, reason: Option<String>) -> Term {
     Term {
@@ -328,7 +328,7 @@ fn confirmed(f: &FeedState, last_seq_before: Option<u64>) -> u64 {
 /// `replica_floor`: the least any replica or named consumer has confirmed
 /// stored, by the feed's rules (docs/trim-floor.md, Replicas).
 pub fn replica_floor(
-    read: &Option<Result<super::ReplicasRead, String>>,
+    read: &Option<Result<super::ReplicasRead, Unreadable>>,
     last_seq_before: Option<u64>,
 ) -> Term {
     let Some(read) = read else {
@@ -374,7 +374,7 @@ pub fn replica_floor(
 /// filtered consumer is caught up to what it has seen.
 pub fn feed_ack_floor(
     consumer: Option<&str>,
-    feed: &Option<Result<FeedState, String>>,
+    feed: &Option<Result<FeedState, Unreadable>>,
     last_seq_before: Option<u64>,
 ) -> Term {
     let (Some(name), Some(feed)) = (consumer, feed) else {
@@ -392,8 +392,8 @@ pub fn feed_ack_floor(
 
 /// `age_floor`: one below the first retained record young enough to keep.
 pub fn age_floor(
-    state: &Result<StreamState, String>,
-    young_seq: &Result<Option<u64>, String>,
+    state: &Result<StreamState, Unreadable>,
+    young_seq: &Result<Option<u64>, Unreadable>,
     min_age: Duration,
 ) -> Term {
     let s = match state {

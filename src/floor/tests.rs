@@ -1,6 +1,7 @@
 //! Table-driven tests through a small world builder: one case per rule of
 //! docs/trim-floor.md.
 
+use crate::rows::Unreadable;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
@@ -32,12 +33,12 @@ pub(crate) struct World {
     pub snapshots: Option<Vec<(String, String)>>,
     pub gates: Option<Vec<(String, String)>>,
     pub floors: Option<Vec<(String, String)>>,
-    pub stream: Result<StreamState, String>,
-    pub feed: Option<Result<FeedState, String>>,
-    pub replicas: Option<Result<super::ReplicasRead, String>>,
+    pub stream: Result<StreamState, Unreadable>,
+    pub feed: Option<Result<FeedState, Unreadable>>,
+    pub replicas: Option<Result<super::ReplicasRead, Unreadable>>,
     pub unprotected: Vec<String>,
-    pub young: Result<Option<u64>, String>,
-    pub absorbed: Option<Result<(), String>>,
+    pub young: Result<Option<u64>, Unreadable>,
+    pub absorbed: Option<Result<(), Unreadable>>,
     pub policy: Policy,
     pub domain: Domain,
     /// On an archived domain: what was read of its archive.
@@ -667,7 +668,7 @@ fn replica_rules() {
             last_active: None,
             feeds: None,
         };
-    let with = |r: Option<Result<ReplicasRead, String>>| {
+    let with = |r: Option<Result<ReplicasRead, Unreadable>>| {
         let mut w = World::new();
         w.replicas = r;
         w.answer()

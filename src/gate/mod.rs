@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::human::Surface;
 use crate::rows::{
     check_node_id, GateRecordBody, GateRow, GateSign, GateState, Incarnation, OpId, OpRow,
-    Timestamp,
+    Timestamp, Unreadable,
 };
 
 /// Why a gesture was refused, with its exit code (docs/runbook.md, Exit codes).
@@ -114,10 +114,10 @@ pub fn check_input(
     now: DateTime<Utc>,
 ) -> Result<OpId, Refusal> {
     let op = match op_id {
-        Some(text) => OpId::parse(text, now).map_err(Refusal::OpIdInvalid)?,
+        Some(text) => OpId::parse(text, now).map_err(|e| Refusal::OpIdInvalid(e.0))?,
         None => OpId::mint(now),
     };
-    check_node_id(node).map_err(Refusal::NodeIdInvalid)?;
+    check_node_id(node).map_err(|e| Refusal::NodeIdInvalid(e.0))?;
     match confirm {
         None => Err(Refusal::ConfirmMissing),
         Some(c) if c != node => Err(Refusal::ConfirmMismatch {
@@ -191,12 +191,12 @@ pub struct ReadmitFacts {
 /// Readmission is judged on every log before any is written: the node's
 /// position must reach `max(floor, first_seq) - 1` on each (a node that has
 /// never reported holds nothing; one of a left generation is refused).
-pub fn judge_readmit(node: &str, logs: &[Result<ReadmitFacts, String>]) -> Result<(), Refusal> {
+pub fn judge_readmit(node: &str, logs: &[Result<ReadmitFacts, Unreadable>]) -> Result<(), Refusal> {
     let mut below = Vec::new();
     for log in logs {
         let f = log
             .as_ref()
-            .map_err(|e| Refusal::ReadmissionUnjudged(e.clone()))?;
+            .map_err(|e| Refusal::ReadmissionUnjudged(e.to_string()))?;
         let bound = f.floor.unwrap_or(0).max(f.first_seq).saturating_sub(1);
         let held = f.position.unwrap_or(0);
         if f.left_gen.is_some() || held < bound {
@@ -325,14 +325,14 @@ impl Cursor {
     /// Parses a cursor row strictly: a malformed cursor is an error that
     /// names its key, never a view that starts over (that would purge
     /// records it has not read).
-    pub fn parse(key: &str, body: &[u8]) -> Result<Cursor, String> {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Cursor, Unreadable> {
         let c: Cursor =
             serde_json::from_slice(body).map_err(|e| format!("gates key {key}: {e}"))?;
         if Cursor::key(&c.stream) != key {
-            return Err(format!(
+            return Err(Unreadable(format!(
                 "gates key {key}: the row names stream {}",
                 c.stream
-            ));
+            )));
         }
         Ok(c)
     }
@@ -361,14 +361,14 @@ impl Anchor {
     }
 
     /// Parses an anchor row strictly (its key must name its stream).
-    pub fn parse(key: &str, body: &[u8]) -> Result<Anchor, String> {
+    pub fn parse(key: &str, body: &[u8]) -> Result<Anchor, Unreadable> {
         let a: Anchor =
             serde_json::from_slice(body).map_err(|e| format!("gates key {key}: {e}"))?;
         if Anchor::key(&a.stream) != key {
-            return Err(format!(
+            return Err(Unreadable(format!(
                 "gates key {key}: the row names stream {}",
                 a.stream
-            ));
+            )));
         }
         Ok(a)
     }
@@ -393,7 +393,7 @@ pub struct Absorbed {
     pub skipped: Vec<Skipped>,
 }
 
-fn parse_record(r: &LogRecord) -> Result<GateRecordBody, String> {
+fn parse_record(r: &LogRecord) -> Result<GateRecordBody, Unreadable> {
     let body: GateRecordBody =
         serde_json::from_slice(&r.body).map_err(|e| format!("body is not a gate record: {e}"))?;
     check_node_id(&body.node).map_err(|e| format!("node {e}"))?;
@@ -437,7 +437,10 @@ pub fn absorb(
         let body = match parse_record(r) {
             Ok(b) => b,
             Err(reason) => {
-                skipped.push(Skipped { seq: r.seq, reason });
+                skipped.push(Skipped {
+                    seq: r.seq,
+                    reason: reason.to_string(),
+                });
                 continue;
             }
         };

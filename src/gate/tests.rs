@@ -3,6 +3,7 @@
 use super::*;
 use crate::rows::Stamped;
 use crate::rows::Timestamp;
+use crate::rows::Unreadable;
 
 fn now() -> DateTime<Utc> {
     Timestamp::parse("2026-11-30T12:00:00Z")
@@ -75,7 +76,7 @@ fn facts(
     position: Option<u64>,
     floor: Option<u64>,
     first_seq: u64,
-) -> Result<ReadmitFacts, String> {
+) -> Result<ReadmitFacts, Unreadable> {
     Ok(ReadmitFacts {
         stream: "S".into(),
         position,

@@ -6,6 +6,7 @@
 //! returns with [`json`] or [`text`], so the two say the same.
 
 use crate::rows::Stamped;
+use crate::rows::Unreadable;
 use std::collections::BTreeMap;
 
 use chrono::Utc;
@@ -132,7 +133,7 @@ pub struct NodeFacts {
     pub evicted: bool,
     /// Per log that takes gate records, what its readmission compares, or
     /// why it cannot be read (judged for a readmission only).
-    pub readmit: Vec<Result<ReadmitFacts, String>>,
+    pub readmit: Vec<Result<ReadmitFacts, Unreadable>>,
 }
 
 /// The gates bucket as the gesture found it, each log's view brought up
@@ -250,8 +251,8 @@ pub async fn facts(
             .iter()
             .map(|d| match at.get(&d.stream) {
                 Some(Ok(a)) => readmit_facts(&parsed, &a.state, d, &ask.node),
-                Some(Err(e)) => Err(e.clone()),
-                None => Err(format!("{} was not read", d.stream)),
+                Some(Err(e)) => Err(Unreadable(e.clone())),
+                None => Err(Unreadable(format!("{} was not read", d.stream))),
             })
             .collect(),
         GateSign::Evict => Vec::new(),
@@ -648,7 +649,7 @@ pub fn readmit_facts(
     state: &floor::StreamState,
     d: &Domain,
     node: &str,
-) -> Result<ReadmitFacts, String> {
+) -> Result<ReadmitFacts, Unreadable> {
     let published = rows.published(&d.stream)?;
     let (floor, generation, created) = match &published {
         Some((p, _)) => (
@@ -658,11 +659,14 @@ pub fn readmit_facts(
         ),
         None => (None, 0, state.created),
     };
-    let positions = rows.positions.as_ref().map_err(|e| e.to_string())?;
+    let positions = rows
+        .positions
+        .as_ref()
+        .map_err(|e| Unreadable(e.to_string()))?;
     let (position, left_gen) = match positions.get(&d.stream).and_then(|m| m.get(node)) {
         None => (None, None),
         Some(row) => {
-            let row = row.as_ref().map_err(|e| e.to_string())?;
+            let row = row.as_ref().map_err(|e| Unreadable(e.to_string()))?;
             if row.generation == generation && row.stream_created == created {
                 (Some(row.seq), None)
             } else {

@@ -119,8 +119,8 @@ pub async fn facts(
     let row = match parsed.published(&domain.stream) {
         Ok(p) => Ok(p.map(|(p, _)| (p.generation, p.stream_created))),
         // What the unreadable row still shows of its generation, if anything.
-        Err(error) => Err(Unreadable {
-            error,
+        Err(error) => Err(UnreadableRow {
+            error: error.to_string(),
             generation: raw_row
                 .and_then(|e| serde_json::from_slice::<Value>(&e.value).ok())
                 .and_then(|v| v.get("generation").and_then(Value::as_u64)),
@@ -418,7 +418,7 @@ pub struct Facts {
     pub last_seq: u64,
     /// The floors row: `Ok(None)` when there is none, `Err` when it does
     /// not parse (with the generation it still shows, if any).
-    pub row: Result<Option<(u64, Option<Timestamp>)>, Unreadable>,
+    pub row: Result<Option<(u64, Option<Timestamp>)>, UnreadableRow>,
     /// A counted node reports a position past the log's end.
     pub ahead: bool,
     /// The gates view's cursor is past the log's end.
@@ -429,7 +429,7 @@ pub struct Facts {
 
 /// A floors row that does not parse.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Unreadable {
+pub struct UnreadableRow {
     pub error: String,
     /// The `generation` it carries, when that much can be read.
     pub generation: Option<u64>,
@@ -623,7 +623,7 @@ mod tests {
         );
         // Unreadable: above what the row still shows and what positions name.
         let unreadable = |generation| Facts {
-            row: Err(Unreadable {
+            row: Err(UnreadableRow {
                 error: "floors key S: expected value".into(),
                 generation,
             }),

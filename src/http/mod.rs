@@ -87,7 +87,7 @@ impl Recorded {
             status: report.status(sidecar, server),
             answers: report.domains.iter().map(|d| d.answer.clone()).collect(),
             alarms: report.alarms.clone(),
-            duty_held: matches!(report.duty, crate::duty::DutyStatus::Held),
+            duty_held: matches!(report.duty, crate::tick::duty::DutyStatus::Held),
         }
     }
 }

@@ -7,6 +7,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 
+use super::Invalid;
+
 /// Longest node id the rule allows (docs/contract.md, Words).
 pub const NODE_ID_MAX: usize = 64;
 
@@ -14,26 +16,30 @@ pub const NODE_ID_MAX: usize = 64;
 /// `.`, `_` or `-`, at most 64 characters. Hold ids, backup ids and domain
 /// names follow the same rule. Returns what is wrong, for the caller to
 /// prefix with the field it came from.
-pub fn check_node_id(id: &str) -> Result<(), String> {
+pub fn check_node_id(id: &str) -> Result<(), Invalid> {
     let allowed =
         "an ASCII letter or digit, then letters, digits, '.', '_' or '-', at most 64 characters";
     let Some(first) = id.chars().next() else {
-        return Err(format!("is empty; allowed: {allowed}"));
+        return Err(Invalid::from(format!("is empty; allowed: {allowed}")));
     };
     if id.len() > NODE_ID_MAX {
-        return Err(format!(
+        return Err(Invalid::from(format!(
             "is {} characters long; allowed: {allowed}",
             id.len()
-        ));
+        )));
     }
     if !first.is_ascii_alphanumeric() {
-        return Err(format!("{id:?} starts with {first:?}; allowed: {allowed}"));
+        return Err(Invalid::from(format!(
+            "{id:?} starts with {first:?}; allowed: {allowed}"
+        )));
     }
     if let Some(bad) = id
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-')))
     {
-        return Err(format!("{id:?} contains {bad:?}; allowed: {allowed}"));
+        return Err(Invalid::from(format!(
+            "{id:?} contains {bad:?}; allowed: {allowed}"
+        )));
     }
     Ok(())
 }
@@ -41,13 +47,16 @@ pub fn check_node_id(id: &str) -> Result<(), String> {
 /// Checks a JetStream stream (or consumer) name the way the server would
 /// refuse it: empty, too long, or containing whitespace, `.`, `*`, `>` or a
 /// path separator.
-pub fn check_stream_name(name: &str) -> Result<(), String> {
+pub fn check_stream_name(name: &str) -> Result<(), Invalid> {
     let allowed = "1 to 255 printable characters without whitespace, '.', '*', '>', '/' or '\\'";
     if name.is_empty() {
-        return Err(format!("is empty; allowed: {allowed}"));
+        return Err(Invalid::from(format!("is empty; allowed: {allowed}")));
     }
     if name.len() > 255 {
-        return Err(format!("is {} bytes long; allowed: {allowed}", name.len()));
+        return Err(Invalid::from(format!(
+            "is {} bytes long; allowed: {allowed}",
+            name.len()
+        )));
     }
     // A plain ASCII name passes at a byte's cost: every positions row names
     // its stream, and the Unicode checks below were a visible part of a
@@ -62,50 +71,54 @@ pub fn check_stream_name(name: &str) -> Result<(), String> {
         .chars()
         .find(|c| c.is_whitespace() || c.is_control() || matches!(c, '.' | '*' | '>' | '/' | '\\'))
     {
-        return Err(format!("{name:?} contains {bad:?}; allowed: {allowed}"));
+        return Err(Invalid::from(format!(
+            "{name:?} contains {bad:?}; allowed: {allowed}"
+        )));
     }
     Ok(())
 }
 
 /// Checks a KV bucket name as async-nats and the server accept it:
 /// `[A-Za-z0-9_-]+`.
-pub fn check_bucket_name(name: &str) -> Result<(), String> {
+pub fn check_bucket_name(name: &str) -> Result<(), Invalid> {
     let allowed = "letters, digits, '_' and '-' only (at least one)";
     if name.is_empty() {
-        return Err(format!("is empty; allowed: {allowed}"));
+        return Err(Invalid::from(format!("is empty; allowed: {allowed}")));
     }
     if let Some(bad) = name
         .chars()
         .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '-')))
     {
-        return Err(format!("{name:?} contains {bad:?}; allowed: {allowed}"));
+        return Err(Invalid::from(format!(
+            "{name:?} contains {bad:?}; allowed: {allowed}"
+        )));
     }
     Ok(())
 }
 
 /// Checks a literal NATS subject: dot-separated non-empty tokens, no
 /// wildcards, no whitespace.
-pub fn check_literal_subject(subject: &str) -> Result<(), String> {
+pub fn check_literal_subject(subject: &str) -> Result<(), Invalid> {
     let allowed =
         "a literal subject: non-empty tokens separated by '.', without '*', '>' or whitespace";
     if subject.is_empty() {
-        return Err(format!("is empty; allowed: {allowed}"));
+        return Err(Invalid::from(format!("is empty; allowed: {allowed}")));
     }
     for token in subject.split('.') {
         if token.is_empty() {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{subject:?} has an empty token; allowed: {allowed}"
-            ));
+            )));
         }
         if token == "*" || token == ">" || token.contains(['*', '>']) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{subject:?} contains a wildcard; allowed: {allowed}"
-            ));
+            )));
         }
         if token.chars().any(|c| c.is_whitespace() || c.is_control()) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{subject:?} contains whitespace; allowed: {allowed}"
-            ));
+            )));
         }
     }
     Ok(())
@@ -144,37 +157,44 @@ impl OpId {
 
     /// Syntax only: 26 characters of upper-case Crockford base32, first
     /// character at most `7` (a larger one overflows the 128 bits).
-    pub fn check_syntax(text: &str) -> Result<(), String> {
+    pub fn check_syntax(text: &str) -> Result<(), Invalid> {
         let allowed = "a ULID: 26 characters of Crockford base32 (0-9, A-Z without I, L, O, U)";
         if text.len() > 128 {
-            return Err(format!("is {} bytes long; allowed: {allowed}", text.len()));
+            return Err(Invalid::from(format!(
+                "is {} bytes long; allowed: {allowed}",
+                text.len()
+            )));
         }
         if text.len() != 26 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{text:?} is {} characters long; allowed: {allowed}",
                 text.len()
-            ));
+            )));
         }
         if let Some(bad) = text.chars().find(|c| !CROCKFORD.contains(*c)) {
-            return Err(format!("{text:?} contains {bad:?}; allowed: {allowed}"));
+            return Err(Invalid::from(format!(
+                "{text:?} contains {bad:?}; allowed: {allowed}"
+            )));
         }
         if text.as_bytes()[0] > b'7' {
-            return Err(format!("{text:?} overflows 128 bits; allowed: {allowed}"));
+            return Err(Invalid::from(format!(
+                "{text:?} overflows 128 bits; allowed: {allowed}"
+            )));
         }
         Ok(())
     }
 
     /// Full check: syntax, and the instant it carries is not more than five
     /// minutes past `now` (a clock that far ahead minted it, or a hand did).
-    pub fn parse(text: &str, now: DateTime<Utc>) -> Result<Self, String> {
+    pub fn parse(text: &str, now: DateTime<Utc>) -> Result<Self, Invalid> {
         Self::check_syntax(text)?;
         let ulid = ulid::Ulid::from_string(text).map_err(|e| format!("{text:?}: {e}"))?;
         let minted_ms = ulid.timestamp_ms();
         let now_ms = u64::try_from(now.timestamp_millis()).unwrap_or(0);
         if minted_ms > now_ms.saturating_add(5 * 60 * 1000) {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{text:?} was minted more than 5 minutes in the future; mint a new one or omit -op-id"
-            ));
+            )));
         }
         Ok(OpId(text.to_string()))
     }

@@ -20,6 +20,64 @@ pub use node::*;
 pub use sidecar::*;
 pub use time::*;
 
+/// Why something a judgement stands on could not be read: the sentence an
+/// operator reads (a term's `unreadable` reason, a row that does not parse,
+/// a stream the broker did not answer for). A type of its own, so that the
+/// pure layers never pass a failed read around as a bare string that could
+/// be taken for a name or a value (a tidy test keeps `Result<_, String>`
+/// out of them).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Unreadable(pub String);
+
+impl From<String> for Unreadable {
+    fn from(s: String) -> Self {
+        Unreadable(s)
+    }
+}
+
+impl From<&str> for Unreadable {
+    fn from(s: &str) -> Self {
+        Unreadable(s.to_string())
+    }
+}
+
+impl From<RowError> for Unreadable {
+    fn from(e: RowError) -> Self {
+        Unreadable(e.to_string())
+    }
+}
+
+impl From<Unreadable> for String {
+    fn from(u: Unreadable) -> Self {
+        u.0
+    }
+}
+
+/// A value a check refused: what is wrong with it and what is allowed, for
+/// the caller to prefix with the field it came from.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct Invalid(pub String);
+
+impl From<String> for Invalid {
+    fn from(s: String) -> Self {
+        Invalid(s)
+    }
+}
+
+impl From<&str> for Invalid {
+    fn from(s: &str) -> Self {
+        Invalid(s.to_string())
+    }
+}
+
+impl From<Invalid> for String {
+    fn from(i: Invalid) -> Self {
+        i.0
+    }
+}
+
 /// Why a row, key or id was refused. The message is written for an operator
 /// reading `status`: it names the key and what was expected.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

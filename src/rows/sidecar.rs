@@ -207,8 +207,8 @@ impl Stamped for Requested {
 
 impl Requested {
     /// Parses `_requested.<stream>`'s value.
-    pub fn parse(key: &str, _stream: &str, body: &[u8]) -> Result<Requested, String> {
-        parse_json(key, body).map_err(|e| format!("floors {e}"))
+    pub fn parse(key: &str, _stream: &str, body: &[u8]) -> Result<Requested, Unreadable> {
+        parse_json(key, body).map_err(|e| Unreadable(format!("floors {e}")))
     }
 
     pub fn key(stream: &str) -> String {

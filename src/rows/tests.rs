@@ -96,7 +96,7 @@ fn node_id_rule() {
         assert_eq!(check_node_id(id).is_ok(), *ok, "{id:?}");
     }
     assert!(check_node_id(&"a".repeat(64)).is_ok());
-    let err = check_node_id(&"a".repeat(65)).unwrap_err();
+    let err = check_node_id(&"a".repeat(65)).unwrap_err().0;
     assert!(err.contains("65 characters"), "{err}");
 }
 

@@ -6,6 +6,8 @@ use std::fmt;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::Invalid;
+
 /// An RFC 3339 instant in UTC, as every row carries it (a broker's or a
 /// node's clock reading, never a monotonic one: named apart from
 /// `std::time::Instant`, which it is not). Parsing refuses an offset other
@@ -14,13 +16,13 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 pub struct Timestamp(pub DateTime<Utc>);
 
 impl Timestamp {
-    pub fn parse(text: &str) -> Result<Self, String> {
+    pub fn parse(text: &str) -> Result<Self, Invalid> {
         let parsed = DateTime::parse_from_rfc3339(text)
             .map_err(|e| format!("{text:?} is not an RFC 3339 timestamp ({e})"))?;
         if parsed.offset().local_minus_utc() != 0 {
-            return Err(format!(
+            return Err(Invalid::from(format!(
                 "{text:?} is not in UTC; timestamps are RFC 3339 with 'Z'"
-            ));
+            )));
         }
         Ok(Timestamp(parsed.with_timezone(&Utc)))
     }

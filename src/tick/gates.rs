@@ -27,7 +27,7 @@ impl Sidecar {
                 continue;
             };
             if let Err(e) = raw.gates() {
-                read.absorbed = Some(Err(e.to_string()));
+                read.absorbed = Some(Err(crate::rows::Unreadable(e.to_string())));
                 continue;
             }
             let Some(incarnation) = floor::incarnation(parsed, &d.stream, read) else {
@@ -70,7 +70,7 @@ impl Sidecar {
                             |c| c.seq + 1,
                         );
                     tracing::warn!(event = "gates_unabsorbed", domain = %d.name, first_unabsorbed, error = %e, "the gates view could not be brought up to date; the purge stops at what it has absorbed");
-                    read.absorbed = Some(Err(e.to_string()));
+                    read.absorbed = Some(Err(crate::rows::Unreadable(e.to_string())));
                 }
             }
         }

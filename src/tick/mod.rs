@@ -17,8 +17,8 @@ use tokio::sync::Notify;
 use crate::alarms::{self, Alarm, AlarmPolicy};
 use crate::broker::Broker;
 use crate::config::Config;
-use crate::duty::{Duty, DutyStatus};
 use crate::floor::{self, Answer, Outage, Policy};
+use crate::tick::duty::{Duty, DutyStatus};
 
 /// The most records the age proof scans on one log in one tick. A larger
 /// slice is purged in steps of at most this many records, one per tick
@@ -150,6 +150,7 @@ pub struct Sidecar {
     logged: BTreeMap<String, Logged>,
 }
 
+pub mod duty;
 mod fold;
 mod gates;
 mod join;

@@ -12,8 +12,9 @@ use crate::alarms::DutyView;
 use crate::broker::read::Raw;
 use crate::broker::Broker;
 use crate::config::Config;
-use crate::duty::{Duty, DutyStatus};
 use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy};
+use crate::rows::Unreadable;
+use crate::tick::duty::{Duty, DutyStatus};
 
 /// Reads everything one domain needs beyond the buckets, in the order
 /// docs/trim-floor.md, Read order, fixes: stream info, then the consumer, then the age lookup.
@@ -59,11 +60,11 @@ pub async fn read_domain(
     // The floor is pure: what it keeps of a fault is its sentence, the
     // term's `unreadable` reason.
     DomainRead {
-        stream: stream.map_err(String::from),
-        feed: feed.map(|f| f.map_err(String::from)),
-        replicas: replicas.map(|r| r.map_err(String::from)),
+        stream: stream.map_err(Unreadable::from),
+        feed: feed.map(|f| f.map_err(Unreadable::from)),
+        replicas: replicas.map(|r| r.map_err(Unreadable::from)),
         unprotected: Vec::new(),
-        young_seq: young_seq.map_err(String::from),
+        young_seq: young_seq.map_err(Unreadable::from),
         absorbed: None,
         clock,
         archive: None,

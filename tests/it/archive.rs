@@ -559,7 +559,7 @@ async fn segments_written_by_a_tick_that_did_not_publish_are_verified_and_adopte
     // folds on from 40.
     let mut r = s.tick().await;
     for _ in 0..20 {
-        if matches!(r.duty, crewlet::duty::DutyStatus::Held) {
+        if matches!(r.duty, crewlet::tick::duty::DutyStatus::Held) {
             break;
         }
         tokio::time::sleep(Duration::from_millis(500)).await;

@@ -92,7 +92,10 @@ async fn killed_between_publish_and_purge_the_next_tick_purges_only_what_it_lice
     let start = Instant::now();
     let mut took = false;
     while start.elapsed() < Duration::from_secs(10) {
-        if matches!(other.tick().await.duty, crewlet::duty::DutyStatus::Held) {
+        if matches!(
+            other.tick().await.duty,
+            crewlet::tick::duty::DutyStatus::Held
+        ) {
             took = true;
             break;
         }

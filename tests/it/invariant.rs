@@ -210,7 +210,7 @@ async fn a_renewal_whose_answer_was_lost_keeps_the_lease() {
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10)], 10).await;
     let mut s = f.sidecar().await;
-    assert_eq!(s.tick().await.duty, crewlet::duty::DutyStatus::Held);
+    assert_eq!(s.tick().await.duty, crewlet::tick::duty::DutyStatus::Held);
     // The broker stops answering while the next renewal is in flight and
     // resumes after the client gave up on it: the write lands, its answer
     // never arrives.
@@ -228,8 +228,8 @@ async fn a_renewal_whose_answer_was_lost_keeps_the_lease() {
     let (first, _) = pid_resume;
     let second = s.tick().await;
     assert!(
-        first.duty == crewlet::duty::DutyStatus::Held
-            || second.duty == crewlet::duty::DutyStatus::Held,
+        first.duty == crewlet::tick::duty::DutyStatus::Held
+            || second.duty == crewlet::tick::duty::DutyStatus::Held,
         "the lease is ours again at once, not after its TTL: {:?} then {:?}",
         first.duty,
         second.duty

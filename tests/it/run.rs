@@ -126,7 +126,7 @@ async fn sigterm_finishes_the_tick_and_releases_the_duty() {
     }
     // Another sidecar can claim at once.
     let r = f.sidecar_as("node-2").await.tick().await;
-    assert!(matches!(r.duty, crewlet::duty::DutyStatus::Held));
+    assert!(matches!(r.duty, crewlet::tick::duty::DutyStatus::Held));
 }
 
 #[test]

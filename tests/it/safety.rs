@@ -161,7 +161,7 @@ async fn a_refused_renewal_gives_the_duty_up() {
     let f = Fleet::new(10).await;
     f.healthy(&[("node-1", 10)], 10).await;
     let mut s = f.sidecar().await;
-    assert_eq!(s.tick().await.duty, crewlet::duty::DutyStatus::Held);
+    assert_eq!(s.tick().await.duty, crewlet::tick::duty::DutyStatus::Held);
     let session = s.duty.session().to_string();
     // Someone else writes the lease key with our very value.
     let lease = f.get("crewlet_duty", "retention").await.expect("the lease");
@@ -169,7 +169,7 @@ async fn a_refused_renewal_gives_the_duty_up() {
     let r = s.tick().await;
     assert_ne!(
         r.duty,
-        crewlet::duty::DutyStatus::Held,
+        crewlet::tick::duty::DutyStatus::Held,
         "a refused renewal is a lost lease"
     );
     assert!(r
@@ -488,7 +488,7 @@ async fn on_a_cluster_a_hold_is_held_only_against_a_later_answer() {
     let f = Fleet::cluster(20).await;
     f.healthy(&[("node-1", 20)], 20).await;
     let mut s = f.sidecar().await;
-    assert_eq!(s.tick().await.duty, crewlet::duty::DutyStatus::Held);
+    assert_eq!(s.tick().await.duty, crewlet::tick::duty::DutyStatus::Held);
     for first in 0..3 {
         let op = Operator::with_yaml(&format!(
             "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nbuckets: {{replicas: 3}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",

@@ -259,9 +259,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("the broker and the stores", &["broker", "archive::dir"]),
     (
         "the tick and the gestures",
-        &[
-            "tick", "duty", "gesture", "preview", "node", "embedded", "archive",
-        ],
+        &["tick", "gesture", "preview", "node", "embedded", "archive"],
     ),
     (
         "the surfaces",
@@ -335,6 +333,48 @@ fn layers_import_one_way() {
         upward.is_empty(),
         "imports from a layer above:\n{}",
         upward.join("\n")
+    );
+}
+
+/// The pure layers carry their failures typed: a read that failed is a
+/// `rows::Unreadable`, a value a check refused a `rows::Invalid` (or the
+/// module's own error enum), never a bare `String` a judge could take for a
+/// name or a value. Unit tests (after a file's `#[cfg(test)]`) are exempt.
+#[test]
+fn the_pure_layers_return_no_bare_string_errors() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let bare = regex::Regex::new(r"Result<[^;{]*,\s*String>").expect("regex");
+    let mut found = Vec::new();
+    for f in &files {
+        let rel = f
+            .strip_prefix(root().join("src"))
+            .expect("under src")
+            .with_extension("");
+        let mut module = rel.display().to_string().replace('/', "::");
+        if let Some(m) = module.strip_suffix("::mod") {
+            module = m.to_string();
+        }
+        if module.ends_with("tests") || layer_of(&module).is_none_or(|(rank, _)| rank > 1) {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("read");
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            if !line.trim_start().starts_with("//") && bare.is_match(line) {
+                found.push(format!(
+                    "src/{}.rs:{}: {}",
+                    rel.display(),
+                    n + 1,
+                    line.trim()
+                ));
+            }
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "a bare String error in a pure layer (use rows::Unreadable or rows::Invalid):\n{}",
+        found.join("\n")
     );
 }
 

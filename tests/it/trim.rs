@@ -261,9 +261,9 @@ async fn two_sidecars_one_purges() {
     let mut b = f.sidecar_as("node-2").await;
     let ra = a.tick().await;
     let rb = b.tick().await;
-    assert!(matches!(ra.duty, crewlet::duty::DutyStatus::Held));
+    assert!(matches!(ra.duty, crewlet::tick::duty::DutyStatus::Held));
     assert!(
-        matches!(rb.duty, crewlet::duty::DutyStatus::Other { ref holder, .. } if holder == "node-1"),
+        matches!(rb.duty, crewlet::tick::duty::DutyStatus::Other { ref holder, .. } if holder == "node-1"),
         "{:?}",
         rb.duty
     );
@@ -277,7 +277,7 @@ async fn two_sidecars_one_purges() {
     a.duty.release(&a.broker).await;
     f.position("node-1", 60).await;
     let rb = b.tick().await;
-    assert!(matches!(rb.duty, crewlet::duty::DutyStatus::Held));
+    assert!(matches!(rb.duty, crewlet::tick::duty::DutyStatus::Held));
     assert_eq!(purged(&rb), 10);
     assert_eq!(f.floors_row().await.expect("row")["by"], "node-2");
 }

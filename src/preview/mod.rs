@@ -246,7 +246,7 @@ fn evict(
         node: node.to_string(),
         refusal,
     };
-    crate::rows::check_node_id(node).map_err(|e| refused(Refusal::NodeIdInvalid(e)))?;
+    crate::rows::check_node_id(node).map_err(|e| refused(Refusal::NodeIdInvalid(e.0)))?;
     // The gesture's own judgement, on the rows status read.
     let facts = evict::NodeFacts {
         seen: evict::seen_anywhere(rows, config, node),
@@ -308,7 +308,7 @@ fn readmit(
         node: node.to_string(),
         refusal,
     };
-    crate::rows::check_node_id(node).map_err(|e| refused(Refusal::NodeIdInvalid(e)))?;
+    crate::rows::check_node_id(node).map_err(|e| refused(Refusal::NodeIdInvalid(e.0)))?;
     let evicted = rows.gates.as_ref().is_ok_and(|g| {
         g.rows
             .values()
@@ -395,7 +395,7 @@ fn acknowledge(
             let state = read.stream.as_ref().map_err(|e| Refused::AckUnjudged {
                 stream: stream.to_string(),
                 seq,
-                error: e.clone(),
+                error: e.to_string(),
             })?;
             crate::gesture::ack::Facts::Operator {
                 last_seq: state.last_seq,
