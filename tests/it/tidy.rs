@@ -280,6 +280,18 @@ fn layer_of(module: &str) -> Option<(usize, &'static str)> {
     best.map(|(_, rank, name)| (rank, name))
 }
 
+/// The module a file under `src/` is (`src/tick/mod.rs` is `tick`).
+fn module_of(f: &Path) -> String {
+    let rel = f
+        .strip_prefix(root().join("src"))
+        .expect("under src")
+        .with_extension("");
+    let module = rel.display().to_string().replace('/', "::");
+    module
+        .strip_suffix("::mod")
+        .map_or(module.clone(), str::to_string)
+}
+
 /// Modules import one way: nothing imports from a layer above its own
 /// Unit tests (after a file's `#[cfg(test)]`) are exempt.
 #[test]
@@ -290,14 +302,7 @@ fn layers_import_one_way() {
     let mut upward = Vec::new();
     let mut unplaced = Vec::new();
     for f in &files {
-        let rel = f
-            .strip_prefix(root().join("src"))
-            .expect("under src")
-            .with_extension("");
-        let mut module = rel.display().to_string().replace('/', "::");
-        if let Some(m) = module.strip_suffix("::mod") {
-            module = m.to_string();
-        }
+        let module = module_of(f);
         let Some((from, from_name)) = layer_of(&module) else {
             unplaced.push(module);
             continue;
@@ -347,14 +352,7 @@ fn the_pure_layers_return_no_bare_string_errors() {
     let bare = regex::Regex::new(r"Result<[^;{]*,\s*String>").expect("regex");
     let mut found = Vec::new();
     for f in &files {
-        let rel = f
-            .strip_prefix(root().join("src"))
-            .expect("under src")
-            .with_extension("");
-        let mut module = rel.display().to_string().replace('/', "::");
-        if let Some(m) = module.strip_suffix("::mod") {
-            module = m.to_string();
-        }
+        let module = module_of(f);
         if module.ends_with("tests") || layer_of(&module).is_none_or(|(rank, _)| rank > 1) {
             continue;
         }
@@ -362,12 +360,7 @@ fn the_pure_layers_return_no_bare_string_errors() {
         let code = text.split("#[cfg(test)]").next().unwrap_or_default();
         for (n, line) in code.lines().enumerate() {
             if !line.trim_start().starts_with("//") && bare.is_match(line) {
-                found.push(format!(
-                    "src/{}.rs:{}: {}",
-                    rel.display(),
-                    n + 1,
-                    line.trim()
-                ));
+                found.push(format!("{}:{}: {}", f.display(), n + 1, line.trim()));
             }
         }
     }
