@@ -220,6 +220,240 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
     Ok(())
 }
 
+/// A fleet of `domains` logs (docs/performance.md, A fleet of many logs):
+/// no feed, no gate subject; the buckets of their own. Each log's ceiling
+/// is 4 MiB (`allow_unsafe_limits`): the broker reserves every ceiling
+/// against its store, and a thousand of 1 GiB would not fit this machine.
+fn fleet_config(url: &str, suffix: &str, domains: usize) -> Result<Config, String> {
+    let mut text = format!(
+        "node: {{id: bench-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 10s, backup_owner: bench, presence_ttl: 10m, snapshot_quorum: 1, allow_unsafe_limits: true}}\ntrim: {{enabled: true}}\nbuckets: {{presence: p{suffix}, positions: o{suffix}, holds: h{suffix}, backups: b{suffix}, snapshots: s{suffix}, floors: f{suffix}, duty: d{suffix}, gates: g{suffix}}}\ndomains:\n"
+    );
+    for i in 0..domains {
+        text.push_str(&format!("  - {{name: d{i}, stream: F{suffix}_{i}}}\n"));
+    }
+    config::check(&text)
+        .config
+        .ok_or_else(|| "the fleet's configuration is invalid".to_string())
+}
+
+/// The fleet's state: per log 20 records, 10 nodes' positions (node-0 at
+/// 0, so that no tick purges: the purge is not what is measured), 10
+/// holds (half expired) and a backup manifest; 10 presence leases and 10
+/// snapshot registers naming every log.
+async fn build_fleet(broker: &Broker, config: &Config) -> Result<(), String> {
+    let b = &config.buckets;
+    for spec in crate::buckets::contract_buckets(config) {
+        broker
+            .ensure_bucket(&spec)
+            .await
+            .map_err(|e| format!("bucket {}: {e}", spec.name))?;
+    }
+    let now = Utc::now();
+    let ts = |secs: i64| Timestamp(now + chrono::Duration::seconds(secs)).to_rfc3339();
+    let (mut pos, mut holds, mut backups) = (Vec::new(), Vec::new(), Vec::new());
+    for d in &config.domains {
+        let created = broker
+            .create_plain_stream(&d.stream, Some(4 << 20), config.buckets.replicas)
+            .await?
+            .to_rfc3339();
+        broker.publish_many(&format!("{}.r", d.stream), 20).await?;
+        for i in 0..10 {
+            let node = format!("node-{i}");
+            let seq = if i == 0 { 0 } else { 15 };
+            pos.push((
+                format!("{}.{node}", d.stream),
+                json!({"node": node, "stream": d.stream, "seq": seq, "generation": 0, "stream_created": created, "updated_at": ts(0), "status": "ok"}).to_string(),
+            ));
+            let expires = if i % 2 == 0 { ts(3600) } else { ts(-3600) };
+            holds.push((
+                format!("{}.h{i}", d.stream),
+                json!({"seq": 5 + i, "owner": "bench", "expires_at": expires}).to_string(),
+            ));
+        }
+        let done = Timestamp(Utc::now()).to_rfc3339();
+        backups.push((
+            format!("node-1.{}", d.name),
+            json!({"id": d.name, "node": "node-1", "taken_at": ts(-120), "completed_at": done, "verified": true, "positions": {&d.stream: 15}}).to_string(),
+        ));
+    }
+    broker.fill(&b.positions, pos).await?;
+    broker.fill(&b.holds, holds).await?;
+    broker.fill(&b.backups, backups).await?;
+    let nodes: Vec<String> = (0..10).map(|i| format!("node-{i}")).collect();
+    let artefacts: serde_json::Map<String, serde_json::Value> = config
+        .domains
+        .iter()
+        .map(|d| {
+            (
+                d.stream.clone(),
+                json!({"position": 15, "generation": 0, "taken_at": ts(-5), "verified": true}),
+            )
+        })
+        .collect();
+    broker
+        .fill(
+            &b.presence,
+            nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        json!({"node": n, "roles": ["data"], "started_at": ts(-60)}).to_string(),
+                    )
+                })
+                .collect(),
+        )
+        .await?;
+    broker.fill(&b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
+    Ok(())
+}
+
+/// The fleet's tick against its bare reads (the views, nothing changed,
+/// and one paged listing of every stream's state), interleaved.
+async fn fleet_tick_vs_bare(
+    broker: &Broker,
+    config: &Config,
+    samples: usize,
+) -> Result<(Stats, Stats), String> {
+    use crate::broker::view::Mode;
+    let mut sidecar = Sidecar::new(config.clone(), broker.clone());
+    let (mut ticks, mut bares) = (Vec::new(), Vec::new());
+    sidecar.tick().await;
+    broker.read_all_viewed(&config.buckets, Mode::Fresh).await;
+    for _ in 0..samples {
+        let t = Instant::now();
+        sidecar.tick().await;
+        ticks.push(ms(t.elapsed()));
+        let t = Instant::now();
+        std::hint::black_box(broker.read_all_viewed(&config.buckets, Mode::Kept).await);
+        broker.list_streams().await?;
+        bares.push(ms(t.elapsed()));
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+    Ok((stats(ticks), stats(bares)))
+}
+
+/// Least squares of `points`: the slope and r².
+fn fit(points: &[(f64, f64)]) -> (f64, f64) {
+    let n = points.len() as f64;
+    let (sx, sy) = points
+        .iter()
+        .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
+    let (mx, my) = (sx / n, sy / n);
+    let sxy: f64 = points.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
+    let sxx: f64 = points.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
+    let slope = sxy / sxx;
+    let resid: f64 = points
+        .iter()
+        .map(|(x, y)| (y - (my + slope * (x - mx))).powi(2))
+        .sum();
+    let total: f64 = points.iter().map(|(_, y)| (y - my).powi(2)).sum();
+    (slope, 1.0 - resid / total)
+}
+
+/// A fleet of many logs: the tick at 10, 100 and 1,000 logs against its
+/// bare reads, the cost per added log, `status --json` at 1,000 logs
+/// against its bare probe, and the peak RSS of 50 ticks.
+async fn fleet(
+    js: &Broker,
+    url: &str,
+    dir: &Path,
+    samples: usize,
+    bin: &Path,
+    me: &Path,
+) -> Result<Vec<Line>, String> {
+    let mut lines = Vec::new();
+    let mut points = Vec::new();
+    let mut largest = None;
+    for (n, suffix) in [(10usize, "fa"), (100, "fb"), (1000, "fc")] {
+        eprintln!("building a fleet of {n} logs …");
+        let c = fleet_config(url, suffix, n)?;
+        build_fleet(js, &c).await?;
+        let broker = crate::broker::connect(url, &c.nats, "bench-fleet")
+            .await
+            .map_err(|e| e.to_string())?;
+        let (t, b) = fleet_tick_vs_bare(&broker, &c, samples.min(5)).await?;
+        lines.push(line(
+            &format!("fleet: tick ({n} logs)"),
+            &t,
+            Some(&b),
+            (n == 1000).then_some(1.25),
+            None,
+        ));
+        points.push((n as f64, t.median));
+        if n == 1000 {
+            lines.push(Line {
+                name: "fleet: tick at 1,000 logs, against the default tick".into(),
+                value: format!("{:.0} ms", t.median),
+                baseline: "10 s".into(),
+                ratio: Some(t.median / 10_000.0),
+                target: "well under the tick".into(),
+                ok: t.median < 2_500.0,
+            });
+            largest = Some(c);
+        } else {
+            for d in &c.domains {
+                let _ = js.delete_stream(&d.stream).await;
+            }
+            for (_, bucket) in c.buckets.all() {
+                let _ = js.delete_bucket(bucket).await;
+            }
+        }
+    }
+    let (slope, r2) = fit(&points);
+    lines.push(Line {
+        name: "fleet: cost per added log".into(),
+        value: format!("{slope:.2} ms per log, r² {r2:.4}"),
+        baseline: "-".into(),
+        ratio: None,
+        target: "reported".into(),
+        ok: true,
+    });
+    let c = largest.ok_or("no fleet of 1,000 logs")?;
+    let cfg_path = dir.join("fleet.yaml");
+    std::fs::write(
+        &cfg_path,
+        serde_yaml::to_string(&c).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let cfg = cfg_path.to_str().ok_or("non-UTF-8 temp path")?;
+    let (mut st, mut base) = (Vec::new(), Vec::new());
+    for _ in 0..samples.min(5) {
+        st.push(time_process(bin, &["retention", "status", "--json", "--config", cfg], 1)?.median);
+        base.push(time_process(me, &["--probe", cfg], 1)?.median);
+    }
+    lines.push(line(
+        "fleet: status --json (1,000 logs)",
+        &stats(st),
+        Some(&stats(base)),
+        Some(1.5),
+        None,
+    ));
+    let mut mem = c.clone();
+    mem.retention.tick = Dur(Duration::from_millis(1000));
+    mem.retention.max_clock_skew = Dur(Duration::from_millis(100));
+    let mem_path = dir.join("fleet-mem.yaml");
+    std::fs::write(
+        &mem_path,
+        serde_yaml::to_string(&mem).map_err(|e| e.to_string())?,
+    )
+    .map_err(|e| e.to_string())?;
+    let (rss_kib, took) = peak_rss(bin, &mem_path, 50)?;
+    lines.push(Line {
+        name: "fleet: peak RSS, run × 50 ticks (1,000 logs)".into(),
+        value: format!(
+            "{:.1} MB ({:.1} s)",
+            rss_kib as f64 / 1024.0,
+            took.as_secs_f64()
+        ),
+        baseline: "-".into(),
+        ratio: None,
+        target: "≤ 64 MB".into(),
+        ok: (rss_kib as f64 / 1024.0) <= 64.0,
+    });
+    Ok(lines)
+}
+
 /// Rows changed before each measured read at 100,000 rows.
 const CHURN: [usize; 6] = [0, 1_000, 5_000, 10_000, 30_000, 100_000];
 
@@ -562,7 +796,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 15)]
     pub samples: usize,
     /// Run only these scenarios (comma-separated): tick, churn, scaling,
-    /// pure, status, memory, publisher, http, archive, cluster.
+    /// pure, status, fleet, memory, publisher, http, archive, cluster.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub only: Vec<String>,
     /// The status baseline process (connect and bare reads only, on the
@@ -1082,6 +1316,9 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
     // 5. Peak RSS of `run` over 50 ticks at 10,000 rows. The tick is as
     // short as a fence still fits in (3 ticks less the skew and a read
     // timeout must leave 500 ms): 600 ms with 100 ms of skew.
+    if want("fleet") {
+        lines.extend(fleet(&js, url, dir, samples, &bin, &me).await?);
+    }
     if want("memory") {
         let mut mem_cfg = config.clone();
         mem_cfg.retention.tick = Dur(Duration::from_millis(600));
@@ -1706,8 +1943,10 @@ async fn probe(path: &Path) -> Exit {
         if broker.stream_state(&d.stream).await.is_err() {
             return Exit::Unreachable;
         }
-        if !matches!(broker.consumer_exists(&d.stream, "feed").await, Ok(true)) {
-            return Exit::Unreachable;
+        if let Some(feed) = &d.feed_consumer {
+            if !matches!(broker.consumer_exists(&d.stream, feed).await, Ok(true)) {
+                return Exit::Unreachable;
+            }
         }
     }
     Exit::Ok

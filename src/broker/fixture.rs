@@ -242,6 +242,28 @@ impl Broker {
         Ok(())
     }
 
+    /// Every stream's info through the paged `$JS.API.STREAM.LIST` (up to
+    /// 256 streams a page), parsed as JSON and nothing judged: the bare
+    /// read of a fleet's stream state. Returns how many streams.
+    pub async fn list_streams(&self) -> Result<usize, String> {
+        let mut offset = 0usize;
+        loop {
+            let page: serde_json::Value = self
+                .js
+                .request(
+                    "STREAM.LIST".to_string(),
+                    &serde_json::json!({"offset": offset}),
+                )
+                .await
+                .map_err(|e| e.to_string())?;
+            let n = page["streams"].as_array().map_or(0, Vec::len);
+            offset += n;
+            if n == 0 || offset as u64 >= page["total"].as_u64().unwrap_or(0) {
+                return Ok(offset);
+            }
+        }
+    }
+
     /// The bare consumer listing of `stream`: the client library's own
     /// paged listing, every consumer's info, nothing judged. Returns how
     /// many.
