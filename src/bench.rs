@@ -695,6 +695,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
             last_seq: 200_000,
             bytes: 1,
             messages: 200_000,
+            consumers: 0,
             max_bytes: 1 << 30,
             created,
             facts: Default::default(),

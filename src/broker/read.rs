@@ -573,6 +573,7 @@ impl Broker {
                 last_seq: info.state.last_sequence,
                 bytes: info.state.bytes,
                 messages: info.state.messages,
+                consumers: info.state.consumer_count,
                 max_bytes: info.config.max_bytes,
                 created: instant_of(info.created),
                 facts: super::streams::facts_of(&info.config),

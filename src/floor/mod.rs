@@ -105,6 +105,9 @@ pub struct StreamState {
     /// How many records it holds (its own count: gaps left by deletes are
     /// not counted).
     pub messages: u64,
+    /// How many consumers it has (replica consumers are listed only on a
+    /// log that has any).
+    pub consumers: usize,
     /// -1 when unset.
     pub max_bytes: i64,
     /// The stream's incarnation (generations are keyed to it).

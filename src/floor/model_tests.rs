@@ -237,6 +237,7 @@ pub(crate) fn world(c: &Case) -> World {
         last_seq: c.last,
         bytes: 1,
         messages: (c.last + 1).saturating_sub(c.first),
+        consumers: 0,
         max_bytes: 1 << 30,
         created: Timestamp::parse(CREATED).expect("valid"),
         facts: Default::default(),

@@ -64,6 +64,7 @@ impl World {
                 last_seq: 1000,
                 bytes: 1 << 20,
                 messages: 1000,
+                consumers: 0,
                 max_bytes: 1 << 30,
                 created: Timestamp::parse(CREATED).expect("valid"),
                 facts: Default::default(),

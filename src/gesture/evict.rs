@@ -967,6 +967,7 @@ mod tests {
             last_seq: 100,
             bytes: 0,
             messages: 100,
+            consumers: 0,
             max_bytes: -1,
             created: at("2026-11-01T00:00:00Z"),
             facts: Default::default(),

@@ -38,12 +38,24 @@ pub async fn read_domain(
             None => None,
         }
     };
-    let replicas = broker.replicas(
-        &domain.stream,
-        &domain.replicas.consumers,
-        &domain.replicas.ignore,
-        broker.durable_sourcing(),
-    );
+    // A log without a single consumer has no replica to list: its stream
+    // info, just read from its leader, says so, and a fleet of many logs
+    // is spared a listing per log (docs/performance.md). A consumer made
+    // after that read is as unseen as one made after the listing would be.
+    let none = matches!(&stream, Ok(s) if s.consumers == 0) && domain.replicas.consumers.is_empty();
+    let replicas = async {
+        if none && broker.durable_sourcing() {
+            return Some(Ok(crate::floor::ReplicasRead::default()));
+        }
+        broker
+            .replicas(
+                &domain.stream,
+                &domain.replicas.consumers,
+                &domain.replicas.ignore,
+                broker.durable_sourcing(),
+            )
+            .await
+    };
     let young = async {
         match &stream {
             Err(e) => Err(e.clone()),
