@@ -220,7 +220,7 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
     Ok(())
 }
 
-/// A fleet of `domains` logs (docs/performance.md, A fleet of many logs):
+/// A fleet of `domains` logs (docs/performance.md, The scenarios: fleet):
 /// no feed, no gate subject; the buckets of their own. Each log's ceiling
 /// is 4 MiB (`allow_unsafe_limits`): the broker reserves every ceiling
 /// against its store, and a thousand of 1 GiB would not fit this machine.
