@@ -363,7 +363,7 @@ async fn fleet(
     me: &Path,
 ) -> Result<Vec<Line>, String> {
     let mut lines = Vec::new();
-    let mut points = Vec::new();
+    let (mut points, mut bare_points) = (Vec::new(), Vec::new());
     let mut largest = None;
     for (n, suffix) in [(10usize, "fa"), (100, "fb"), (1000, "fc")] {
         eprintln!("building a fleet of {n} logs …");
@@ -381,6 +381,7 @@ async fn fleet(
             None,
         ));
         points.push((n as f64, t.median));
+        bare_points.push((n as f64, b.median));
         if n == 1000 {
             lines.push(Line {
                 name: "fleet: tick at 1,000 logs, against the default tick".into(),
@@ -400,6 +401,16 @@ async fn fleet(
             }
         }
     }
+    write_plot(
+        "fleet-logs.svg",
+        &plot_svg(&Plot {
+            title: "The tick against the number of logs (crewlet-bench --only fleet)",
+            x_label: "logs on one nats-server",
+            points: &points,
+            beside: Some(("bare reads", &bare_points)),
+            level: None,
+        }),
+    );
     let (slope, r2) = fit(&points);
     lines.push(Line {
         name: "fleet: cost per added log".into(),
@@ -512,11 +523,20 @@ async fn churn(
         .zip(&by_churn)
         .map(|(n, t)| (*n, stats(t.clone()).median))
         .collect();
-    let plot = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/views-churn.svg");
-    match std::fs::write(&plot, churn_svg(&medians, full.median)) {
-        Ok(()) => eprintln!("plot written: {}", plot.display()),
-        Err(e) => eprintln!("plot not written ({}): {e}", plot.display()),
-    }
+    let points: Vec<(f64, f64)> = medians.iter().map(|(n, t)| (*n as f64, *t)).collect();
+    write_plot(
+        "views-churn.svg",
+        &plot_svg(&Plot {
+            title: "Reading 7 buckets at 100,000 position rows (crewlet-bench --only churn)",
+            x_label: "rows changed since the last read",
+            points: &points,
+            beside: None,
+            level: Some((
+                format!("full read of every row: {:.0} ms", full.median),
+                full.median,
+            )),
+        }),
+    );
     let mut lines = Vec::new();
     for (n, t) in CHURN.iter().zip(by_churn) {
         let target = match n {
@@ -535,23 +555,46 @@ async fn churn(
     Ok(lines)
 }
 
-/// Tick time against rows changed, with the full read as a line: a small
-/// SVG written by hand (a plotting crate for one chart would outweigh it).
-fn churn_svg(points: &[(usize, f64)], full_ms: f64) -> String {
+/// One chart of the bench: a title, the x axis's words, a series of
+/// medians, and a second series (a baseline measured beside it) or a
+/// horizontal line (one measured once), each labelled.
+struct Plot<'a> {
+    title: &'a str,
+    x_label: &'a str,
+    points: &'a [(f64, f64)],
+    /// A second series, drawn dashed, with its label.
+    beside: Option<(&'a str, &'a [(f64, f64)])>,
+    /// A horizontal line, with its label.
+    level: Option<(String, f64)>,
+}
+
+/// A chart as a small SVG written by hand (a plotting crate for two charts
+/// would outweigh it).
+fn plot_svg(p: &Plot) -> String {
     let (w, h, left, bottom, top, right) = (640.0, 400.0, 70.0, 50.0, 30.0, 40.0);
-    let max_x = points.iter().map(|p| p.0).max().unwrap_or(1).max(1) as f64;
-    let max_y = points.iter().map(|p| p.1).fold(full_ms, f64::max).max(1.0) * 1.1;
+    let all = p
+        .points
+        .iter()
+        .chain(p.beside.iter().flat_map(|b| b.1.iter()));
+    let max_x = all.clone().map(|q| q.0).fold(1.0, f64::max);
+    let max_y = all
+        .map(|q| q.1)
+        .chain(p.level.iter().map(|l| l.1))
+        .fold(1.0, f64::max)
+        * 1.1;
     let x = |v: f64| left + v / max_x * (w - left - right);
     let y = |v: f64| h - bottom - v / max_y * (h - bottom - top);
     let mut svg = format!(
         r##"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" viewBox="0 0 {w} {h}" font-family="sans-serif" font-size="12">
 <rect width="100%" height="100%" fill="white"/>
-<text x="{cx}" y="18" text-anchor="middle" font-size="14">Reading 7 buckets at 100,000 position rows (crewlet-bench --only churn)</text>
+<text x="{cx}" y="18" text-anchor="middle" font-size="14">{title}</text>
 <line x1="{left}" y1="{b}" x2="{r}" y2="{b}" stroke="black"/>
 <line x1="{left}" y1="{top}" x2="{left}" y2="{b}" stroke="black"/>
-<text x="{cx}" y="{xl}" text-anchor="middle">rows changed since the last read</text>
+<text x="{cx}" y="{xl}" text-anchor="middle">{x_label}</text>
 <text x="16" y="{cy}" text-anchor="middle" transform="rotate(-90 16 {cy})">milliseconds (median)</text>
 "##,
+        title = p.title,
+        x_label = p.x_label,
         cx = (left + w - right) / 2.0,
         cy = (top + h - bottom) / 2.0,
         b = h - bottom,
@@ -574,25 +617,40 @@ fn churn_svg(points: &[(usize, f64)], full_ms: f64) -> String {
             t
         ));
     }
-    svg.push_str(&format!(
-        "<line x1=\"{left}\" y1=\"{fy:.1}\" x2=\"{r}\" y2=\"{fy:.1}\" stroke=\"#b33\" stroke-dasharray=\"6 4\"/>\n<text x=\"{r}\" y=\"{ty:.1}\" text-anchor=\"end\" fill=\"#b33\">full read of every row: {full_ms:.0} ms</text>\n",
-        fy = y(full_ms),
-        ty = y(full_ms) - 6.0,
-        r = w - right,
-    ));
-    let path: Vec<String> = points
-        .iter()
-        .map(|(n, t)| format!("{:.1},{:.1}", x(*n as f64), y(*t)))
-        .collect();
-    svg.push_str(&format!(
-        "<polyline points=\"{}\" fill=\"none\" stroke=\"#246\" stroke-width=\"2\"/>\n",
-        path.join(" ")
-    ));
+    if let Some((label, level)) = &p.level {
+        svg.push_str(&format!(
+            "<line x1=\"{left}\" y1=\"{fy:.1}\" x2=\"{r}\" y2=\"{fy:.1}\" stroke=\"#b33\" stroke-dasharray=\"6 4\"/>\n<text x=\"{r}\" y=\"{ty:.1}\" text-anchor=\"end\" fill=\"#b33\">{label}</text>\n",
+            fy = y(*level),
+            ty = y(*level) - 6.0,
+            r = w - right,
+        ));
+    }
+    let polyline = |points: &[(f64, f64)], colour: &str, dash: &str| {
+        let path: Vec<String> = points
+            .iter()
+            .map(|(n, t)| format!("{:.1},{:.1}", x(*n), y(*t)))
+            .collect();
+        format!(
+            "<polyline points=\"{}\" fill=\"none\" stroke=\"{colour}\" stroke-width=\"2\"{dash}/>\n",
+            path.join(" ")
+        )
+    };
+    if let Some((label, beside)) = &p.beside {
+        svg.push_str(&polyline(beside, "#b33", " stroke-dasharray=\"6 4\""));
+        if let Some((n, t)) = beside.last() {
+            svg.push_str(&format!(
+                "<text x=\"{:.1}\" y=\"{:.1}\" text-anchor=\"end\" fill=\"#b33\">{label}</text>\n",
+                x(*n) - 6.0,
+                y(*t) - 8.0
+            ));
+        }
+    }
+    svg.push_str(&polyline(p.points, "#246", ""));
     // A label only where it clears the last one; each on the left of its
     // point, but the first.
     let mut labelled = f64::NEG_INFINITY;
-    for (i, (n, t)) in points.iter().enumerate() {
-        let (px, py) = (x(*n as f64), y(*t));
+    for (i, (n, t)) in p.points.iter().enumerate() {
+        let (px, py) = (x(*n), y(*t));
         svg.push_str(&format!(
             "<circle cx=\"{px:.1}\" cy=\"{py:.1}\" r=\"3.5\" fill=\"#246\"/>\n"
         ));
@@ -611,6 +669,17 @@ fn churn_svg(points: &[(usize, f64)], full_ms: f64) -> String {
     }
     svg.push_str("</svg>\n");
     svg
+}
+
+/// Writes `svg` to `docs/<name>` in the source tree, and says so.
+fn write_plot(name: &str, svg: &str) {
+    let plot = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("docs")
+        .join(name);
+    match std::fs::write(&plot, svg) {
+        Ok(()) => eprintln!("plot written: {}", plot.display()),
+        Err(e) => eprintln!("plot not written ({}): {e}", plot.display()),
+    }
 }
 
 /// Median of the tick and of its baseline, interleaved so that noise hits both.
