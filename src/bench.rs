@@ -462,6 +462,14 @@ async fn fleet(
         target: "≤ 64 MB".into(),
         ok: (rss_kib as f64 / 1024.0) <= 64.0,
     });
+    // The fleet gone again: a thousand streams left on the server would be
+    // in every later scenario's stream listing (its memory above all).
+    for d in &c.domains {
+        let _ = js.delete_stream(&d.stream).await;
+    }
+    for (_, bucket) in c.buckets.all() {
+        let _ = js.delete_bucket(bucket).await;
+    }
     Ok(lines)
 }
 
