@@ -178,32 +178,8 @@ async fn build(broker: &Broker, config: &Config, positions: usize) -> Result<(),
     }
     broker.fill(&b.positions, pos).await?;
     broker.fill(&b.holds, holds).await?;
-    let nodes: Vec<String> = (0..100).map(|i| format!("node-{i}")).collect();
-    broker
-        .fill(
-            &b.presence,
-            nodes
-                .iter()
-                .map(|n| {
-                    (
-                        n.clone(),
-                        json!({"node": n, "roles": ["data"], "started_at": ts(-60)}).to_string(),
-                    )
-                })
-                .collect(),
-        )
-        .await?;
+    nodes_with_snapshots(broker, config, 100, 150).await?;
     let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
-    let artefacts: serde_json::Map<String, serde_json::Value> = streams
-        .iter()
-        .map(|s| {
-            (
-                s.to_string(),
-                json!({"position": 150, "generation": 0, "taken_at": ts(-5), "verified": true}),
-            )
-        })
-        .collect();
-    broker.fill(&b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
     // Completed after the streams were created, so that they count.
     let done = Timestamp(Utc::now()).to_rfc3339();
     let positions_map: serde_json::Map<String, serde_json::Value> = streams
@@ -279,32 +255,7 @@ async fn build_fleet(broker: &Broker, config: &Config) -> Result<(), String> {
     broker.fill(&b.positions, pos).await?;
     broker.fill(&b.holds, holds).await?;
     broker.fill(&b.backups, backups).await?;
-    let nodes: Vec<String> = (0..10).map(|i| format!("node-{i}")).collect();
-    let artefacts: serde_json::Map<String, serde_json::Value> = config
-        .domains
-        .iter()
-        .map(|d| {
-            (
-                d.stream.clone(),
-                json!({"position": 15, "generation": 0, "taken_at": ts(-5), "verified": true}),
-            )
-        })
-        .collect();
-    broker
-        .fill(
-            &b.presence,
-            nodes
-                .iter()
-                .map(|n| {
-                    (
-                        n.clone(),
-                        json!({"node": n, "roles": ["data"], "started_at": ts(-60)}).to_string(),
-                    )
-                })
-                .collect(),
-        )
-        .await?;
-    broker.fill(&b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await?;
+    nodes_with_snapshots(broker, config, 10, 15).await?;
     Ok(())
 }
 
@@ -471,6 +422,45 @@ async fn fleet(
         let _ = js.delete_bucket(bucket).await;
     }
     Ok(lines)
+}
+
+/// `nodes` data nodes with a live presence lease each, and a snapshot
+/// register each naming every configured log at `position`.
+async fn nodes_with_snapshots(
+    broker: &Broker,
+    config: &Config,
+    nodes: usize,
+    position: u64,
+) -> Result<(), String> {
+    let b = &config.buckets;
+    let now = Utc::now();
+    let ts = |secs: i64| Timestamp(now + chrono::Duration::seconds(secs)).to_rfc3339();
+    let nodes: Vec<String> = (0..nodes).map(|i| format!("node-{i}")).collect();
+    broker
+        .fill(
+            &b.presence,
+            nodes
+                .iter()
+                .map(|n| {
+                    (
+                        n.clone(),
+                        json!({"node": n, "roles": ["data"], "started_at": ts(-60)}).to_string(),
+                    )
+                })
+                .collect(),
+        )
+        .await?;
+    let artefacts: serde_json::Map<String, serde_json::Value> = config
+        .domains
+        .iter()
+        .map(|d| {
+            (
+                d.stream.clone(),
+                json!({"position": position, "generation": 0, "taken_at": ts(-5), "verified": true}),
+            )
+        })
+        .collect();
+    broker.fill(&b.snapshots, nodes.iter().map(|n| (n.clone(), json!({"node": n, "updated_at": ts(0), "skip_reason": "", "artefacts": artefacts}).to_string())).collect()).await
 }
 
 /// Rows changed before each measured read at 100,000 rows.
