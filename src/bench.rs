@@ -1302,20 +1302,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
             }
         }
         // Least squares over the three sizes: time per row, and how straight.
-        let n = per_size.len() as f64;
-        let (sx, sy) = per_size
-            .iter()
-            .fold((0.0, 0.0), |(a, b), (x, y)| (a + x, b + y));
-        let (mx, my) = (sx / n, sy / n);
-        let sxy: f64 = per_size.iter().map(|(x, y)| (x - mx) * (y - my)).sum();
-        let sxx: f64 = per_size.iter().map(|(x, _)| (x - mx) * (x - mx)).sum();
-        let slope = sxy / sxx;
-        let fit: f64 = per_size
-            .iter()
-            .map(|(x, y)| (y - (my + slope * (x - mx))).powi(2))
-            .sum();
-        let total: f64 = per_size.iter().map(|(_, y)| (y - my).powi(2)).sum();
-        let r2 = 1.0 - fit / total;
+        let (slope, r2) = fit(&per_size);
         lines.push(Line {
             name: "scaling slope".into(),
             value: format!("{:.2} µs per row, r² {r2:.4}", slope * 1000.0),

@@ -186,21 +186,6 @@ pub fn check_subject(subject: &str) -> Result<(), String> {
     Ok(())
 }
 
-/// Whether the literal `subject` is one the stream `pattern` captures.
-pub fn captures(pattern: &str, subject: &str) -> bool {
-    let mut p = pattern.split('.');
-    let mut s = subject.split('.');
-    loop {
-        match (p.next(), s.next()) {
-            (Some(">"), Some(_)) => return true,
-            (Some("*"), Some(_)) => {}
-            (Some(a), Some(b)) if a == b => {}
-            (None, None) => return true,
-            _ => return false,
-        }
-    }
-}
-
 /// Checks the input alone, before anything is read.
 pub fn check(config: &Config, ask: &Ask) -> Result<(Domain, OpId), BadInput> {
     let bad = |code, message: String| BadInput { code, message };
@@ -357,7 +342,10 @@ pub fn judge_target(
     let Some(subjects) = subjects else {
         return Ok(());
     };
-    if !subjects.iter().any(|p| captures(p, subject)) {
+    if !subjects
+        .iter()
+        .any(|p| crate::rows::subject_matches(p, subject))
+    {
         return Err((
             Refusal::SubjectNotInStream,
             format!(
@@ -949,12 +937,12 @@ mod tests {
 
     #[test]
     fn stream_subjects_capture_literal_ones() {
-        assert!(captures("LOG.>", "LOG.user.42"));
-        assert!(captures("LOG.*.x", "LOG.a.x"));
-        assert!(captures("exact", "exact"));
-        assert!(!captures("LOG.>", "LOG"));
-        assert!(!captures("LOG.*", "LOG.a.b"));
-        assert!(!captures("OTHER.>", "LOG.a"));
+        assert!(crate::rows::subject_matches("LOG.>", "LOG.user.42"));
+        assert!(crate::rows::subject_matches("LOG.*.x", "LOG.a.x"));
+        assert!(crate::rows::subject_matches("exact", "exact"));
+        assert!(!crate::rows::subject_matches("LOG.>", "LOG"));
+        assert!(!crate::rows::subject_matches("LOG.*", "LOG.a.b"));
+        assert!(!crate::rows::subject_matches("OTHER.>", "LOG.a"));
     }
 
     /// The judge's table: the subject against the stream, the row under
