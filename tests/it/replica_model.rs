@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use serde_json::{json, Value};
 
+use crate::replicas::{copy_consumer, raw_api as api};
 use crate::support::fleet::*;
 use crate::support::{free_port, seed_from, Rng, Server};
 use crewlet::floor::TermName;
@@ -87,17 +88,6 @@ fn scenario(seed: u64) -> Scenario {
     }
 }
 
-/// A JetStream API request through `js`, its answer as JSON (an error
-/// answer is returned as it is: the caller decides).
-async fn api(js: &async_nats::jetstream::Context, subject: &str, body: Value) -> Value {
-    let reply = js
-        .client()
-        .request(format!("$JS.API.{subject}"), body.to_string().into())
-        .await
-        .unwrap_or_else(|e| panic!("{subject}: {e}"));
-    serde_json::from_slice(&reply.payload).expect("JSON")
-}
-
 /// The copy's stream and the durable consumer it copies the log through.
 fn names(i: usize) -> (String, String) {
     (format!("COPY{i}"), format!("copy{i}"))
@@ -113,15 +103,8 @@ async fn create_copy(
 ) {
     let (stream, consumer) = names(i);
     let deliver = format!("{consumer}.deliver");
-    let made = api(
-        hub,
-        &format!("CONSUMER.CREATE.{STREAM}.{consumer}"),
-        json!({"stream_name": STREAM, "config": {
-            "durable_name": consumer, "ack_policy": "flow_control", "flow_control": true,
-            "idle_heartbeat": 1_000_000_000u64, "max_deliver": -1,
-            "deliver_subject": deliver, "deliver_policy": "all"}}),
-    )
-    .await;
+    let (subject, body) = copy_consumer(&consumer);
+    let made = api(hub, &subject, body).await;
     assert!(made.get("error").is_none(), "{made}");
     let origin =
         json!({"name": STREAM, "consumer": {"name": consumer, "deliver_subject": deliver}});

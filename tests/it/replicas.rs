@@ -11,31 +11,47 @@ use serde_json::{json, Value};
 use crate::support::fleet::*;
 use crewlet::floor::TermName;
 
-/// A JetStream API request, its answer as JSON; an error answer fails the
-/// test with the broker's words.
+/// A JetStream API request through `js`, its answer as JSON (an error
+/// answer as it is: the caller decides).
+pub(crate) async fn raw_api(
+    js: &async_nats::jetstream::Context,
+    subject: &str,
+    body: Value,
+) -> Value {
+    let reply = js
+        .client()
+        .request(format!("$JS.API.{subject}"), body.to_string().into())
+        .await
+        .unwrap_or_else(|e| panic!("{subject}: {e}"));
+    serde_json::from_slice(&reply.payload).expect("JSON")
+}
+
+/// A JetStream API request on the fleet's server, its answer as JSON; an
+/// error answer fails the test with the broker's words.
 async fn api(f: &Fleet, subject: &str, body: Value) -> Value {
-    let reply =
-        f.js.client()
-            .request(format!("$JS.API.{subject}"), body.to_string().into())
-            .await
-            .unwrap_or_else(|e| panic!("{subject}: {e}"));
-    let v: Value = serde_json::from_slice(&reply.payload).expect("JSON");
+    let v = raw_api(&f.js, subject, body).await;
     assert!(v.get("error").is_none(), "{subject}: {v}");
     v
+}
+
+/// The request that creates durable consumer `name` on the log, as a
+/// mirror or source copies through it (`flow_control`: its ack floor is
+/// what the copy has stored), delivering to `<name>.deliver`.
+pub(crate) fn copy_consumer(name: &str) -> (String, Value) {
+    (
+        format!("CONSUMER.CREATE.{STREAM}.{name}"),
+        json!({"stream_name": STREAM, "config": {
+            "durable_name": name, "ack_policy": "flow_control", "flow_control": true,
+            "idle_heartbeat": 1_000_000_000u64, "max_deliver": -1,
+            "deliver_subject": format!("{name}.deliver"), "deliver_policy": "all"}}),
+    )
 }
 
 /// The durable consumer a mirror copies through (`flow_control`), and the
 /// mirror `DR` of the log that uses it: the server's durable sourcing.
 async fn durable_mirror(f: &Fleet) {
-    api(
-        f,
-        &format!("CONSUMER.CREATE.{STREAM}.dr"),
-        json!({"stream_name": STREAM, "config": {
-            "durable_name": "dr", "ack_policy": "flow_control", "flow_control": true,
-            "idle_heartbeat": 1_000_000_000u64, "max_deliver": -1,
-            "deliver_subject": "dr.deliver", "deliver_policy": "all"}}),
-    )
-    .await;
+    let (subject, body) = copy_consumer("dr");
+    api(f, &subject, body).await;
     api(
         f,
         "STREAM.CREATE.DR",
@@ -290,15 +306,8 @@ async fn a_mirror_across_a_leaf_node_pins_the_log_while_the_leaf_is_gone() {
     let f = Fleet::on(hub, 50).await;
     f.healthy(&[("node-1", 50)], 50).await;
     // The consumer the copy uses lives on the hub, beside the log.
-    api(
-        &f,
-        &format!("CONSUMER.CREATE.{STREAM}.leafdr"),
-        json!({"stream_name": STREAM, "config": {
-            "durable_name": "leafdr", "ack_policy": "flow_control", "flow_control": true,
-            "idle_heartbeat": 1_000_000_000u64, "max_deliver": -1,
-            "deliver_subject": "leafdr.deliver", "deliver_policy": "all"}}),
-    )
-    .await;
+    let (subject, body) = copy_consumer("leafdr");
+    api(&f, &subject, body).await;
     let mut leaf = crate::support::Server::start_with(
         &format!("jetstream {{ domain: leaf }}\nleafnodes {{ remotes: [ {{ url: \"nats-leaf://127.0.0.1:{leaf_port}\" }} ] }}\n"),
         "nats",
@@ -306,15 +315,7 @@ async fn a_mirror_across_a_leaf_node_pins_the_log_while_the_leaf_is_gone() {
     let leaf_js = leaf.js().await;
     let leaf_api = |subject: String, body: Value| {
         let js = leaf_js.clone();
-        async move {
-            let reply = js
-                .client()
-                .request(format!("$JS.API.{subject}"), body.to_string().into())
-                .await
-                .unwrap_or_else(|e| panic!("{subject}: {e}"));
-            let v: Value = serde_json::from_slice(&reply.payload).expect("JSON");
-            v
-        }
+        async move { raw_api(&js, &subject, body).await }
     };
     let created = leaf_api(
         "STREAM.CREATE.LEAFDR".into(),
