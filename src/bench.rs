@@ -265,23 +265,33 @@ async fn fleet_tick_vs_bare(
     broker: &Broker,
     config: &Config,
     samples: usize,
-) -> Result<(Stats, Stats), String> {
+) -> Result<(Stats, Stats, Stats), String> {
     use crate::broker::view::Mode;
     let mut sidecar = Sidecar::new(config.clone(), broker.clone());
-    let (mut ticks, mut bares) = (Vec::new(), Vec::new());
+    let (mut written, mut standing, mut bares) = (Vec::new(), Vec::new(), Vec::new());
     sidecar.tick().await;
     broker.read_all_viewed(&config.buckets, Mode::Fresh).await;
+    // Two kinds of tick, as a holder runs them on a quiet fleet: one that
+    // writes every floors row (as a restarted process does, and every
+    // other tick does), and one that leaves them standing.
     for _ in 0..samples {
+        sidecar.forget_written();
         let t = Instant::now();
         sidecar.tick().await;
-        ticks.push(ms(t.elapsed()));
+        written.push(ms(t.elapsed()));
+        let t = Instant::now();
+        let r = sidecar.tick().await;
+        standing.push(ms(t.elapsed()));
+        if r.domains.iter().any(|d| d.stood.is_none()) {
+            return Err("a quiet fleet's rows were written again the tick after".into());
+        }
         let t = Instant::now();
         std::hint::black_box(broker.read_all_viewed(&config.buckets, Mode::Kept).await);
         broker.list_streams().await?;
         bares.push(ms(t.elapsed()));
     }
     sidecar.duty.release(&sidecar.broker).await;
-    Ok((stats(ticks), stats(bares)))
+    Ok((stats(written), stats(standing), stats(bares)))
 }
 
 /// Least squares of `points`: the slope and r².
@@ -323,12 +333,19 @@ async fn fleet(
         let broker = crate::broker::connect(url, &c.nats, "bench-fleet")
             .await
             .map_err(|e| e.to_string())?;
-        let (t, b) = fleet_tick_vs_bare(&broker, &c, samples.min(5)).await?;
+        let (t, standing, b) = fleet_tick_vs_bare(&broker, &c, samples.min(5)).await?;
         lines.push(line(
             &format!("fleet: tick ({n} logs)"),
             &t,
             Some(&b),
             (n == 1000).then_some(1.25),
+            None,
+        ));
+        lines.push(line(
+            &format!("  rows left standing ({n} logs)"),
+            &standing,
+            Some(&b),
+            None,
             None,
         ));
         points.push((n as f64, t.median));

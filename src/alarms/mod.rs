@@ -226,7 +226,7 @@ fn since(now: DateTime<Utc>, then: Timestamp) -> Duration {
 /// and no row-level remedy (reanchor, evict, delete a row) may be printed
 /// for a read that could not be made.
 pub fn evaluate(
-    answers: &[Answer],
+    answers: &[impl std::borrow::Borrow<Answer>],
     duty: &DutyView,
     clock_offset: Option<chrono::Duration>,
     policy: &AlarmPolicy,
@@ -283,7 +283,7 @@ pub fn evaluate(
     let stale_after = policy.tick * 3;
     let fresh_row = answers
         .iter()
-        .filter_map(|a| a.published_at)
+        .filter_map(|a| a.borrow().published_at)
         .any(|at| since(now, at) <= stale_after);
     match duty {
         DutyView::Held { .. } => {}
@@ -306,7 +306,7 @@ pub fn evaluate(
         }),
     }
     for a in answers {
-        domain_alarms(a, duty, policy, now, &mut out);
+        domain_alarms(a.borrow(), duty, policy, now, &mut out);
     }
     out
 }

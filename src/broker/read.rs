@@ -26,7 +26,10 @@ use crate::rows::Timestamp;
 #[derive(Debug, Clone)]
 pub struct Raw {
     gates: Bucket,
-    floors: Bucket,
+    /// `None` from the tick's views: the tick reads the floors rows parsed
+    /// only, and a copy of every row's bytes each tick (a row carries every
+    /// counted node's pin) is what the memory figure paid for.
+    floors: Option<Bucket>,
 }
 
 impl Raw {
@@ -34,8 +37,9 @@ impl Raw {
         &self.gates
     }
 
-    pub fn floors(&self) -> &Bucket {
-        &self.floors
+    /// The floors rows as read whole (`None` from the views).
+    pub fn floors(&self) -> Option<&Bucket> {
+        self.floors.as_ref()
     }
 
     pub fn into_gates(self) -> Bucket {
@@ -397,7 +401,7 @@ impl Broker {
             self.read_one(&b.backups, parsed::add_backup, false, mode),
             self.read_one(&b.snapshots, parsed::add_snapshot, false, mode),
             self.read_one(&b.gates, parsed::add_gate, true, mode),
-            self.read_one(&b.floors, parsed::add_floor, true, mode),
+            self.read_one(&b.floors, parsed::add_floor, mode.is_none(), mode),
         );
         let from_views = [
             presence.2,
@@ -419,7 +423,7 @@ impl Broker {
         };
         let raw = Raw {
             gates: gates.0,
-            floors: floors.0,
+            floors: mode.is_none().then_some(floors.0),
         };
         let created = crate::floor::carried::BucketsCreated {
             presence: presence.3,

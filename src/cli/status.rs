@@ -116,11 +116,11 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         .into_iter()
         .map(|mut answer| {
             let published = match rows.floors() {
-                Ok(entries) => entries
+                Some(Ok(entries)) => entries
                     .iter()
                     .find(|e| e.key == answer.stream)
                     .and_then(|e| serde_json::from_slice::<serde_json::Value>(&e.value).ok()),
-                Err(_) => None,
+                Some(Err(_)) | None => None,
             };
             // The floor shown is the published one, never this read's guess.
             match parsed.published(&answer.stream) {

@@ -969,7 +969,7 @@ struct Lineage {
 fn lineage(
     rows: &ParsedRows,
     read: &DomainRead,
-    previous: &Result<Option<(PublishedFloor, u64)>, Unreadable>,
+    previous: &Result<Option<(&PublishedFloor, u64)>, Unreadable>,
 ) -> Lineage {
     let live_created = read.stream.as_ref().ok().map(|s| s.created);
     let mut not_ready: Option<NotReady> = None;
@@ -1158,7 +1158,7 @@ fn seven_terms(
     read: &DomainRead,
     line: &Lineage,
     set: &super::counted::CountedSet,
-    published: Option<&(PublishedFloor, u64)>,
+    published: Option<&(&PublishedFloor, u64)>,
     extra_holds: &[terms::ExtraHold],
     at: Timestamp,
     now: DateTime<Utc>,

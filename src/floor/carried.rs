@@ -15,25 +15,30 @@ use smol_str::SmolStr;
 use crate::rows::Timestamp;
 
 /// What a floors row carries under `pins`.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// In the row, a pin's `bucket_created` is written only where it differs
+/// from the `created` of its bucket under `buckets` (a pin carried from an
+/// earlier bucket): at ten thousand counted nodes that halves the row, and
+/// keeps it well inside the broker's 1 MiB message limit
+/// (docs/trim-floor.md, A lost bucket lifts no pin). Read back, a missing
+/// `bucket_created` is the bucket's.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(from = "Written")]
 pub struct PinsRecord {
     /// The `created` time of each node-written bucket the answer read,
     /// by role (`presence`, `positions`, `holds`, `backups`, `snapshots`).
-    #[serde(default)]
     pub buckets: BTreeMap<String, Timestamp>,
     /// Counted nodes with a position on this log (docs/decisions.md says
     /// why a live data node's is left out), by node id.
-    #[serde(default)]
     pub nodes: BTreeMap<SmolStr, NodePin>,
     /// Live holds on this log, by hold id.
-    #[serde(default)]
     pub holds: BTreeMap<String, HoldPin>,
 }
 
 /// A counted node's position as the answer counted it: its row's `seq`,
 /// or 0 for a row of another generation or incarnation, or one that
 /// diverged (never a position it merely reported).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct NodePin {
     pub seq: u64,
     pub generation: u64,
@@ -42,13 +47,147 @@ pub struct NodePin {
 }
 
 /// A live hold as its row said.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct HoldPin {
     pub seq: u64,
     pub owner: String,
     pub expires_at: Timestamp,
     /// The `created` time of the holds bucket the row was read from.
     pub bucket_created: Timestamp,
+}
+
+/// `pins` as a row holds it: a pin's `bucket_created` where it differs
+/// from its bucket's.
+#[derive(Deserialize)]
+struct Written {
+    #[serde(default)]
+    buckets: BTreeMap<String, Timestamp>,
+    #[serde(default)]
+    nodes: BTreeMap<SmolStr, WrittenNode>,
+    #[serde(default)]
+    holds: BTreeMap<String, WrittenHold>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WrittenNode {
+    seq: u64,
+    generation: u64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bucket_created: Option<Timestamp>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct WrittenHold {
+    seq: u64,
+    owner: String,
+    expires_at: Timestamp,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    bucket_created: Option<Timestamp>,
+}
+
+/// What a pin without its own `bucket_created` was read from: its
+/// bucket's, or (a row that names neither, which no sidecar writes) the
+/// epoch, which any bucket read now differs from: the pin is then carried,
+/// the side that keeps records.
+fn read_from(
+    buckets: &BTreeMap<String, Timestamp>,
+    role: &str,
+    own: Option<Timestamp>,
+) -> Timestamp {
+    own.or_else(|| buckets.get(role).copied())
+        .unwrap_or(Timestamp(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH))
+}
+
+impl From<Written> for PinsRecord {
+    fn from(w: Written) -> Self {
+        let nodes = w
+            .nodes
+            .into_iter()
+            .map(|(node, p)| {
+                let bucket_created = read_from(&w.buckets, "positions", p.bucket_created);
+                (
+                    node,
+                    NodePin {
+                        seq: p.seq,
+                        generation: p.generation,
+                        bucket_created,
+                    },
+                )
+            })
+            .collect();
+        let holds = w
+            .holds
+            .into_iter()
+            .map(|(id, h)| {
+                let bucket_created = read_from(&w.buckets, "holds", h.bucket_created);
+                (
+                    id,
+                    HoldPin {
+                        seq: h.seq,
+                        owner: h.owner,
+                        expires_at: h.expires_at,
+                        bucket_created,
+                    },
+                )
+            })
+            .collect();
+        PinsRecord {
+            buckets: w.buckets,
+            nodes,
+            holds,
+        }
+    }
+}
+
+impl Serialize for PinsRecord {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeStruct;
+        // Written as the bucket's own unless it differs from it.
+        let own = |role: &str, created: Timestamp| {
+            (self.buckets.get(role) != Some(&created)).then_some(created)
+        };
+        let nodes = Each(self.nodes.iter().map(|(node, p)| {
+            (
+                node,
+                WrittenNode {
+                    seq: p.seq,
+                    generation: p.generation,
+                    bucket_created: own("positions", p.bucket_created),
+                },
+            )
+        }));
+        let holds = Each(self.holds.iter().map(|(id, h)| {
+            (
+                id,
+                WrittenHold {
+                    seq: h.seq,
+                    owner: h.owner.clone(),
+                    expires_at: h.expires_at,
+                    bucket_created: own("holds", h.bucket_created),
+                },
+            )
+        }));
+        let mut out = s.serialize_struct("PinsRecord", 3)?;
+        out.serialize_field("buckets", &self.buckets)?;
+        out.serialize_field("nodes", &nodes)?;
+        out.serialize_field("holds", &holds)?;
+        out.end()
+    }
+}
+
+/// A map serialized from an iterator of its entries, without collecting
+/// them first (a row at ten thousand nodes would copy every pin).
+struct Each<I>(I);
+
+impl<K, V, I> Serialize for Each<I>
+where
+    K: Serialize,
+    V: Serialize,
+    I: Iterator<Item = (K, V)> + Clone,
+{
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_map(self.0.clone())
+    }
 }
 
 /// The creation times of the node-written buckets as this tick read them
@@ -185,5 +324,66 @@ mod tests {
         assert_eq!(back, r);
         let empty: PinsRecord = serde_json::from_str("{}").expect("parse");
         assert_eq!(empty, PinsRecord::default());
+    }
+
+    /// A pin read from its bucket as named under `buckets` is written
+    /// without its own `bucket_created`; a carried one keeps its own; both
+    /// read back as they were; a row of an earlier version (every pin with
+    /// its own) reads the same.
+    #[test]
+    fn a_pin_names_its_bucket_only_where_it_differs() {
+        let (old, new) = (at("2026-12-01T00:00:00Z"), at("2026-12-02T00:00:00Z"));
+        let mut r = PinsRecord::default();
+        r.buckets.insert("positions".into(), new);
+        r.buckets.insert("holds".into(), new);
+        for (node, created) in [("node-1", new), ("node-2", old)] {
+            r.nodes.insert(
+                node.into(),
+                NodePin {
+                    seq: 7,
+                    generation: 1,
+                    bucket_created: created,
+                },
+            );
+        }
+        r.holds.insert(
+            "h".into(),
+            HoldPin {
+                seq: 3,
+                owner: "ops".into(),
+                expires_at: new,
+                bucket_created: new,
+            },
+        );
+        let v = serde_json::to_value(&r).expect("json");
+        assert_eq!(
+            v["nodes"],
+            serde_json::json!({
+                "node-1": {"seq": 7, "generation": 1},
+                "node-2": {"seq": 7, "generation": 1, "bucket_created": "2026-12-01T00:00:00Z"},
+            })
+        );
+        assert_eq!(v["holds"]["h"].get("bucket_created"), None);
+        let back: PinsRecord = serde_json::from_value(v).expect("parse");
+        assert_eq!(back, r);
+        let earlier = serde_json::json!({
+            "buckets": {"positions": "2026-12-02T00:00:00Z", "holds": "2026-12-02T00:00:00Z"},
+            "nodes": {
+                "node-1": {"seq": 7, "generation": 1, "bucket_created": "2026-12-02T00:00:00Z"},
+                "node-2": {"seq": 7, "generation": 1, "bucket_created": "2026-12-01T00:00:00Z"},
+            },
+            "holds": {"h": {"seq": 3, "owner": "ops", "expires_at": "2026-12-02T00:00:00Z", "bucket_created": "2026-12-02T00:00:00Z"}},
+        });
+        assert_eq!(
+            serde_json::from_value::<PinsRecord>(earlier).expect("parse"),
+            r
+        );
+        // Neither its own nor its bucket's: carried by whatever bucket is
+        // read now.
+        let bare: PinsRecord = serde_json::from_value(
+            serde_json::json!({"nodes": {"n": {"seq": 1, "generation": 0}}}),
+        )
+        .expect("parse");
+        assert!(carried_by(bare.nodes["n"].bucket_created, Some(new)));
     }
 }

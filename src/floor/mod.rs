@@ -29,7 +29,7 @@ pub use answer::{
 };
 pub use parsed::ParsedRows;
 pub use pins::{clamp_to_pins, Pins, ReadPresence};
-pub use row::FloorsRow;
+pub use row::{row_stands, FloorsRow, RowDigest, WrittenRow};
 
 use crate::config::{BackupPolicy, Config};
 use crate::rows::{Incarnation, Timestamp, Unreadable};

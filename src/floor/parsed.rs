@@ -448,13 +448,16 @@ impl ParsedRows {
 
     /// The floors row for `stream` as published, with its revision, or why
     /// it cannot be used.
-    pub fn published(&self, stream: &str) -> Result<Option<(PublishedFloor, u64)>, Unreadable> {
+    /// Borrowed, not cloned: a row carries every counted node's pin, and a
+    /// copy per log per tick is what the memory figure paid for
+    /// (docs/performance.md).
+    pub fn published(&self, stream: &str) -> Result<Option<(&PublishedFloor, u64)>, Unreadable> {
         let Some(floors) = self.floors_read()? else {
             return Ok(None);
         };
         match floors.get(stream) {
             None => Ok(None),
-            Some((Ok(p), rev)) => Ok(Some((p.clone(), *rev))),
+            Some((Ok(p), rev)) => Ok(Some((p, *rev))),
             Some((Err(e), _)) => Err(e.clone()),
         }
     }

@@ -106,11 +106,196 @@ impl FloorsRow<'_> {
     pub fn to_bytes(&self) -> Result<Vec<u8>, Unreadable> {
         serde_json::to_vec(self).map_err(|e| Unreadable(e.to_string()))
     }
+
+    /// What the row says, less what moves on its own between two ticks of
+    /// the same answer: its `at` and `published_at`, and the log's size
+    /// and end as of `at` (`bytes`, `headroom_fraction`, `last_seq`,
+    /// `backup_age_secs`). Two answers of one digest write rows that
+    /// differ only in those (docs/contract.md, `crewlet_floors` — the published answer). `None`
+    /// when the row cannot be serialized: it is then always written.
+    pub fn digest(&self) -> Option<RowDigest> {
+        let steady = FloorsRow {
+            at: Timestamp(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH),
+            published_at: None,
+            bytes: 0,
+            headroom_fraction: 0.0,
+            last_seq: 0,
+            backup_age_secs: None,
+            ..self.clone()
+        };
+        // Two SipHash keys of this process's own: a row whose digest
+        // collided with the last one written would not be rewritten, so
+        // the digest is 128 bits and its keys unknown to whoever writes the
+        // rows it is computed from.
+        static KEYS: std::sync::OnceLock<[std::hash::RandomState; 2]> = std::sync::OnceLock::new();
+        let keys =
+            KEYS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()]);
+        let mut w = Digesting(keys.each_ref().map(std::hash::BuildHasher::build_hasher));
+        serde_json::to_writer(&mut w, &steady).ok()?;
+        Some(RowDigest(w.0.map(|h| std::hash::Hasher::finish(&h))))
+    }
+}
+
+/// A digest of what a floors row says ([`FloorsRow::digest`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RowDigest([u64; 2]);
+
+/// Feeds what serde writes to both hashers, without a buffer: a row
+/// carries every counted node's pin, and its bytes are written only when
+/// it is.
+struct Digesting([std::hash::DefaultHasher; 2]);
+
+impl std::io::Write for Digesting {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        for h in &mut self.0 {
+            std::hash::Hasher::write(h, buf);
+        }
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+/// The floors row this process last wrote for a log: its revision, its
+/// `at` and its digest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WrittenRow {
+    pub revision: u64,
+    pub at: Timestamp,
+    pub digest: RowDigest,
+}
+
+/// PURE: whether a tick may leave the published floors row as it stands
+/// rather than write its answer again (docs/contract.md, `crewlet_floors` — the published answer).
+/// Only when all hold:
+///
+/// - the row is the one this process wrote last (the same revision and
+///   `at`: no other writer, no recreated bucket);
+/// - the answer says what that row says (the same digest);
+/// - the answer licenses no purge (a purge follows a row written by its
+///   own tick, as the hold handshake relies on);
+/// - the row is younger than one and a half ticks, so that the next tick
+///   writes it again and no reader ever sees it older than about two
+///   ticks (`floor_stale` speaks at three).
+pub fn row_stands(
+    written: Option<&WrittenRow>,
+    published: Option<(Timestamp, u64)>,
+    digest: Option<RowDigest>,
+    purges: bool,
+    now: Timestamp,
+    tick: std::time::Duration,
+) -> bool {
+    let (Some(w), Some((at, revision)), Some(digest)) = (written, published, digest) else {
+        return false;
+    };
+    let young = chrono::Duration::from_std(tick * 3 / 2).is_ok_and(|limit| now.0 - at.0 < limit);
+    w.revision == revision && w.at == at && w.digest == digest && !purges && young
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The same answer computed a tick later digests the same; a changed
+    /// answer does not.
+    #[test]
+    fn the_digest_ignores_the_time_and_the_log_end_and_nothing_else() {
+        let w = crate::floor::tests::World::new();
+        let a = w.answer();
+        let mut later = a.clone();
+        later.at = Timestamp(a.at.0 + chrono::Duration::seconds(10));
+        later.published_at = Some(a.at);
+        later.bytes += 4096;
+        later.last_seq += 7;
+        later.headroom_fraction /= 2.0;
+        later.backup_age_secs = Some(later.backup_age_secs.unwrap_or(0) + 10);
+        let d = FloorsRow::from(&a).digest();
+        assert!(d.is_some());
+        assert_eq!(d, FloorsRow::from(&later).digest());
+        let mut moved = a.clone();
+        moved.trim_to += 1;
+        assert_ne!(d, FloorsRow::from(&moved).digest(), "trim_to");
+        let mut pinned = a.clone();
+        pinned.pins.holds.insert(
+            "h1".into(),
+            crate::floor::carried::HoldPin {
+                seq: 3,
+                owner: "ops".into(),
+                expires_at: a.at,
+                bucket_created: a.at,
+            },
+        );
+        assert_ne!(d, FloorsRow::from(&pinned).digest(), "a new hold");
+        let mut clamped = a.clone();
+        clamped.purge_clamped_by = Some(crate::floor::PurgeClamp::Age);
+        assert_ne!(d, FloorsRow::from(&clamped).digest(), "purge_clamped_by");
+    }
+
+    #[test]
+    fn a_row_stands_only_as_written_unchanged_young_and_licensing_nothing() {
+        let at = Timestamp::parse("2026-12-04T12:00:00Z").expect("instant");
+        let w = crate::floor::tests::World::new();
+        let digest = FloorsRow::from(&w.answer()).digest();
+        let written = WrittenRow {
+            revision: 7,
+            at,
+            digest: digest.expect("digest"),
+        };
+        let tick = std::time::Duration::from_secs(10);
+        let secs = |s: i64| Timestamp(at.0 + chrono::Duration::seconds(s));
+        let stands = |written: Option<&WrittenRow>, published, digest, purges, now| {
+            row_stands(written, published, digest, purges, now, tick)
+        };
+        assert!(stands(
+            Some(&written),
+            Some((at, 7)),
+            digest,
+            false,
+            secs(10)
+        ));
+        assert!(
+            !stands(Some(&written), Some((at, 7)), digest, false, secs(15)),
+            "one and a half ticks old: written again"
+        );
+        assert!(
+            !stands(None, Some((at, 7)), digest, false, secs(10)),
+            "not written by this process"
+        );
+        assert!(
+            !stands(Some(&written), Some((at, 8)), digest, false, secs(10)),
+            "another writer"
+        );
+        assert!(
+            !stands(Some(&written), Some((secs(1), 7)), digest, false, secs(10)),
+            "a recreated bucket"
+        );
+        assert!(
+            !stands(Some(&written), None, digest, false, secs(10)),
+            "the row is gone"
+        );
+        assert!(
+            !stands(Some(&written), Some((at, 7)), None, false, secs(10)),
+            "no digest"
+        );
+        assert!(
+            !stands(Some(&written), Some((at, 7)), digest, true, secs(10)),
+            "a purge"
+        );
+        let mut other = w.answer();
+        other.floor = Some(other.floor.unwrap_or(0) + 1);
+        assert!(
+            !stands(
+                Some(&written),
+                Some((at, 7)),
+                FloorsRow::from(&other).digest(),
+                false,
+                secs(10)
+            ),
+            "a changed answer"
+        );
+    }
 
     /// The contract: these fields, no others. Adding one here is a
     /// deliberate change to what other programs read (docs/status-json.md).

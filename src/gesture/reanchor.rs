@@ -112,8 +112,9 @@ pub async fn facts(
         max_bytes: answer.max_bytes,
     };
     let raw_row = match rows.floors() {
-        Ok(entries) => entries.iter().find(|e| e.key == domain.stream),
-        Err(e) => return Err(Unreachable(e.to_string())),
+        Some(Ok(entries)) => entries.iter().find(|e| e.key == domain.stream),
+        Some(Err(e)) => return Err(Unreachable(e.to_string())),
+        None => return Err(Unreachable("the floors rows were not read whole".into())),
     };
     let revision = raw_row.map(|e| e.revision);
     let row = match parsed.published(&domain.stream) {

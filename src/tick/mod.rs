@@ -39,6 +39,9 @@ pub struct DomainTick {
     pub published: Option<Result<u64, String>>,
     /// `None` when nothing was licensed; else records purged or why not.
     pub purged: Option<Result<u64, String>>,
+    /// The row already said this answer, and was left as it stood (its
+    /// `at` here): `published` is its revision.
+    pub stood: Option<crate::rows::Timestamp>,
 }
 
 /// What a tick did, for logs, `--once` and the demo.
@@ -93,7 +96,15 @@ impl TickReport {
             .iter()
             .map(|d| crate::report::DomainStatus {
                 published: matches!(d.published, Some(Ok(_)))
-                    .then(|| serde_json::to_value(floor::FloorsRow::from(&d.answer)).ok())
+                    .then(|| {
+                        let row = floor::FloorsRow::from(&d.answer);
+                        // A row left as it stood says its own time.
+                        let row = match d.stood {
+                            Some(at) => floor::FloorsRow { at, ..row },
+                            None => row,
+                        };
+                        serde_json::to_value(row).ok()
+                    })
                     .flatten(),
                 answer: d.answer.clone(),
             })
@@ -153,6 +164,11 @@ pub struct Sidecar {
     ticks: u64,
     /// What each domain's last answer line said ([`log_domain`]).
     logged: BTreeMap<String, Logged>,
+    /// The floors row this process last wrote for each log, so that an
+    /// unchanged answer is not written again every tick
+    /// ([`floor::row_stands`]). Behind a lock: the rows are written
+    /// together.
+    written: std::sync::Mutex<std::collections::HashMap<String, floor::WrittenRow>>,
 }
 
 pub mod duty;
@@ -187,6 +203,17 @@ impl Sidecar {
             failing_since: None,
             ticks: 0,
             logged: BTreeMap::new(),
+            written: Default::default(),
+        }
+    }
+
+    /// Forgets which floors rows this process wrote, as a restart would:
+    /// the next tick writes every row (the bench times a tick of each
+    /// kind).
+    #[cfg(feature = "bench")]
+    pub fn forget_written(&self) {
+        if let Ok(mut w) = self.written.lock() {
+            w.clear();
         }
     }
 
@@ -249,6 +276,7 @@ impl Sidecar {
                 answer,
                 published: None,
                 purged: None,
+                stood: None,
             })
             .collect();
         if self.duty.holds() {
@@ -263,15 +291,7 @@ impl Sidecar {
             futures::stream::iter(domains.iter_mut())
                 .for_each_concurrent(PUBLISH_CONCURRENCY, |d| {
                     let parsed = &parsed;
-                    async move {
-                        this.publish(parsed, d).await;
-                        // The row this answer follows is now the one just
-                        // written (a run that starts over an older row is
-                        // not stale).
-                        if matches!(d.published, Some(Ok(_))) {
-                            d.answer.published_at = Some(d.answer.at);
-                        }
-                    }
+                    async move { this.publish(parsed, d).await }
                 })
                 .await;
             self.purge_all(&parsed, &mut domains).await;
@@ -314,7 +334,8 @@ impl Sidecar {
         }
         policy.session = Some((self.duty.sessions(), self.duty.started()));
         let view = duty_view(&duty, &self.duty);
-        let all: Vec<Answer> = domains.iter().map(|d| d.answer.clone()).collect();
+        // Borrowed: an answer carries every counted node's pin.
+        let all: Vec<&Answer> = domains.iter().map(|d| &d.answer).collect();
         let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());
         self.log_alarm_changes(&alarms, outage.is_some());
         TickReport {

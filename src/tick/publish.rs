@@ -11,11 +11,11 @@ use super::{DomainTick, Sidecar, AGE_PROOF_MAX_RECORDS};
 
 impl Sidecar {
     /// Publishes the answer with compare-and-set on the revision read this
-    /// tick.
+    /// tick, unless the row already says it ([`floor::row_stands`]).
     pub(super) async fn publish(&self, rows: &ParsedRows, d: &mut DomainTick) {
         let a = &d.answer;
-        let revision = match rows.published(&a.stream) {
-            Ok(p) => p.map(|(_, rev)| rev),
+        let published = match rows.published(&a.stream) {
+            Ok(p) => p.map(|(p, rev)| (p.at, rev)),
             // An unreadable floors row is never overwritten: the floor it
             // holds may be above anything this tick could conclude.
             Err(_) => return,
@@ -28,7 +28,29 @@ impl Sidecar {
         if matches!(a.not_ready, Some(floor::NotReady::GenerationUnknown { .. })) {
             return;
         }
-        d.published = Some(self.write_row(a, revision).await);
+        let row = floor::FloorsRow::from(a);
+        let digest = row.digest();
+        let written = self
+            .written
+            .lock()
+            .ok()
+            .and_then(|w| w.get(&a.stream).copied());
+        if floor::row_stands(
+            written.as_ref(),
+            published,
+            digest,
+            floor::purge_target(a).is_some(),
+            a.at,
+            self.config.retention.tick.0,
+        ) {
+            if let Some((at, revision)) = published {
+                d.published = Some(Ok(revision));
+                d.stood = Some(at);
+                d.answer.published_at = Some(at);
+            }
+            return;
+        }
+        d.published = Some(self.write_row(a, published.map(|(_, rev)| rev)).await);
         match &d.published {
             // The row now written is this answer: what it says of the last
             // publish (the kept answer, its alarms) is this one, as status
@@ -41,12 +63,33 @@ impl Sidecar {
         }
     }
 
+    /// Writes the answer's row on `revision`, and remembers what it wrote.
     pub(super) async fn write_row(&self, a: &Answer, revision: Option<u64>) -> Result<u64, String> {
-        let body = floor::FloorsRow::from(a).to_bytes()?;
-        self.broker
+        let row = floor::FloorsRow::from(a);
+        let body = row.to_bytes()?;
+        let written = self
+            .broker
             .put_if(&self.config.buckets.floors, &a.stream, body, revision)
             .await
-            .map_err(|e| e.to_string())
+            .map_err(|e| e.to_string());
+        if let Ok(mut w) = self.written.lock() {
+            match (&written, row.digest()) {
+                (Ok(revision), Some(digest)) => {
+                    w.insert(
+                        a.stream.clone(),
+                        floor::WrittenRow {
+                            revision: *revision,
+                            at: a.at,
+                            digest,
+                        },
+                    );
+                }
+                _ => {
+                    w.remove(&a.stream);
+                }
+            }
+        }
+        written
     }
 
     /// The purges the published answers license, each lowered by the pins

@@ -179,7 +179,8 @@ fn published_archive(
     stream: &str,
 ) -> Option<crate::archive::state::ArchiveState> {
     let (p, _) = parsed.published(stream).ok()??;
-    serde_json::from_value(p.archive?).ok()
+    <crate::archive::state::ArchiveState as serde::Deserialize>::deserialize(p.archive.as_ref()?)
+        .ok()
 }
 
 /// Each domain's store listing where it is an Object Store (`None`

@@ -449,3 +449,75 @@ async fn the_tick_s_answer_says_its_own_publish() {
     let at = crewlet::rows::Timestamp::parse(row["at"].as_str().expect("at")).expect("instant");
     assert_eq!(r.domains[0].answer.published_at, Some(at));
 }
+
+/// The floors row is written when its answer changes and, unchanged, every
+/// other tick: a fleet of many quiet logs is not rewritten every tick, and
+/// no reader sees a row older than `floor_stale` allows.
+#[tokio::test]
+async fn an_unchanged_answer_stands_and_a_change_is_written_at_once() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    let mut s = f.sidecar().await;
+    let revision = |r: &TickReport| match &r.domains[0].published {
+        Some(Ok(rev)) => *rev,
+        other => panic!("not published: {other:?}"),
+    };
+    // The first tick writes and purges the whole log; the second writes
+    // what bounded nothing. From then on the answer is the same.
+    let r = s.tick().await;
+    assert_eq!(purged(&r), 100);
+    let r = s.tick().await;
+    let written = revision(&r);
+    let row = f.floors_row().await.expect("row");
+    let r = s.tick().await;
+    assert_eq!(
+        revision(&r),
+        written,
+        "an unchanged answer is not written again"
+    );
+    assert!(r.domains[0].stood.is_some());
+    assert_eq!(
+        f.floors_row().await.expect("row"),
+        row,
+        "the row stands as it was"
+    );
+    assert_eq!(
+        r.domains[0].answer.published_at.map(|t| t.to_string()),
+        row["at"].as_str().map(str::to_string),
+        "the answer says when the row it stands on was written"
+    );
+    assert!(r.alarms.is_empty(), "{:?}", r.alarms);
+
+    // A new hold changes the answer (the row lists every live hold): it is
+    // written by the next tick, as `hold` waits for.
+    f.hold("join-node-5", 101, 600).await;
+    let r = s.tick().await;
+    assert!(revision(&r) > written, "a new hold is written at once");
+    let row = f.floors_row().await.expect("row");
+    assert!(row["pins"]["holds"]["join-node-5"].is_object(), "{row}");
+    let written = revision(&r);
+
+    // Unchanged, it is written again once a tick and a half old: never
+    // older than about two ticks, so floor_stale (three) stays quiet.
+    let r = s.tick().await;
+    assert_eq!(revision(&r), written);
+    tokio::time::sleep(std::time::Duration::from_millis(1600)).await;
+    let r = s.tick().await;
+    assert!(
+        revision(&r) > written,
+        "a row a tick and a half old is written again"
+    );
+    assert!(r.domains[0].stood.is_none());
+    assert!(r.alarms.is_empty(), "{:?}", r.alarms);
+
+    // A row another writer put there is never taken for the one written.
+    let mut other = f.floors_row().await.expect("row");
+    other["by"] = json!("someone-else");
+    f.put("crewlet_floors", STREAM, other).await;
+    let r = s.tick().await;
+    assert!(
+        r.domains[0].stood.is_none(),
+        "written over another writer's row"
+    );
+    assert_eq!(f.floors_row().await.expect("row")["by"], json!("node-1"));
+}
