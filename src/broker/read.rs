@@ -580,6 +580,8 @@ impl Broker {
                 consumers: info.state.consumer_count,
                 max_bytes: info.config.max_bytes,
                 created: instant_of(info.created),
+                first_ts: instant_of(info.state.first_timestamp),
+                last_ts: instant_of(info.state.last_timestamp),
                 facts: super::streams::facts_of(&info.config),
             },
             Reading { broker, local },

@@ -112,8 +112,33 @@ pub struct StreamState {
     pub max_bytes: i64,
     /// The stream's incarnation (generations are keyed to it).
     pub created: Timestamp,
+    /// The stamps of its first and last records, as the same stream info
+    /// gives them (meaningless when it is empty): where they settle the
+    /// age lookup, it is not sent ([`young_by_stamps`]).
+    pub first_ts: Timestamp,
+    pub last_ts: Timestamp,
     /// Its own limits, for `broker_retention_bypass`.
     pub facts: crate::stream_check::StreamFacts,
+}
+
+/// PURE: the age lookup's answer (the first record stamped at or after
+/// `cutoff`) where the log's first and last stamps settle it: the last
+/// older than the cutoff, none is young; the first already as young, the
+/// first is. `None`: the cutoff falls between them, and the lookup is
+/// sent. Like the lookup, this reads the stamps as in sequence order; the
+/// age proof before each purge does not, and clamps a slice whose stamps
+/// are out of order (docs/trim-floor.md, The tick, step by step).
+pub fn young_by_stamps(s: &StreamState, cutoff: Timestamp) -> Option<Option<u64>> {
+    if s.messages == 0 || s.last_seq < s.first_seq {
+        return Some(None);
+    }
+    if s.last_ts < cutoff {
+        Some(None)
+    } else if s.first_ts >= cutoff {
+        Some(Some(s.first_seq))
+    } else {
+        None
+    }
 }
 
 /// The feed consumer's state from consumer info.

@@ -240,6 +240,8 @@ pub(crate) fn world(c: &Case) -> World {
         consumers: 0,
         max_bytes: 1 << 30,
         created: Timestamp::parse(CREATED).expect("valid"),
+        first_ts: Timestamp::parse(CREATED).expect("valid"),
+        last_ts: Timestamp::parse(CREATED).expect("valid"),
         facts: Default::default(),
     });
     w.policy.snapshot_quorum = c.k;

@@ -176,9 +176,9 @@ pub struct WrittenRow {
 /// - the answer says what that row says (the same digest);
 /// - the answer licenses no purge (a purge follows a row written by its
 ///   own tick, as the hold handshake relies on);
-/// - the row is younger than one and a half ticks, so that the next tick
-///   writes it again and no reader ever sees it older than about two
-///   ticks (`floor_stale` speaks at three).
+/// - the row is younger than one and a half ticks (and not from the
+///   future), so that the next tick writes it again and no reader ever
+///   sees it older than about two ticks (`floor_stale` speaks at three).
 pub fn row_stands(
     written: Option<&WrittenRow>,
     published: Option<(Timestamp, u64)>,
@@ -190,7 +190,10 @@ pub fn row_stands(
     let (Some(w), Some((at, revision)), Some(digest)) = (written, published, digest) else {
         return false;
     };
-    let young = chrono::Duration::from_std(tick * 3 / 2).is_ok_and(|limit| now.0 - at.0 < limit);
+    // A row from the future (the broker's clock stepped back) is written
+    // again: its age could not be told.
+    let young = now.0 >= at.0
+        && chrono::Duration::from_std(tick * 3 / 2).is_ok_and(|limit| now.0 - at.0 < limit);
     w.revision == revision && w.at == at && w.digest == digest && !purges && young
 }
 
@@ -258,6 +261,10 @@ mod tests {
         assert!(
             !stands(Some(&written), Some((at, 7)), digest, false, secs(15)),
             "one and a half ticks old: written again"
+        );
+        assert!(
+            !stands(Some(&written), Some((at, 7)), digest, false, secs(-1)),
+            "a row from the future: written again"
         );
         assert!(
             !stands(None, Some((at, 7)), digest, false, secs(10)),

@@ -67,6 +67,8 @@ impl World {
                 consumers: 0,
                 max_bytes: 1 << 30,
                 created: Timestamp::parse(CREATED).expect("valid"),
+                first_ts: Timestamp::parse(CREATED).expect("valid"),
+                last_ts: Timestamp::parse(CREATED).expect("valid"),
                 facts: Default::default(),
             }),
             feed: None,
@@ -1352,4 +1354,36 @@ fn a_carried_pin_is_the_position_the_node_was_counted_at() {
     }
     // Carried on: the next row carries the same pins from the old bucket.
     assert_eq!(a.pins.nodes, first.pins.nodes);
+}
+
+/// The age lookup is spared where the stream info's own stamps settle it,
+/// and only there: as the lookup would answer on stamps in sequence order.
+#[test]
+fn the_stamps_settle_the_age_lookup_only_at_either_end() {
+    let t = |s: &str| Timestamp::parse(s).expect("instant");
+    let mut s = World::new().stream.expect("ok");
+    s.first_seq = 10;
+    s.last_seq = 20;
+    s.messages = 11;
+    s.first_ts = t("2026-12-01T00:00:00Z");
+    s.last_ts = t("2026-12-02T00:00:00Z");
+    // Every record older than the cutoff: none is young.
+    assert_eq!(young_by_stamps(&s, t("2026-12-03T00:00:00Z")), Some(None));
+    // The first already as young: the first is.
+    assert_eq!(
+        young_by_stamps(&s, t("2026-12-01T00:00:00Z")),
+        Some(Some(10))
+    );
+    assert_eq!(
+        young_by_stamps(&s, t("2026-11-30T00:00:00Z")),
+        Some(Some(10))
+    );
+    // The last exactly at the cutoff is young: the lookup is sent.
+    assert_eq!(young_by_stamps(&s, t("2026-12-02T00:00:00Z")), None);
+    // Between the two: the lookup is sent.
+    assert_eq!(young_by_stamps(&s, t("2026-12-01T12:00:00Z")), None);
+    // An empty log has nothing young.
+    s.first_seq = 21;
+    s.messages = 0;
+    assert_eq!(young_by_stamps(&s, t("2026-11-30T00:00:00Z")), Some(None));
 }

@@ -970,6 +970,8 @@ mod tests {
             consumers: 0,
             max_bytes: -1,
             created: at("2026-11-01T00:00:00Z"),
+            first_ts: at("2026-11-01T00:00:00Z"),
+            last_ts: at("2026-11-01T00:00:00Z"),
             facts: Default::default(),
         }
     }

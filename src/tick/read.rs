@@ -61,10 +61,15 @@ pub async fn read_domain(
             Err(e) => Err(e.clone()),
             // Nothing retained, or no record can be young: no request needed.
             Ok(s) if s.last_seq < s.first_seq || min_age.is_zero() => Ok(None),
-            Ok(_) => {
+            Ok(s) => {
                 let cutoff =
                     now - chrono::Duration::from_std(min_age).unwrap_or(chrono::Duration::MAX);
-                broker.first_seq_at_or_after(&domain.stream, cutoff).await
+                // A quiet log's stamps, in the stream info just read, settle
+                // it: a fleet of many logs is spared a lookup per log.
+                match floor::young_by_stamps(s, crate::rows::Timestamp(cutoff)) {
+                    Some(settled) => Ok(settled),
+                    None => broker.first_seq_at_or_after(&domain.stream, cutoff).await,
+                }
             }
         }
     };
