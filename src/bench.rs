@@ -269,7 +269,7 @@ async fn fleet_tick_vs_bare(
     use crate::broker::view::Mode;
     let mut sidecar = Sidecar::new(config.clone(), broker.clone());
     let (mut written, mut standing, mut bares) = (Vec::new(), Vec::new(), Vec::new());
-    sidecar.tick().await;
+    holding(&mut sidecar).await?;
     broker.read_all_viewed(&config.buckets, Mode::Fresh).await;
     // Two kinds of tick, as a holder runs them on a quiet fleet: one that
     // writes every floors row (as a restarted process does, and every
@@ -705,6 +705,26 @@ async fn writing_tick(s: &mut Sidecar) -> crate::tick::TickReport {
     s.tick().await
 }
 
+/// Ticks `s` until it holds the duty, and returns that tick. A lease an
+/// earlier scenario's process left lapses within its TTL; until then a
+/// tick publishes nothing, and timing it would time the wrong tick.
+async fn holding(s: &mut Sidecar) -> Result<crate::tick::TickReport, String> {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let r = s.tick().await;
+        if s.duty.holds() {
+            return Ok(r);
+        }
+        if Instant::now() > deadline {
+            return Err(format!(
+                "{} never took the duty of {}: another holder keeps it",
+                s.config.node.id, s.config.buckets.duty
+            ));
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
 /// Median of the tick and of its baseline, interleaved so that noise hits both.
 async fn tick_vs_bare(
     broker: &Broker,
@@ -714,7 +734,7 @@ async fn tick_vs_bare(
     let mut sidecar = Sidecar::new(config.clone(), broker.clone());
     let mut ticks = Vec::new();
     let mut bares = Vec::new();
-    sidecar.tick().await;
+    holding(&mut sidecar).await?;
     broker.bare_read(config).await?;
     for _ in 0..samples {
         let t = Instant::now();
@@ -1130,7 +1150,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         let (mut t_pins, mut t_proof, mut t_whole, mut t_bare) =
             (Vec::new(), Vec::new(), Vec::new(), Vec::new());
         let mut sidecar = Sidecar::new(config.clone(), broker.clone());
-        sidecar.tick().await;
+        holding(&mut sidecar).await?;
         for _ in 0..samples {
             let t = Instant::now();
             writing_tick(&mut sidecar).await;
@@ -1534,7 +1554,7 @@ async fn http_lines(broker: &Broker, config: &Config, samples: usize) -> Result<
     let record = |s: &Sidecar, r: &crate::tick::TickReport| {
         shared.record(crate::http::Recorded::of(s, r, None));
     };
-    let r = sidecar.tick().await;
+    let r = holding(&mut sidecar).await?;
     record(&sidecar, &r);
     // Four clients, each a request every 10 ms (400 a second, far above
     // any scrape), while the window is open. Each is a thread of its own,
@@ -1900,8 +1920,8 @@ async fn archive_lines(
     with.log_alarms = false;
     without.log_alarms = false;
     // The first archived tick adopts the 15 segments and publishes them.
-    with.tick().await;
-    without.tick().await;
+    holding(&mut with).await?;
+    holding(&mut without).await?;
     let (mut a, mut b) = (Vec::new(), Vec::new());
     for i in 0..samples {
         // The two share the broker connection, and with it the views of
@@ -2107,7 +2127,21 @@ async fn publisher(
         let _ = js.purge_subject(pub_stream, &subject).await;
     }
     pause(false);
-    let _ = side.kill();
+    // SIGTERM, as an operator stops it: the tick in flight finishes and the
+    // duty is released, so the next scenario on these buckets is not kept
+    // from it for a lease's TTL. Killed if it does not end in time.
+    // SAFETY: signalling a child we spawned and have not reaped.
+    unsafe {
+        libc::kill(pid, libc::SIGTERM);
+    }
+    let stopped = Instant::now();
+    while side.try_wait().map_err(|e| e.to_string())?.is_none() {
+        if stopped.elapsed() > Duration::from_secs(30) {
+            let _ = side.kill();
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let _ = side.wait();
     let ratio = stats(ratios).median;
     let (w, wo) = (stats(with), stats(without));
