@@ -89,15 +89,8 @@ fn bench_alias(args: &BenchArgs) -> Exit {
 
 /// Runs `command` to its exit code on a multi-threaded runtime (exit 3
 /// if none can be started).
-///
-/// One worker thread beside this one: the command (the tick) runs here,
-/// and the connection, the views' watchers and the HTTP surface on the
-/// worker. A second worker bought no latency the bench could see, and
-/// cost the sidecar's memory an allocator arena of its own
-/// (docs/performance.md).
 pub fn block_on(command: impl std::future::Future<Output = Exit>) -> Exit {
     match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(1)
         .enable_all()
         .build()
     {

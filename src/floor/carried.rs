@@ -16,12 +16,10 @@ use crate::rows::Timestamp;
 
 /// What a floors row carries under `pins`.
 ///
-/// In the row, a pin's `bucket_created` is written only where it differs
-/// from the `created` of its bucket under `buckets` (a pin carried from an
-/// earlier bucket): at ten thousand counted nodes that halves the row, and
-/// keeps it well inside the broker's 1 MiB message limit
-/// (docs/trim-floor.md, A lost bucket lifts no pin). Read back, a missing
-/// `bucket_created` is the bucket's.
+/// Every pin is written with its `bucket_created`, as readers of earlier
+/// versions require it. Read back, a pin without one (a row of a later
+/// version may leave out what equals its bucket's `created` under
+/// `buckets`) is its bucket's.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(from = "Written")]
 pub struct PinsRecord {
@@ -142,17 +140,15 @@ impl From<Written> for PinsRecord {
 impl Serialize for PinsRecord {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeStruct;
-        // Written as the bucket's own unless it differs from it.
-        let own = |role: &str, created: Timestamp| {
-            (self.buckets.get(role) != Some(&created)).then_some(created)
-        };
+        // Borrowed, not collected: a row at ten thousand nodes would
+        // copy every pin.
         let nodes = Each(self.nodes.iter().map(|(node, p)| {
             (
                 node,
                 WrittenNode {
                     seq: p.seq,
                     generation: p.generation,
-                    bucket_created: own("positions", p.bucket_created),
+                    bucket_created: Some(p.bucket_created),
                 },
             )
         }));
@@ -163,7 +159,7 @@ impl Serialize for PinsRecord {
                     seq: h.seq,
                     owner: h.owner.clone(),
                     expires_at: h.expires_at,
-                    bucket_created: own("holds", h.bucket_created),
+                    bucket_created: Some(h.bucket_created),
                 },
             )
         }));
@@ -176,7 +172,7 @@ impl Serialize for PinsRecord {
 }
 
 /// A map serialized from an iterator of its entries, without collecting
-/// them first (a row at ten thousand nodes would copy every pin).
+/// them first.
 struct Each<I>(I);
 
 impl<K, V, I> Serialize for Each<I>
@@ -326,12 +322,11 @@ mod tests {
         assert_eq!(empty, PinsRecord::default());
     }
 
-    /// A pin read from its bucket as named under `buckets` is written
-    /// without its own `bucket_created`; a carried one keeps its own; both
-    /// read back as they were; a row of an earlier version (every pin with
-    /// its own) reads the same.
+    /// Every pin is written with its own `bucket_created` (readers of
+    /// earlier versions require it); a pin read without one is its
+    /// bucket's; one without either reads as carried.
     #[test]
-    fn a_pin_names_its_bucket_only_where_it_differs() {
+    fn every_pin_is_written_with_its_bucket_and_read_without_one_as_its_buckets() {
         let (old, new) = (at("2026-12-01T00:00:00Z"), at("2026-12-02T00:00:00Z"));
         let mut r = PinsRecord::default();
         r.buckets.insert("positions".into(), new);
@@ -359,13 +354,25 @@ mod tests {
         assert_eq!(
             v["nodes"],
             serde_json::json!({
-                "node-1": {"seq": 7, "generation": 1},
+                "node-1": {"seq": 7, "generation": 1, "bucket_created": "2026-12-02T00:00:00Z"},
                 "node-2": {"seq": 7, "generation": 1, "bucket_created": "2026-12-01T00:00:00Z"},
             })
         );
-        assert_eq!(v["holds"]["h"].get("bucket_created"), None);
+        assert_eq!(v["holds"]["h"]["bucket_created"], "2026-12-02T00:00:00Z");
         let back: PinsRecord = serde_json::from_value(v).expect("parse");
         assert_eq!(back, r);
+        let compact = serde_json::json!({
+            "buckets": {"positions": "2026-12-02T00:00:00Z", "holds": "2026-12-02T00:00:00Z"},
+            "nodes": {
+                "node-1": {"seq": 7, "generation": 1},
+                "node-2": {"seq": 7, "generation": 1, "bucket_created": "2026-12-01T00:00:00Z"},
+            },
+            "holds": {"h": {"seq": 3, "owner": "ops", "expires_at": "2026-12-02T00:00:00Z"}},
+        });
+        assert_eq!(
+            serde_json::from_value::<PinsRecord>(compact).expect("parse"),
+            r
+        );
         let earlier = serde_json::json!({
             "buckets": {"positions": "2026-12-02T00:00:00Z", "holds": "2026-12-02T00:00:00Z"},
             "nodes": {

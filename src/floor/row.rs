@@ -176,9 +176,16 @@ pub struct WrittenRow {
 /// - the answer says what that row says (the same digest);
 /// - the answer licenses no purge (a purge follows a row written by its
 ///   own tick, as the hold handshake relies on);
-/// - the row is younger than one and a half ticks (and not from the
-///   future), so that the next tick writes it again and no reader ever
-///   sees it older than about two ticks (`floor_stale` speaks at three).
+/// - the row is younger than a tick and a quarter (and not from the
+///   future), and the last tick took under a quarter of a tick.
+///
+/// Why those two numbers: the loop sleeps a tick after each tick, so the
+/// next tick reads at an age under a tick and a quarter plus a tick and
+/// its own length, and writes (its age is past a tick and a quarter); its
+/// row lands within that tick's length. No reader then sees a row older
+/// than about two and three quarter ticks, under `floor_stale`'s three,
+/// and a quiet fleet's rows are written every other tick. A holder whose
+/// ticks are slower writes every tick.
 pub fn row_stands(
     written: Option<&WrittenRow>,
     published: Option<(Timestamp, u64)>,
@@ -186,6 +193,7 @@ pub fn row_stands(
     purges: bool,
     now: Timestamp,
     tick: std::time::Duration,
+    last_took: std::time::Duration,
 ) -> bool {
     let (Some(w), Some((at, revision)), Some(digest)) = (written, published, digest) else {
         return false;
@@ -193,8 +201,9 @@ pub fn row_stands(
     // A row from the future (the broker's clock stepped back) is written
     // again: its age could not be told.
     let young = now.0 >= at.0
-        && chrono::Duration::from_std(tick * 3 / 2).is_ok_and(|limit| now.0 - at.0 < limit);
-    w.revision == revision && w.at == at && w.digest == digest && !purges && young
+        && chrono::Duration::from_std(tick + tick / 4).is_ok_and(|limit| now.0 - at.0 < limit);
+    let quick = last_took < tick / 4;
+    w.revision == revision && w.at == at && w.digest == digest && !purges && young && quick
 }
 
 #[cfg(test)]
@@ -237,7 +246,7 @@ mod tests {
     }
 
     #[test]
-    fn a_row_stands_only_as_written_unchanged_young_and_licensing_nothing() {
+    fn a_row_stands_only_as_written_unchanged_young_quick_and_licensing_nothing() {
         let at = Timestamp::parse("2026-12-04T12:00:00Z").expect("instant");
         let w = crate::floor::tests::World::new();
         let digest = FloorsRow::from(&w.answer()).digest();
@@ -248,9 +257,33 @@ mod tests {
         };
         let tick = std::time::Duration::from_secs(10);
         let secs = |s: i64| Timestamp(at.0 + chrono::Duration::seconds(s));
+        let quick = std::time::Duration::from_millis(200);
         let stands = |written: Option<&WrittenRow>, published, digest, purges, now| {
-            row_stands(written, published, digest, purges, now, tick)
+            row_stands(written, published, digest, purges, now, tick, quick)
         };
+        assert!(stands(
+            Some(&written),
+            Some((at, 7)),
+            digest,
+            false,
+            secs(12)
+        ));
+        assert!(
+            !stands(Some(&written), Some((at, 7)), digest, false, secs(13)),
+            "a tick and a quarter old: written again"
+        );
+        assert!(
+            !row_stands(
+                Some(&written),
+                Some((at, 7)),
+                digest,
+                false,
+                secs(10),
+                tick,
+                std::time::Duration::from_millis(2500)
+            ),
+            "after a tick that took a quarter of a tick: written every tick"
+        );
         assert!(stands(
             Some(&written),
             Some((at, 7)),
@@ -260,7 +293,7 @@ mod tests {
         ));
         assert!(
             !stands(Some(&written), Some((at, 7)), digest, false, secs(15)),
-            "one and a half ticks old: written again"
+            "past a tick and a quarter: written again"
         );
         assert!(
             !stands(Some(&written), Some((at, 7)), digest, false, secs(-1)),

@@ -169,6 +169,8 @@ pub struct Sidecar {
     /// ([`floor::row_stands`]). Behind a lock: the rows are written
     /// together.
     written: std::sync::Mutex<std::collections::HashMap<String, floor::WrittenRow>>,
+    /// How long the last tick took ([`floor::row_stands`]).
+    last_took: Duration,
 }
 
 pub mod duty;
@@ -204,6 +206,7 @@ impl Sidecar {
             ticks: 0,
             logged: BTreeMap::new(),
             written: Default::default(),
+            last_took: Duration::ZERO,
         }
     }
 
@@ -224,6 +227,7 @@ impl Sidecar {
         // computed at the instant of its own stream info; `now` (our clock
         // moved by the offset last read) serves only where none was read.
         // The lease and the rows are independent, so they are read together.
+        let started = std::time::Instant::now();
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let mode = self.read_mode();
         let held_before = self.duty.holds();
@@ -338,6 +342,7 @@ impl Sidecar {
         let all: Vec<&Answer> = domains.iter().map(|d| &d.answer).collect();
         let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());
         self.log_alarm_changes(&alarms, outage.is_some());
+        self.last_took = started.elapsed();
         TickReport {
             domains,
             duty,

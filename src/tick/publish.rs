@@ -42,6 +42,7 @@ impl Sidecar {
             floor::purge_target(a).is_some(),
             a.at,
             self.config.retention.tick.0,
+            self.last_took,
         ) {
             if let Some((at, revision)) = published {
                 d.published = Some(Ok(revision));
