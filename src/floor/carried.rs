@@ -20,7 +20,7 @@ use crate::rows::Timestamp;
 /// versions require it. Read back, a pin without one (a row of a later
 /// version may leave out what equals its bucket's `created` under
 /// `buckets`) is its bucket's.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(from = "Written")]
 pub struct PinsRecord {
     /// The `created` time of each node-written bucket the answer read,
@@ -36,7 +36,7 @@ pub struct PinsRecord {
 /// A counted node's position as the answer counted it: its row's `seq`,
 /// or 0 for a row of another generation or incarnation, or one that
 /// diverged (never a position it merely reported).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct NodePin {
     pub seq: u64,
     pub generation: u64,
@@ -45,7 +45,7 @@ pub struct NodePin {
 }
 
 /// A live hold as its row said.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct HoldPin {
     pub seq: u64,
     pub owner: String,
@@ -54,8 +54,8 @@ pub struct HoldPin {
     pub bucket_created: Timestamp,
 }
 
-/// `pins` as a row holds it: a pin's `bucket_created` where it differs
-/// from its bucket's.
+/// `pins` as a row is read: a pin's own `bucket_created` may be missing
+/// (a later version may leave out what equals its bucket's).
 #[derive(Deserialize)]
 struct Written {
     #[serde(default)]
@@ -66,20 +66,20 @@ struct Written {
     holds: BTreeMap<String, WrittenHold>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct WrittenNode {
     seq: u64,
     generation: u64,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     bucket_created: Option<Timestamp>,
 }
 
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct WrittenHold {
     seq: u64,
     owner: String,
     expires_at: Timestamp,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(default)]
     bucket_created: Option<Timestamp>,
 }
 
@@ -134,55 +134,6 @@ impl From<Written> for PinsRecord {
             nodes,
             holds,
         }
-    }
-}
-
-impl Serialize for PinsRecord {
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        use serde::ser::SerializeStruct;
-        // Borrowed, not collected: a row at ten thousand nodes would
-        // copy every pin.
-        let nodes = Each(self.nodes.iter().map(|(node, p)| {
-            (
-                node,
-                WrittenNode {
-                    seq: p.seq,
-                    generation: p.generation,
-                    bucket_created: Some(p.bucket_created),
-                },
-            )
-        }));
-        let holds = Each(self.holds.iter().map(|(id, h)| {
-            (
-                id,
-                WrittenHold {
-                    seq: h.seq,
-                    owner: h.owner.clone(),
-                    expires_at: h.expires_at,
-                    bucket_created: Some(h.bucket_created),
-                },
-            )
-        }));
-        let mut out = s.serialize_struct("PinsRecord", 3)?;
-        out.serialize_field("buckets", &self.buckets)?;
-        out.serialize_field("nodes", &nodes)?;
-        out.serialize_field("holds", &holds)?;
-        out.end()
-    }
-}
-
-/// A map serialized from an iterator of its entries, without collecting
-/// them first.
-struct Each<I>(I);
-
-impl<K, V, I> Serialize for Each<I>
-where
-    K: Serialize,
-    V: Serialize,
-    I: Iterator<Item = (K, V)> + Clone,
-{
-    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_map(self.0.clone())
     }
 }
 
