@@ -105,11 +105,17 @@ pub(super) fn led_raw(stream: &str, reply: &serde_json::Value) -> Result<(), Fau
 
 /// As [`led_raw`], for the typed answer (`get_stream`'s cached info).
 pub(super) fn led(stream: &str, info: &async_nats::jetstream::stream::Info) -> Result<(), Fault> {
-    match &info.cluster {
-        None => Ok(()),
-        Some(c) if c.leader.as_deref().is_some_and(|l| !l.is_empty()) => Ok(()),
-        Some(_) => Err(no_leader(stream)),
+    if led_cluster(info.cluster.as_ref()) {
+        Ok(())
+    } else {
+        Err(no_leader(stream))
     }
+}
+
+/// Whether a typed answer's `cluster` is the leader's word (none: a
+/// single server's answer).
+fn led_cluster(cluster: Option<&async_nats::jetstream::stream::ClusterInfo>) -> bool {
+    cluster.is_none_or(|c| c.leader.as_deref().is_some_and(|l| !l.is_empty()))
 }
 
 /// Converts the broker's `created` (nanoseconds preserved).
@@ -130,6 +136,169 @@ pub struct Copies {
     /// (log, consumer) → the stream copying the log through that durable
     /// consumer.
     pub feeds: std::collections::BTreeMap<(String, String), String>,
+}
+
+/// What one paged listing of the account's streams said ([`Broker::listing`]).
+#[derive(Debug, Default)]
+pub struct Listing {
+    pub copies: Copies,
+    /// Each listed log's state and the broker's clock as its leader
+    /// answered, where the listing proves it.
+    pub states: std::collections::HashMap<String, (StreamState, Reading)>,
+}
+
+impl Listing {
+    fn take(&mut self, page: Page) {
+        for (log, copy) in page.unprotected {
+            self.copies.unprotected.entry(log).or_default().push(copy);
+        }
+        self.copies.feeds.extend(page.feeds);
+        self.states.extend(page.states);
+    }
+}
+
+/// One page of the listing, judged.
+#[derive(Debug, Default)]
+struct Page {
+    /// How many streams the account has, and how many this page listed.
+    total: usize,
+    streams: usize,
+    /// (log, copy) for each ephemeral copy of one of the logs.
+    unprotected: Vec<(String, String)>,
+    feeds: Vec<((String, String), String)>,
+    states: Vec<(String, (StreamState, Reading))>,
+}
+
+/// A log's state from its stream info's parts.
+fn state_of(
+    config: &async_nats::jetstream::stream::Config,
+    state: &async_nats::jetstream::stream::State,
+    created: time::OffsetDateTime,
+) -> StreamState {
+    StreamState {
+        first_seq: state.first_sequence,
+        last_seq: state.last_sequence,
+        bytes: state.bytes,
+        messages: state.messages,
+        consumers: state.consumer_count,
+        max_bytes: config.max_bytes,
+        created: instant_of(created),
+        first_ts: instant_of(state.first_timestamp),
+        last_ts: instant_of(state.last_timestamp),
+        facts: super::streams::facts_of(config),
+    }
+}
+
+/// PURE: one `STREAM.LIST` page as the broker answered it at `local`:
+/// the copies of `logs` it names, and the state of each of `logs` it
+/// proves (the leader's word, with the broker's clock). A stream whose
+/// item does not parse as stream info is still read for its copies.
+fn judge_page(payload: &[u8], logs: &[&str], local: DateTime<Utc>) -> Result<Page, String> {
+    #[derive(Deserialize)]
+    struct Raw<'a> {
+        #[serde(default)]
+        total: usize,
+        #[serde(default, borrow)]
+        streams: Vec<&'a serde_json::value::RawValue>,
+        error: Option<async_nats::jetstream::Error>,
+    }
+    /// A listed stream's info, and the broker's clock as it answered.
+    #[derive(Deserialize)]
+    struct Item {
+        config: async_nats::jetstream::stream::Config,
+        #[serde(with = "time::serde::rfc3339")]
+        created: time::OffsetDateTime,
+        state: async_nats::jetstream::stream::State,
+        cluster: Option<async_nats::jetstream::stream::ClusterInfo>,
+        ts: Option<String>,
+    }
+    let raw: Raw = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
+    if let Some(e) = raw.error {
+        return Err(e.to_string());
+    }
+    let mut page = Page {
+        total: raw.total,
+        streams: raw.streams.len(),
+        ..Page::default()
+    };
+    for item in raw.streams {
+        match serde_json::from_str::<Item>(item.get()) {
+            Ok(item) => {
+                let name = item.config.name.as_str();
+                let origins = item
+                    .config
+                    .mirror
+                    .iter()
+                    .chain(item.config.sources.iter().flatten());
+                for origin in origins {
+                    if !logs.contains(&origin.name.as_str()) || origin.external.is_some() {
+                        continue;
+                    }
+                    match &origin.consumer {
+                        // Durable sourcing: the consumer it copies through.
+                        Some(c) => page
+                            .feeds
+                            .push(((origin.name.clone(), c.name.clone()), name.to_string())),
+                        None => page
+                            .unprotected
+                            .push((origin.name.clone(), name.to_string())),
+                    }
+                }
+                if !logs.contains(&name) || !led_cluster(item.cluster.as_ref()) {
+                    continue;
+                }
+                let Some(broker) = item
+                    .ts
+                    .as_deref()
+                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
+                else {
+                    continue;
+                };
+                page.states.push((
+                    name.to_string(),
+                    (
+                        state_of(&item.config, &item.state, item.created),
+                        Reading {
+                            broker: broker.with_timezone(&Utc),
+                            local,
+                        },
+                    ),
+                ));
+            }
+            // A stream whose info this client cannot parse may still copy
+            // a log: its origins are read leniently.
+            Err(_) => {
+                let v: serde_json::Value =
+                    serde_json::from_str(item.get()).map_err(|e| e.to_string())?;
+                lenient_origins(&v, logs, &mut page);
+            }
+        }
+    }
+    Ok(page)
+}
+
+/// The copies a listed stream's raw config names.
+fn lenient_origins(item: &serde_json::Value, logs: &[&str], page: &mut Page) {
+    let config = &item["config"];
+    let Some(name) = config["name"].as_str() else {
+        return;
+    };
+    let origins = std::iter::once(&config["mirror"])
+        .chain(config["sources"].as_array().into_iter().flatten());
+    for origin in origins {
+        let Some(log) = origin["name"].as_str().filter(|l| logs.contains(l)) else {
+            continue;
+        };
+        if origin.get("external").is_some_and(|e| !e.is_null()) {
+            continue;
+        }
+        match origin["consumer"]["name"].as_str() {
+            Some(consumer) => page
+                .feeds
+                .push(((log.to_string(), consumer.to_string()), name.to_string())),
+            None => page.unprotected.push((log.to_string(), name.to_string())),
+        }
+    }
 }
 
 impl Broker {
@@ -572,18 +741,7 @@ impl Broker {
                 Fault::failed(format!("stream {stream}: stream info does not parse ({e})"))
             })?;
         Ok((
-            StreamState {
-                first_seq: info.state.first_sequence,
-                last_seq: info.state.last_sequence,
-                bytes: info.state.bytes,
-                messages: info.state.messages,
-                consumers: info.state.consumer_count,
-                max_bytes: info.config.max_bytes,
-                created: instant_of(info.created),
-                first_ts: instant_of(info.state.first_timestamp),
-                last_ts: instant_of(info.state.last_timestamp),
-                facts: super::streams::facts_of(&info.config),
-            },
+            state_of(&info.config, &info.state, info.created),
             Reading { broker, local },
         ))
     }
@@ -795,74 +953,65 @@ impl Broker {
     }
 
     /// For each of `logs`, the streams on this account that mirror or
-    /// source it through an ephemeral consumer (no `consumer` of their own
-    /// in the mirror or source, and not from another domain): copies whose
-    /// progress the log cannot see (docs/trim-floor.md, Replicas). One paged
-    /// stream listing for all of them; a copy in another domain is not
-    /// visible here.
+    /// source it through an ephemeral consumer ([`Broker::listing`]).
     pub async fn unprotected_copies(&self, logs: &[&str]) -> Result<Copies, super::Fault> {
+        self.listing(logs, self.read_timeout)
+            .await
+            .map(|l| l.copies)
+    }
+
+    /// One paged listing of the account's streams (`STREAM.LIST`, up to
+    /// 256 streams a page: the first page, then the rest together), for
+    /// `logs`: what copies each ([`Copies`]), and each log's state as its
+    /// leader answered it in the listing, with the broker's clock. The
+    /// listing is bounded by `within`.
+    ///
+    /// Each log's state is proven as a per-log stream-info read is: a
+    /// listed stream answered by a member that names no leader, or without
+    /// the broker's clock, is left out, and so is a stream the listing
+    /// leaves out (`missing` on a cluster) or one that does not parse;
+    /// the caller reads those one by one (docs/trim-floor.md, Proven
+    /// current).
+    pub async fn listing(&self, logs: &[&str], within: Duration) -> Result<Listing, super::Fault> {
         let err = |e: String| Fault::failed(format!("the stream listing: {e}"));
+        let page = |offset: usize| async move {
+            let reply: Box<serde_json::value::RawValue> = self
+                .js
+                .request(
+                    "STREAM.LIST".to_string(),
+                    &serde_json::json!({"offset": offset}),
+                )
+                .await
+                .map_err(|e| err(e.to_string()))?;
+            let local = Utc::now();
+            judge_page(reply.get().as_bytes(), logs, local).map_err(err)
+        };
         let list = async {
-            let mut out = Copies::default();
-            let mut offset = 0usize;
-            loop {
-                let page: serde_json::Value = self
-                    .js
-                    .request(
-                        "STREAM.LIST".to_string(),
-                        &serde_json::json!({"offset": offset}),
-                    )
-                    .await
-                    .map_err(|e| err(e.to_string()))?;
-                let streams = page["streams"].as_array().cloned().unwrap_or_default();
-                let total = page["total"].as_u64().unwrap_or(0) as usize;
-                offset += streams.len();
-                for s in &streams {
-                    let config = &s["config"];
-                    let Some(name) = config["name"].as_str() else {
-                        continue;
-                    };
-                    let origins = std::iter::once(&config["mirror"])
-                        .chain(config["sources"].as_array().into_iter().flatten());
-                    for origin in origins {
-                        let Some(log) = origin["name"].as_str().filter(|l| logs.contains(l)) else {
-                            continue;
-                        };
-                        if origin.get("external").is_some_and(|e| !e.is_null()) {
-                            continue;
-                        }
-                        match origin["consumer"]["name"].as_str() {
-                            // Durable sourcing: the consumer it copies through.
-                            Some(consumer) => {
-                                out.feeds.insert(
-                                    (log.to_string(), consumer.to_string()),
-                                    name.to_string(),
-                                );
-                            }
-                            None => {
-                                let copies = out.unprotected.entry(log.to_string()).or_default();
-                                if !copies.iter().any(|c| c == name) {
-                                    copies.push(name.to_string());
-                                }
-                            }
-                        }
-                    }
-                }
-                if streams.is_empty() || offset >= total {
-                    break;
-                }
+            let first = page(0).await?;
+            let (total, limit) = (first.total, first.streams.max(1));
+            let rest = futures::future::join_all(
+                (first.streams..total)
+                    .step_by(limit)
+                    .filter(|_| first.streams > 0)
+                    .map(page),
+            )
+            .await;
+            let mut out = Listing::default();
+            for p in std::iter::once(Ok(first)).chain(rest) {
+                out.take(p?);
             }
-            for copies in out.unprotected.values_mut() {
+            for copies in out.copies.unprotected.values_mut() {
                 copies.sort();
+                copies.dedup();
             }
             Ok(out)
         };
-        tokio::time::timeout(self.read_timeout, list)
+        tokio::time::timeout(within, list)
             .await
             .unwrap_or_else(|_| {
                 Err(Fault::Unanswered(format!(
                     "the stream listing: no answer within {}",
-                    crate::config::Dur(self.read_timeout)
+                    crate::config::Dur(within)
                 )))
             })
     }
@@ -1106,6 +1255,87 @@ mod tests {
             .err()
             .map(|f| f.to_string());
         assert!(said.is_some_and(|s| s.contains("no leader for S")));
+    }
+
+    /// A listed stream as `STREAM.LIST` gives it: `cluster` and `ts` as
+    /// asked, `mirror` or `sources` as given.
+    fn listed(name: &str, cluster: serde_json::Value, ts: Option<&str>) -> serde_json::Value {
+        let mut v = serde_json::json!({
+            "config": {"name": name, "subjects": [format!("{name}.>")], "retention": "limits",
+                "max_consumers": -1, "max_msgs": -1, "max_bytes": 4194304, "max_age": 0,
+                "max_msgs_per_subject": -1, "max_msg_size": -1, "discard": "old",
+                "storage": "file", "num_replicas": 1, "duplicate_window": 120000000000u64},
+            "created": "2026-12-05T01:00:00.123456789Z",
+            "state": {"messages": 20, "bytes": 1000, "first_seq": 3, "first_ts": "2026-12-05T01:00:01Z",
+                "last_seq": 22, "last_ts": "2026-12-05T01:00:02Z", "consumer_count": 0},
+        });
+        if !cluster.is_null() {
+            v["cluster"] = cluster;
+        }
+        if let Some(ts) = ts {
+            v["ts"] = ts.into();
+        }
+        v
+    }
+
+    /// A listing proves a log's state as the per-log read does: the
+    /// leader's word (or a single server's), with the broker's clock. Any
+    /// other item is left to be read alone; its copies are still said.
+    #[test]
+    fn a_listed_log_is_proven_only_by_its_leaders_answer_with_the_brokers_clock() {
+        let ts = Some("2026-12-05T01:00:05.5Z");
+        let mut mirror = listed("M", serde_json::Value::Null, ts);
+        mirror["config"]["mirror"] = serde_json::json!({"name": "A"});
+        let mut durable = listed("D", serde_json::Value::Null, ts);
+        durable["config"]["sources"] = serde_json::json!([{"name": "B", "consumer": {"name": "feed", "deliver_subject": "d.x"}}]);
+        let mut external = listed("X", serde_json::Value::Null, ts);
+        external["config"]["sources"] =
+            serde_json::json!([{"name": "A", "external": {"api": "$JS.hub.API"}}]);
+        // A stream this client cannot parse as stream info still copies.
+        let mut odd = listed("O", serde_json::Value::Null, ts);
+        odd["config"]["retention"] = "someday".into();
+        odd["config"]["mirror"] = serde_json::json!({"name": "B"});
+        let page = serde_json::json!({"total": 9, "offset": 0, "limit": 256, "streams": [
+            listed("A", serde_json::Value::Null, ts),
+            listed("B", serde_json::json!({"name": "c", "leader": "n1"}), ts),
+            listed("C", serde_json::json!({"name": "c", "raft_group": "S-R3F-x"}), ts),
+            listed("E", serde_json::json!({"name": "c", "leader": ""}), ts),
+            listed("F", serde_json::Value::Null, None),
+            mirror, durable, external, odd,
+        ]});
+        let local = "2026-12-05T01:00:04Z".parse().expect("a time");
+        let logs = ["A", "B", "C", "E", "F"];
+        let got = super::judge_page(page.to_string().as_bytes(), &logs, local).expect("a page");
+        assert_eq!((got.total, got.streams), (9, 9));
+        let proven: Vec<&str> = got.states.iter().map(|(n, _)| n.as_str()).collect();
+        assert_eq!(
+            proven,
+            ["A", "B"],
+            "no leader, an empty leader, no clock: read alone"
+        );
+        let (state, reading) = &got.states[0].1;
+        assert_eq!(
+            (state.first_seq, state.last_seq, state.messages),
+            (3, 22, 20)
+        );
+        assert_eq!(state.created.to_rfc3339(), "2026-12-05T01:00:00.123456789Z");
+        assert_eq!(state.max_bytes, 4194304);
+        assert_eq!(reading.broker.to_rfc3339(), "2026-12-05T01:00:05.500+00:00");
+        assert_eq!(reading.local, local);
+        assert_eq!(
+            got.unprotected,
+            [
+                ("A".to_string(), "M".to_string()),
+                ("B".to_string(), "O".to_string())
+            ],
+            "an ephemeral mirror copies; one in another domain is not seen here"
+        );
+        assert_eq!(
+            got.feeds,
+            [(("B".to_string(), "feed".to_string()), "D".to_string())]
+        );
+        let refused = serde_json::json!({"error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}});
+        assert!(super::judge_page(refused.to_string().as_bytes(), &logs, local).is_err());
     }
 
     use super::instant_of;

@@ -18,13 +18,20 @@ use crate::tick::duty::{Duty, DutyStatus};
 
 /// Reads everything one domain needs beyond the buckets, in the order
 /// docs/trim-floor.md, Read order, fixes: stream info, then the consumer, then the age lookup.
+/// `listed`: the log's state as the account's stream listing proved it
+/// ([`Broker::listing`]); without it, the log's stream info is read.
 pub async fn read_domain(
     broker: &Broker,
     domain: &crate::config::Domain,
+    listed: Option<(floor::StreamState, crate::clock::Reading)>,
     min_age: Duration,
     now: DateTime<Utc>,
 ) -> DomainRead {
-    let (stream, clock) = match broker.stream_state_at(&domain.stream).await {
+    let listed = match listed {
+        Some(l) => Ok(l),
+        None => broker.stream_state_at(&domain.stream).await,
+    };
+    let (stream, clock) = match listed {
         Ok((s, c)) => (Ok(s), Some(c)),
         Err(e) => (Err(e), None),
     };
@@ -130,17 +137,27 @@ pub async fn read_domains(
     policy: &Policy,
     now: DateTime<Utc>,
 ) -> Vec<DomainRead> {
-    let reads = futures::future::join_all(
+    // One listing of the account's streams first: it proves most logs'
+    // state (the leader's word, the broker's clock), so that a fleet of
+    // many logs is read in a few pages rather than a request per log; a
+    // log it does not prove is read alone. It also says what no consumer
+    // protects, which is said, never a pin (a listing that fails says
+    // nothing, and costs the trim nothing). Bounded by a quarter of a
+    // read, so that a listing that hangs and the reads after it stay
+    // inside the tick's budget (docs/decisions.md, A fleet of many logs).
+    let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
+    let listing = broker.listing(&streams, broker.read_timeout() / 4).await;
+    let (mut states, copies) = match listing {
+        Ok(l) => (l.states, Ok(l.copies)),
+        Err(e) => (Default::default(), Err(e)),
+    };
+    let mut reads = futures::future::join_all(
         config
             .domains
             .iter()
-            .map(|d| read_domain(broker, d, policy.min_age, now)),
-    );
-    // What no consumer protects: one listing of the account's streams for
-    // every domain; said, never a pin (a listing that fails says nothing,
-    // and costs the trim nothing).
-    let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
-    let (mut reads, copies) = tokio::join!(reads, broker.unprotected_copies(&streams));
+            .map(|d| read_domain(broker, d, states.remove(&d.stream), policy.min_age, now)),
+    )
+    .await;
     if let Ok(copies) = copies {
         for (read, d) in reads.iter_mut().zip(&config.domains) {
             read.unprotected = copies

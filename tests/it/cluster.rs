@@ -386,8 +386,18 @@ async fn stream_info_without_a_leader_proves_nothing() {
         }
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+    // Nor does the account's stream listing prove the log now: the tick
+    // reads it alone, and is told the same.
+    let listed = broker
+        .listing(&[STREAM], Duration::from_secs(2))
+        .await
+        .map(|l| l.states.contains_key(STREAM));
     for p in &f.peers {
         p.signal(libc::SIGCONT);
     }
     assert!(no_leader, "a leaderless answer is refused: {said:#?}");
+    assert!(
+        !matches!(listed, Ok(true)),
+        "a leaderless listing proves nothing: {listed:?}"
+    );
 }

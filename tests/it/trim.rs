@@ -534,3 +534,50 @@ async fn an_unchanged_answer_stands_and_a_change_is_written_at_once() {
     );
     assert_eq!(f.floors_row().await.expect("row")["by"], json!("node-1"));
 }
+
+/// A fleet of many logs is read from the account's stream listing, a few
+/// pages for every log: each log's state there is what its own stream
+/// info says, with the broker's clock, and a log the listing does not
+/// show is left to be read alone (docs/decisions.md, A fleet of many logs).
+#[tokio::test]
+async fn a_listed_logs_state_is_what_its_own_stream_info_says() {
+    let f = Fleet::new(5).await;
+    // More streams than a page holds (256), some with records.
+    let names: Vec<String> = (0..300).map(|i| format!("L{i:03}")).collect();
+    for (i, name) in names.iter().enumerate() {
+        f.js.create_stream(async_nats::jetstream::stream::Config {
+            name: name.clone(),
+            subjects: vec![format!("{name}.>")],
+            max_bytes: 1 << 20,
+            ..Default::default()
+        })
+        .await
+        .expect("stream");
+        for r in 0..(i % 4) {
+            f.js.publish(format!("{name}.r"), format!("r{r}").into())
+                .await
+                .expect("publish")
+                .await
+                .expect("ack");
+        }
+    }
+    let b = f.broker().await;
+    let mut logs: Vec<&str> = names.iter().map(String::as_str).collect();
+    logs.extend([STREAM, "NOT_A_STREAM"]);
+    let listing = b
+        .listing(&logs, std::time::Duration::from_secs(5))
+        .await
+        .expect("the listing");
+    assert_eq!(listing.states.len(), 301, "every log but the missing one");
+    assert!(!listing.states.contains_key("NOT_A_STREAM"));
+    for name in [STREAM, "L000", "L003", "L255", "L256", "L299"] {
+        let (listed, at) = &listing.states[name];
+        let (alone, now) = b.stream_state_at(name).await.expect("stream info");
+        assert_eq!(listed, &alone, "{name}");
+        assert!(
+            (now.broker - at.broker).num_seconds().abs() < 5 && at.broker <= now.broker,
+            "{name}: the broker's clock as it answered the listing ({at:?}, then {now:?})"
+        );
+    }
+    assert_eq!(listing.states["L003"].0.last_seq, 3);
+}
