@@ -28,10 +28,73 @@ pub type Parsed<T> = Result<T, Box<RowError>>;
 pub type ByNode<T> = BTreeMap<SmolStr, Parsed<T>>;
 
 /// The backups bucket: manifests, and operator acknowledgements by stream.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct Backups {
+    /// In the order read. Changed only through [`add_backup`] and
+    /// [`Patch::forget`], which drop the index below.
     pub manifests: Vec<Parsed<BackupManifest>>,
     pub acks: BTreeMap<String, Parsed<AckRow>>,
+    /// The manifests by the streams they name, built on first use: each
+    /// log's backup term looked at every manifest, a thousand logs'
+    /// terms at a thousand manifests each (docs/performance.md, A fleet:
+    /// the listing, the digest).
+    by_stream: std::sync::OnceLock<ManifestIndex>,
+}
+
+/// Where [`Backups::naming`] finds a stream's manifests.
+#[derive(Debug, Clone, Default)]
+struct ManifestIndex {
+    /// The first manifest that does not parse (it names no stream one can
+    /// read, so it leaves every backup term unreadable).
+    unparsed: Option<usize>,
+    /// Stream → the manifests that count and name it, in the order read.
+    counting: std::collections::HashMap<String, Vec<usize>>,
+}
+
+/// What the bucket says; the index is how it is looked up, and two reads
+/// of the same rows print alike whether or not one was looked up.
+impl std::fmt::Debug for Backups {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Backups")
+            .field("manifests", &self.manifests)
+            .field("acks", &self.acks)
+            .finish()
+    }
+}
+
+impl Backups {
+    /// The manifests that count ([`BackupManifest::counts`]) and name
+    /// `stream`, in the order read; or the first manifest that does not
+    /// parse.
+    pub fn naming(&self, stream: &str) -> Result<Vec<&BackupManifest>, &RowError> {
+        let index = self.by_stream.get_or_init(|| {
+            let mut index = ManifestIndex::default();
+            for (i, m) in self.manifests.iter().enumerate() {
+                match m {
+                    Err(_) => {
+                        index.unparsed.get_or_insert(i);
+                    }
+                    Ok(m) if m.counts() => {
+                        for s in m.positions.keys() {
+                            index.counting.entry(s.clone()).or_default().push(i);
+                        }
+                    }
+                    Ok(_) => {}
+                }
+            }
+            index
+        });
+        if let Some(Err(e)) = index.unparsed.and_then(|i| self.manifests.get(i)) {
+            return Err(e);
+        }
+        Ok(index
+            .counting
+            .get(stream)
+            .into_iter()
+            .flatten()
+            .filter_map(|&i| self.manifests.get(i)?.as_ref().ok())
+            .collect())
+    }
 }
 
 /// The gates bucket: the gate in force per stream and node (rows that do
@@ -170,6 +233,7 @@ pub fn add_backup(b: &mut Backups, k: &str, v: &[u8], _: u64) {
         b.acks
             .insert(stream.to_string(), AckRow::parse(k, v).map_err(Box::new));
     } else {
+        b.by_stream = Default::default();
         b.manifests
             .push(BackupManifest::parse(k, v).map_err(Box::new));
     }
@@ -330,6 +394,7 @@ impl Patch for Backups {
             }
         }
         if manifests {
+            self.by_stream = Default::default();
             self.manifests.retain(|m| {
                 let key = match m {
                     Ok(m) => BackupManifest::key(&m.node, &m.id),

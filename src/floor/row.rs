@@ -130,9 +130,13 @@ impl FloorsRow<'_> {
         static KEYS: std::sync::OnceLock<[std::hash::RandomState; 2]> = std::sync::OnceLock::new();
         let keys =
             KEYS.get_or_init(|| [std::hash::RandomState::new(), std::hash::RandomState::new()]);
-        let mut w = Digesting(keys.each_ref().map(std::hash::BuildHasher::build_hasher));
+        let mut w = Digesting {
+            hashers: keys.each_ref().map(std::hash::BuildHasher::build_hasher),
+            pending: Vec::with_capacity(Digesting::CHUNK),
+        };
         serde_json::to_writer(&mut w, &steady).ok()?;
-        Some(RowDigest(w.0.map(|h| std::hash::Hasher::finish(&h))))
+        w.feed();
+        Some(RowDigest(w.hashers.map(|h| std::hash::Hasher::finish(&h))))
     }
 }
 
@@ -140,16 +144,33 @@ impl FloorsRow<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowDigest([u64; 2]);
 
-/// Feeds what serde writes to both hashers, without a buffer: a row
-/// carries every counted node's pin, and its bytes are written only when
-/// it is.
-struct Digesting([std::hash::DefaultHasher; 2]);
+/// Feeds what serde writes to both hashers, a chunk at a time: fed token
+/// by token, the hashers' per-call cost was most of a fleet's standing
+/// tick (docs/performance.md, A fleet: the listing, the digest), and a
+/// buffer of the whole row would be a megabyte at ten thousand nodes.
+/// The hashers stream bytes, so the chunking does not change the digest.
+struct Digesting {
+    hashers: [std::hash::DefaultHasher; 2],
+    pending: Vec<u8>,
+}
+
+impl Digesting {
+    const CHUNK: usize = 8 * 1024;
+
+    fn feed(&mut self) {
+        for h in &mut self.hashers {
+            std::hash::Hasher::write(h, &self.pending);
+        }
+        self.pending.clear();
+    }
+}
 
 impl std::io::Write for Digesting {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        for h in &mut self.0 {
-            std::hash::Hasher::write(h, buf);
+        if self.pending.len() + buf.len() > Self::CHUNK {
+            self.feed();
         }
+        self.pending.extend_from_slice(buf);
         Ok(buf.len())
     }
 
@@ -243,6 +264,39 @@ mod tests {
         let mut clamped = a.clone();
         clamped.purge_clamped_by = Some(crate::floor::PurgeClamp::Age);
         assert_ne!(d, FloorsRow::from(&clamped).digest(), "purge_clamped_by");
+    }
+
+    /// A row many chunks long (the digest is fed 8 KiB at a time) digests
+    /// alike a tick later, and a change anywhere in it, the last byte's
+    /// chunk included, changes the digest.
+    #[test]
+    fn a_row_longer_than_a_chunk_digests_every_byte() {
+        let w = crate::floor::tests::World::new();
+        let mut a = w.answer();
+        for i in 0..400 {
+            a.pins.holds.insert(
+                format!("hold-{i:04}"),
+                crate::floor::carried::HoldPin {
+                    seq: 3,
+                    owner: "ops".into(),
+                    expires_at: a.at,
+                    bucket_created: a.at,
+                },
+            );
+        }
+        let len = FloorsRow::from(&a).to_bytes().map(|b| b.len()).unwrap_or(0);
+        assert!(len > 4 * Digesting::CHUNK, "{len} bytes");
+        let d = FloorsRow::from(&a).digest();
+        let mut later = a.clone();
+        later.at = Timestamp(a.at.0 + chrono::Duration::seconds(10));
+        assert_eq!(d, FloorsRow::from(&later).digest());
+        for (i, hold) in [(0, "hold-0000"), (1, "hold-0200"), (2, "hold-0399")] {
+            let mut moved = a.clone();
+            if let Some(h) = moved.pins.holds.get_mut(hold) {
+                h.seq = 4;
+            }
+            assert_ne!(d, FloorsRow::from(&moved).digest(), "change {i}: {hold}");
+        }
     }
 
     #[test]

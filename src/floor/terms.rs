@@ -183,14 +183,11 @@ pub fn backup_floor(
         BackupPolicy::Engine => {
             let mut newest: Option<&BackupManifest> = None;
             let mut earlier = 0;
-            for m in &b.manifests {
-                let m = match m {
-                    Ok(m) => m,
-                    Err(err) => return (unreadable(TermName::BackupFloor, Cause::Row, format!("backups {err}")), None),
-                };
-                if !m.counts() || !m.positions.contains_key(stream) {
-                    continue;
-                }
+            let naming = match b.naming(stream) {
+                Ok(naming) => naming,
+                Err(err) => return (unreadable(TermName::BackupFloor, Cause::Row, format!("backups {err}")), None),
+            };
+            for m in naming {
                 if m.completed_at.is_some_and(before_stream) {
                     earlier += 1;
                     continue;

@@ -31,6 +31,16 @@ impl Timestamp {
     /// the way the broker prints `created`, so that an instant an operator
     /// copies from our output matches the broker's exactly.
     pub fn to_rfc3339(&self) -> String {
+        match self.written() {
+            Some(w) => w.as_str().to_string(),
+            None => by_chrono(&self.0),
+        }
+    }
+
+    /// The text [`Timestamp::to_rfc3339`] gives, on the stack: a row's
+    /// serialization writes every pin's instants, and a `String` each was
+    /// an allocation each. `None` for the instants chrono writes.
+    fn written(&self) -> Option<Written> {
         use chrono::{Datelike, Timelike};
         let t = &self.0;
         // Written digit by digit: a status of 10,000 nodes prints tens of
@@ -40,24 +50,19 @@ impl Timestamp {
         // test holds the two ways to the same text.
         let nanos = t.nanosecond();
         if !(0..=9999).contains(&t.year()) || nanos >= 1_000_000_000 {
-            return by_chrono(t);
+            return None;
         }
-        fn put(text: &mut String, v: u32, width: u32) {
-            for k in (0..width).rev() {
-                text.push(char::from(b'0' + (v / 10u32.pow(k) % 10) as u8));
-            }
-        }
-        let mut text = String::with_capacity(30);
-        put(&mut text, t.year() as u32, 4);
+        let mut w = Written::default();
+        w.digits(t.year() as u32, 4);
         for (sep, v) in [
-            ('-', t.month()),
-            ('-', t.day()),
-            ('T', t.hour()),
-            (':', t.minute()),
-            (':', t.second()),
+            (b'-', t.month()),
+            (b'-', t.day()),
+            (b'T', t.hour()),
+            (b':', t.minute()),
+            (b':', t.second()),
         ] {
-            text.push(sep);
-            put(&mut text, v, 2);
+            w.push(sep);
+            w.digits(v, 2);
         }
         if nanos != 0 {
             // The fraction without its trailing zeros (Go's RFC3339Nano).
@@ -66,11 +71,36 @@ impl Timestamp {
                 fraction /= 10;
                 digits -= 1;
             }
-            text.push('.');
-            put(&mut text, fraction, digits);
+            w.push(b'.');
+            w.digits(fraction, digits);
         }
-        text.push('Z');
-        text
+        w.push(b'Z');
+        Some(w)
+    }
+}
+
+/// An instant's text, at most `YYYY-MM-DDTHH:MM:SS.nnnnnnnnnZ` (30 bytes).
+#[derive(Default)]
+struct Written {
+    bytes: [u8; 30],
+    len: usize,
+}
+
+impl Written {
+    fn push(&mut self, b: u8) {
+        self.bytes[self.len] = b;
+        self.len += 1;
+    }
+
+    fn digits(&mut self, v: u32, width: u32) {
+        for k in (0..width).rev() {
+            self.push(b'0' + (v / 10u32.pow(k) % 10) as u8);
+        }
+    }
+
+    fn as_str(&self) -> &str {
+        // Only ASCII digits and separators are ever pushed.
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
     }
 }
 
@@ -87,13 +117,19 @@ pub(super) fn by_chrono(t: &DateTime<Utc>) -> String {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.to_rfc3339())
+        match self.written() {
+            Some(w) => f.write_str(w.as_str()),
+            None => f.write_str(&by_chrono(&self.0)),
+        }
     }
 }
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.to_rfc3339())
+        match self.written() {
+            Some(w) => s.serialize_str(w.as_str()),
+            None => s.serialize_str(&by_chrono(&self.0)),
+        }
     }
 }
 
