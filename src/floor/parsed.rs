@@ -530,6 +530,55 @@ impl ParsedRows {
 
 #[cfg(test)]
 mod tests {
+    /// Each log's manifests are found by the streams they name, and a
+    /// manifest added or forgotten, through a view's patch, is seen at the
+    /// next look; one that does not parse leaves every log unreadable.
+    #[test]
+    fn manifests_are_found_by_stream_as_the_bucket_changes() {
+        let manifest = |id: &str, streams: &[&str], verified: bool| {
+            let positions: serde_json::Map<String, serde_json::Value> =
+                streams.iter().map(|s| (s.to_string(), 7.into())).collect();
+            serde_json::json!({"id": id, "node": "n1", "taken_at": "2026-12-05T01:00:00Z",
+                "completed_at": "2026-12-05T01:01:00Z", "verified": verified, "positions": positions})
+            .to_string()
+        };
+        let ids = |b: &Backups, stream: &str| -> Vec<String> {
+            b.naming(stream)
+                .map(|ms| ms.iter().map(|m| m.id.clone()).collect())
+                .unwrap_or_else(|e| vec![format!("error: {e}")])
+        };
+        let mut b = Backups::default();
+        add_backup(
+            &mut b,
+            "n1.a",
+            manifest("a", &["S1", "S2"], true).as_bytes(),
+            1,
+        );
+        add_backup(&mut b, "n1.b", manifest("b", &["S2"], true).as_bytes(), 2);
+        add_backup(&mut b, "n1.c", manifest("c", &["S1"], false).as_bytes(), 3);
+        assert_eq!(
+            ids(&b, "S1"),
+            ["a"],
+            "an unverified manifest does not count"
+        );
+        assert_eq!(ids(&b, "S2"), ["a", "b"]);
+        assert!(ids(&b, "S3").is_empty());
+        b.forget(&HashSet::from(["n1.a".to_string()]));
+        assert_eq!(ids(&b, "S2"), ["b"]);
+        assert!(ids(&b, "S1").is_empty());
+        add_backup(&mut b, "n1.d", manifest("d", &["S1"], true).as_bytes(), 4);
+        assert_eq!(ids(&b, "S1"), ["d"]);
+        add_backup(&mut b, "n1.e", b"not json", 5);
+        assert!(
+            ids(&b, "S1")[0].starts_with("error: "),
+            "{:?}",
+            ids(&b, "S1")
+        );
+        assert!(ids(&b, "S3")[0].starts_with("error: "));
+        b.forget(&HashSet::from(["n1.e".to_string()]));
+        assert_eq!(ids(&b, "S1"), ["d"]);
+    }
+
     use super::*;
     use crate::floor::tests::{World, S};
 
