@@ -2,6 +2,7 @@
 //! consumer, and the age lookup. Each returns a value or an error naming
 //! what failed; nothing is cached between calls.
 
+use std::collections::HashSet;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
@@ -169,6 +170,32 @@ struct Page {
     states: Vec<(String, (StreamState, Reading))>,
 }
 
+impl Page {
+    /// Stream `copy` mirrors or sources `log`: through `consumer`, a
+    /// durable consumer of the log's (durable sourcing), or through an
+    /// ephemeral one, whose progress the log cannot see (docs/trim-floor.md,
+    /// Replicas). A copy from another domain (`external`) is not visible
+    /// from here, and is left to that domain.
+    fn copy(
+        &mut self,
+        logs: &HashSet<&str>,
+        copy: &str,
+        log: &str,
+        external: bool,
+        consumer: Option<&str>,
+    ) {
+        if external || !logs.contains(log) {
+            return;
+        }
+        match consumer {
+            Some(c) => self
+                .feeds
+                .push(((log.to_string(), c.to_string()), copy.to_string())),
+            None => self.unprotected.push((log.to_string(), copy.to_string())),
+        }
+    }
+}
+
 /// A log's state from its stream info's parts.
 fn state_of(
     config: &async_nats::jetstream::stream::Config,
@@ -193,7 +220,7 @@ fn state_of(
 /// the copies of `logs` it names, and the state of each of `logs` it
 /// proves (the leader's word, with the broker's clock). A stream whose
 /// item does not parse as stream info is still read for its copies.
-fn judge_page(payload: &[u8], logs: &[&str], local: DateTime<Utc>) -> Result<Page, String> {
+fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Result<Page, String> {
     #[derive(Deserialize)]
     struct Raw<'a> {
         #[serde(default)]
@@ -231,18 +258,13 @@ fn judge_page(payload: &[u8], logs: &[&str], local: DateTime<Utc>) -> Result<Pag
                     .iter()
                     .chain(item.config.sources.iter().flatten());
                 for origin in origins {
-                    if !logs.contains(&origin.name.as_str()) || origin.external.is_some() {
-                        continue;
-                    }
-                    match &origin.consumer {
-                        // Durable sourcing: the consumer it copies through.
-                        Some(c) => page
-                            .feeds
-                            .push(((origin.name.clone(), c.name.clone()), name.to_string())),
-                        None => page
-                            .unprotected
-                            .push((origin.name.clone(), name.to_string())),
-                    }
+                    page.copy(
+                        logs,
+                        name,
+                        &origin.name,
+                        origin.external.is_some(),
+                        origin.consumer.as_ref().map(|c| c.name.as_str()),
+                    );
                 }
                 if !logs.contains(&name) || !led_cluster(item.cluster.as_ref()) {
                     continue;
@@ -278,7 +300,7 @@ fn judge_page(payload: &[u8], logs: &[&str], local: DateTime<Utc>) -> Result<Pag
 }
 
 /// The copies a listed stream's raw config names.
-fn lenient_origins(item: &serde_json::Value, logs: &[&str], page: &mut Page) {
+fn lenient_origins(item: &serde_json::Value, logs: &HashSet<&str>, page: &mut Page) {
     let config = &item["config"];
     let Some(name) = config["name"].as_str() else {
         return;
@@ -286,18 +308,16 @@ fn lenient_origins(item: &serde_json::Value, logs: &[&str], page: &mut Page) {
     let origins = std::iter::once(&config["mirror"])
         .chain(config["sources"].as_array().into_iter().flatten());
     for origin in origins {
-        let Some(log) = origin["name"].as_str().filter(|l| logs.contains(l)) else {
+        let Some(log) = origin["name"].as_str() else {
             continue;
         };
-        if origin.get("external").is_some_and(|e| !e.is_null()) {
-            continue;
-        }
-        match origin["consumer"]["name"].as_str() {
-            Some(consumer) => page
-                .feeds
-                .push(((log.to_string(), consumer.to_string()), name.to_string())),
-            None => page.unprotected.push((log.to_string(), name.to_string())),
-        }
+        page.copy(
+            logs,
+            name,
+            log,
+            origin.get("external").is_some_and(|e| !e.is_null()),
+            origin["consumer"]["name"].as_str(),
+        );
     }
 }
 
@@ -953,7 +973,11 @@ impl Broker {
     }
 
     /// For each of `logs`, the streams on this account that mirror or
-    /// source it through an ephemeral consumer ([`Broker::listing`]).
+    /// source it through an ephemeral consumer (no `consumer` of their own
+    /// in the mirror or source, and not from another domain): copies whose
+    /// progress the log cannot see (docs/trim-floor.md, Replicas), from
+    /// one paged stream listing ([`Broker::listing`]); a copy in another
+    /// domain is not visible here.
     pub async fn unprotected_copies(&self, logs: &[&str]) -> Result<Copies, super::Fault> {
         self.listing(logs, self.read_timeout)
             .await
@@ -974,6 +998,9 @@ impl Broker {
     /// current).
     pub async fn listing(&self, logs: &[&str], within: Duration) -> Result<Listing, super::Fault> {
         let err = |e: String| Fault::failed(format!("the stream listing: {e}"));
+        // Looked up once per listed stream: a list would be a thousand
+        // comparisons each on a fleet of a thousand logs.
+        let logs: &HashSet<&str> = &logs.iter().copied().collect();
         let page = |offset: usize| async move {
             let reply: Box<serde_json::value::RawValue> = self
                 .js
@@ -1304,7 +1331,7 @@ mod tests {
             mirror, durable, external, odd,
         ]});
         let local = "2026-12-05T01:00:04Z".parse().expect("a time");
-        let logs = ["A", "B", "C", "E", "F"];
+        let logs = ["A", "B", "C", "E", "F"].into_iter().collect();
         let got = super::judge_page(page.to_string().as_bytes(), &logs, local).expect("a page");
         assert_eq!((got.total, got.streams), (9, 9));
         let proven: Vec<&str> = got.states.iter().map(|(n, _)| n.as_str()).collect();
