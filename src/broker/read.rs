@@ -17,6 +17,7 @@ use crate::clock::Reading;
 use crate::config::Buckets;
 use crate::floor::parsed::{self, Sink};
 use crate::floor::{Bucket, BucketError, Entry, FeedState, ParsedRows, Rows, StreamState};
+use crate::proven::Proven;
 use crate::rows::Timestamp;
 
 /// The raw entries of the buckets the tick writes back to, as this
@@ -145,7 +146,7 @@ pub struct Listing {
     pub copies: Copies,
     /// Each listed log's state and the broker's clock as its leader
     /// answered, where the listing proves it.
-    pub states: std::collections::HashMap<String, (StreamState, Reading)>,
+    pub states: std::collections::HashMap<String, Proven<(StreamState, Reading)>>,
 }
 
 impl Listing {
@@ -167,7 +168,7 @@ struct Page {
     /// (log, copy) for each ephemeral copy of one of the logs.
     unprotected: Vec<(String, String)>,
     feeds: Vec<((String, String), String)>,
-    states: Vec<(String, (StreamState, Reading))>,
+    states: Vec<(String, Proven<(StreamState, Reading)>)>,
 }
 
 impl Page {
@@ -278,13 +279,13 @@ fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Res
                 };
                 page.states.push((
                     name.to_string(),
-                    (
+                    Proven::vouched((
                         state_of(&item.config, &item.state, item.created),
                         Reading {
                             broker: broker.with_timezone(&Utc),
                             local,
                         },
-                    ),
+                    )),
                 ));
             }
             // A stream whose info this client cannot parse may still copy
@@ -1340,7 +1341,7 @@ mod tests {
             ["A", "B"],
             "no leader, an empty leader, no clock: read alone"
         );
-        let (state, reading) = &got.states[0].1;
+        let (state, reading) = got.states[0].1.get();
         assert_eq!(
             (state.first_seq, state.last_seq, state.messages),
             (3, 22, 20)

@@ -19,16 +19,17 @@ use crate::tick::duty::{Duty, DutyStatus};
 /// Reads everything one domain needs beyond the buckets, in the order
 /// docs/trim-floor.md, Read order, fixes: stream info, then the consumer, then the age lookup.
 /// `listed`: the log's state as the account's stream listing proved it
-/// ([`Broker::listing`]); without it, the log's stream info is read.
+/// ([`Broker::listing`]; only the broker vouches for one); without it,
+/// the log's stream info is read.
 pub async fn read_domain(
     broker: &Broker,
     domain: &crate::config::Domain,
-    listed: Option<(floor::StreamState, crate::clock::Reading)>,
+    listed: Option<crate::proven::Proven<(floor::StreamState, crate::clock::Reading)>>,
     min_age: Duration,
     now: DateTime<Utc>,
 ) -> DomainRead {
     let listed = match listed {
-        Some(l) => Ok(l),
+        Some(l) => Ok(l.into_inner()),
         None => broker.stream_state_at(&domain.stream).await,
     };
     let (stream, clock) = match listed {

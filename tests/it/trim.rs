@@ -571,7 +571,7 @@ async fn a_listed_logs_state_is_what_its_own_stream_info_says() {
     assert_eq!(listing.states.len(), 301, "every log but the missing one");
     assert!(!listing.states.contains_key("NOT_A_STREAM"));
     for name in [STREAM, "L000", "L003", "L255", "L256", "L299"] {
-        let (listed, at) = &listing.states[name];
+        let (listed, at) = listing.states[name].get();
         let (alone, now) = b.stream_state_at(name).await.expect("stream info");
         assert_eq!(listed, &alone, "{name}");
         assert!(
@@ -579,5 +579,5 @@ async fn a_listed_logs_state_is_what_its_own_stream_info_says() {
             "{name}: the broker's clock as it answered the listing ({at:?}, then {now:?})"
         );
     }
-    assert_eq!(listing.states["L003"].0.last_seq, 3);
+    assert_eq!(listing.states["L003"].get().0.last_seq, 3);
 }
