@@ -31,15 +31,21 @@ impl Timestamp {
     /// the way the broker prints `created`, so that an instant an operator
     /// copies from our output matches the broker's exactly.
     pub fn to_rfc3339(&self) -> String {
+        self.with_text(str::to_string)
+    }
+
+    /// `f` of the instant's text ([`Timestamp::to_rfc3339`]), written on
+    /// the stack where it can be: a row's serialization writes every
+    /// pin's instants, and a `String` each was an allocation each.
+    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
         match self.written() {
-            Some(w) => w.as_str().to_string(),
-            None => by_chrono(&self.0),
+            Some(w) => f(w.as_str()),
+            None => f(&by_chrono(&self.0)),
         }
     }
 
-    /// The text [`Timestamp::to_rfc3339`] gives, on the stack: a row's
-    /// serialization writes every pin's instants, and a `String` each was
-    /// an allocation each. `None` for the instants chrono writes.
+    /// The text [`Timestamp::to_rfc3339`] gives, on the stack; `None` for
+    /// the instants chrono writes.
     fn written(&self) -> Option<Written> {
         use chrono::{Datelike, Timelike};
         let t = &self.0;
@@ -117,19 +123,13 @@ pub(super) fn by_chrono(t: &DateTime<Utc>) -> String {
 
 impl fmt::Display for Timestamp {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.written() {
-            Some(w) => f.write_str(w.as_str()),
-            None => f.write_str(&by_chrono(&self.0)),
-        }
+        self.with_text(|t| f.write_str(t))
     }
 }
 
 impl Serialize for Timestamp {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        match self.written() {
-            Some(w) => s.serialize_str(w.as_str()),
-            None => s.serialize_str(&by_chrono(&self.0)),
-        }
+        self.with_text(|t| s.serialize_str(t))
     }
 }
 
