@@ -46,7 +46,7 @@ impl TermName {
 }
 
 /// A term's state: the word, never a sentinel number.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub enum TermState {
     /// Permits deleting up to `seq` (0 permits nothing, and says why).
     Value { seq: u64, reason: Option<String> },
@@ -60,7 +60,7 @@ pub enum TermState {
 
 /// Why a term is unreadable: what the remedy branches on (the error text
 /// is for people).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Cause {
     /// A bucket nodes write does not exist (`crewlet retention init`).
     MissingBucket,
@@ -108,7 +108,7 @@ impl Outage {
 }
 
 /// One term of the answer.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct Term {
     pub term: TermName,
     pub state: TermState,
@@ -125,7 +125,7 @@ pub struct Term {
 }
 
 /// The copies behind `replica_floor`.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
 pub struct Copies {
     pub consumers: Vec<ReplicaCopy>,
     /// Replicas left out by `replicas.ignore`.
@@ -133,7 +133,7 @@ pub struct Copies {
 }
 
 /// One replica or named consumer, as the term counted it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Hash)]
 pub struct ReplicaCopy {
     #[serde(rename = "name")]
     pub consumer: String,
@@ -150,7 +150,7 @@ pub struct ReplicaCopy {
 /// What one pin costs (docs/status-json.md, What a pin holds): the records
 /// the trim would also delete were this term not there, their bytes, and
 /// since when it has held the trim at or below its current value.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Held {
     /// Records on the log between `trim_to` and the trim without this
     /// term (0 when another term binds at the same point).
@@ -208,7 +208,7 @@ impl Serialize for Term {
 }
 
 /// Whether a floor has been published for the current generation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FloorState {
     /// No enabled tick has published a floor yet.
@@ -309,7 +309,7 @@ impl std::fmt::Display for GateFault {
 }
 
 /// What bounded the purge below `trim_to` (`purge_clamped_by`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PurgeClamp {
     /// The gates view's cursor (or the lack of one).
@@ -476,20 +476,60 @@ pub struct Answer {
 /// over a canonical JSON of those settings.
 pub fn config_digest(domain: &Domain, policy: &super::Policy) -> String {
     use sha2::Digest;
-    let archive = domain.archive.as_ref().map(|a| a.store().id());
-    let canonical = serde_json::json!({
-        "gate_subject": domain.gate_subject,
-        "archive": archive,
-        "feed_consumer": domain.feed_consumer,
-        "backup_floor": format!("{:?}", policy.backup_floor),
-        "backup_max_age_ns": policy.backup_max_age.as_nanos().to_string(),
-        "min_age_ns": policy.min_age.as_nanos().to_string(),
+    // The canonical JSON is written from a struct whose fields are in the
+    // order serde_json's map sorts them: the bytes are those of the map
+    // the digest was first defined over, without building a map and its
+    // strings for every log on every tick (a fleet of a thousand logs
+    // digests a thousand of these a tick).
+    #[derive(Serialize)]
+    struct Canonical<'a> {
+        archive: Option<String>,
+        backup_floor: String,
+        backup_max_age_ns: String,
+        feed_consumer: Option<&'a str>,
+        gate_subject: Option<&'a str>,
+        min_age_ns: String,
         // Sidecars with different ticks disagree on the lease's life: the
         // one whose three ticks outlast the bucket's max_age never purges.
-        "tick_ns": policy.tick.as_nanos().to_string(),
-    });
-    let hash = sha2::Sha256::digest(canonical.to_string().as_bytes());
-    hash.iter().take(8).map(|b| format!("{b:02x}")).collect()
+        tick_ns: String,
+    }
+    let canonical = Canonical {
+        archive: domain.archive.as_ref().map(|a| a.store().id()),
+        backup_floor: format!("{:?}", policy.backup_floor),
+        backup_max_age_ns: policy.backup_max_age.as_nanos().to_string(),
+        feed_consumer: domain.feed_consumer.as_deref(),
+        gate_subject: domain.gate_subject.as_deref(),
+        min_age_ns: policy.min_age.as_nanos().to_string(),
+        tick_ns: policy.tick.as_nanos().to_string(),
+    };
+    let mut hasher = sha2::Sha256::new();
+    if serde_json::to_writer(DigestWriter(&mut hasher), &canonical).is_err() {
+        // Unreachable (the hasher takes every byte); a digest of nothing
+        // would then differ from every sidecar's, which config_drift says.
+        return String::new();
+    }
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let hash = hasher.finalize();
+    let mut text = String::with_capacity(16);
+    for b in hash.iter().take(8) {
+        text.push(char::from(HEX[usize::from(b >> 4)]));
+        text.push(char::from(HEX[usize::from(b & 0xf)]));
+    }
+    text
+}
+
+/// Feeds what serde writes straight to a SHA-256.
+struct DigestWriter<'a>(&'a mut sha2::Sha256);
+
+impl std::io::Write for DigestWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        sha2::Digest::update(self.0, buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
 }
 
 /// PURE: what the digest is made of, as the configuration says each
@@ -704,12 +744,16 @@ pub struct PublishedGateView {
 }
 
 /// `None` for a value that does not have `T`'s shape, instead of failing
-/// the whole row.
+/// the whole row. The value is taken as its text and parsed into `T`
+/// from there: built as a tree first, every published term's detail and
+/// reason were maps and strings allocated only to be dropped, most of
+/// the cost of taking in a fleet's rows (docs/performance.md, A fleet:
+/// the rows this process wrote).
 fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
     d: D,
 ) -> Result<Option<T>, D::Error> {
-    let v = serde_json::Value::deserialize(d)?;
-    Ok(serde_json::from_value(v).ok())
+    let text = Box::<serde_json::value::RawValue>::deserialize(d)?;
+    Ok(serde_json::from_str(text.get()).ok())
 }
 
 impl PublishedFloor {

@@ -20,7 +20,7 @@ use crate::rows::Timestamp;
 /// versions require it. Read back, a pin without one (a row of a later
 /// version may leave out what equals its bucket's `created` under
 /// `buckets`) is its bucket's.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(from = "Written")]
 pub struct PinsRecord {
     /// The `created` time of each node-written bucket the answer read,
@@ -36,7 +36,7 @@ pub struct PinsRecord {
 /// A counted node's position as the answer counted it: its row's `seq`,
 /// or 0 for a row of another generation or incarnation, or one that
 /// diverged (never a position it merely reported).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct NodePin {
     pub seq: u64,
     pub generation: u64,
@@ -45,7 +45,7 @@ pub struct NodePin {
 }
 
 /// A live hold as its row said.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
 pub struct HoldPin {
     pub seq: u64,
     pub owner: String,

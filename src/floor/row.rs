@@ -113,16 +113,59 @@ impl FloorsRow<'_> {
     /// `backup_age_secs`). Two answers of one digest write rows that
     /// differ only in those (docs/contract.md, `crewlet_floors` — the published answer). `None`
     /// when the row cannot be serialized: it is then always written.
+    ///
+    /// The fields a quiet fleet's rows are made of (the terms, the pins,
+    /// the configuration, the scalars) are fed as they are in memory; the
+    /// rare ones (an archive, a requested watermark, a gates view, NOT
+    /// READY) as their JSON. Written out as JSON whole, the digest was most
+    /// of a fleet's standing tick (docs/performance.md, A fleet: the rows
+    /// this process wrote). The digest is only ever compared within this
+    /// process, with the digest of the row it last wrote.
     pub fn digest(&self) -> Option<RowDigest> {
-        let steady = FloorsRow {
-            at: Timestamp(chrono::DateTime::<chrono::Utc>::UNIX_EPOCH),
-            published_at: None,
-            bytes: 0,
-            headroom_fraction: 0.0,
-            last_seq: 0,
-            backup_age_secs: None,
-            ..self.clone()
-        };
+        use std::hash::Hash;
+        // Every field named, none elided: a field added to the row does
+        // not compile until it is either digested or said to move on its
+        // own here.
+        let FloorsRow {
+            domain,
+            stream,
+            generation,
+            stream_created,
+            generation_opened_at,
+            floor,
+            trim_to,
+            trim_floor_state,
+            dry_run,
+            would_purge,
+            terms,
+            blocked_by,
+            held_since,
+            soft_ceiling_bytes,
+            max_bytes,
+            reserve_bytes,
+            bytes: _,
+            headroom_fraction: _,
+            first_seq,
+            last_seq: _,
+            not_ready,
+            evictions_unreadable,
+            stream_error,
+            backup_age_secs: _,
+            backup_stale,
+            live_stream_created,
+            broker_retention_bypass,
+            published_at: _,
+            gate_view,
+            purge_clamped_by,
+            archive,
+            requested,
+            config_digest,
+            config,
+            pins,
+            by,
+            session,
+            at: _,
+        } = self;
         // Two SipHash keys of this process's own: a row whose digest
         // collided with the last one written would not be rewritten, so
         // the digest is 128 bits and its keys unknown to whoever writes the
@@ -134,7 +177,35 @@ impl FloorsRow<'_> {
             hashers: keys.each_ref().map(std::hash::BuildHasher::build_hasher),
             pending: Vec::with_capacity(Digesting::CHUNK),
         };
-        serde_json::to_writer(&mut w, &steady).ok()?;
+        (domain, stream, generation, stream_created).hash(&mut w);
+        (
+            generation_opened_at,
+            floor,
+            trim_to,
+            trim_floor_state,
+            dry_run,
+        )
+            .hash(&mut w);
+        (terms, blocked_by, held_since, soft_ceiling_bytes).hash(&mut w);
+        (max_bytes, reserve_bytes, first_seq, evictions_unreadable).hash(&mut w);
+        (
+            stream_error,
+            backup_stale,
+            live_stream_created,
+            purge_clamped_by,
+        )
+            .hash(&mut w);
+        (config_digest, config, pins, by, session).hash(&mut w);
+        // Each JSON value delimits itself, so one cannot run into the next.
+        let rare = (
+            would_purge,
+            not_ready,
+            broker_retention_bypass,
+            gate_view,
+            archive,
+            requested,
+        );
+        serde_json::to_writer(&mut w, &rare).ok()?;
         w.feed();
         Some(RowDigest(w.hashers.map(|h| std::hash::Hasher::finish(&h))))
     }
@@ -144,11 +215,12 @@ impl FloorsRow<'_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RowDigest([u64; 2]);
 
-/// Feeds what serde writes to both hashers, a chunk at a time: fed token
-/// by token, the hashers' per-call cost was most of a fleet's standing
-/// tick (docs/performance.md, A fleet: the listing, the digest), and a
-/// buffer of the whole row would be a megabyte at ten thousand nodes.
-/// The hashers stream bytes, so the chunking does not change the digest.
+/// Feeds what the digest is made of to both hashers, a chunk at a time:
+/// fed token by token, the hashers' per-call cost was most of a fleet's
+/// standing tick (docs/performance.md, A fleet: the listing, the digest),
+/// and a buffer of the whole row would be a megabyte at ten thousand
+/// nodes. The hashers stream bytes, so the chunking does not change the
+/// digest.
 struct Digesting {
     hashers: [std::hash::DefaultHasher; 2],
     pending: Vec<u8>,
@@ -162,6 +234,22 @@ impl Digesting {
             std::hash::Hasher::write(h, &self.pending);
         }
         self.pending.clear();
+    }
+}
+
+/// As a `Hasher`, it takes the in-memory fields a small write at a time
+/// into the same buffer. Its own `finish` is not the digest (that is
+/// both hashers' words, once the buffer is fed) and is never asked for.
+impl std::hash::Hasher for Digesting {
+    fn write(&mut self, bytes: &[u8]) {
+        if self.pending.len() + bytes.len() > Self::CHUNK {
+            self.feed();
+        }
+        self.pending.extend_from_slice(bytes);
+    }
+
+    fn finish(&self) -> u64 {
+        0
     }
 }
 
@@ -264,6 +352,51 @@ mod tests {
         let mut clamped = a.clone();
         clamped.purge_clamped_by = Some(crate::floor::PurgeClamp::Age);
         assert_ne!(d, FloorsRow::from(&clamped).digest(), "purge_clamped_by");
+        // Every other field the row says, each changed alone: the ones fed
+        // as they are in memory and the ones fed as JSON.
+        type Change = (&'static str, fn(&mut Answer));
+        let changes: Vec<Change> = vec![
+            ("floor", |a| a.floor = Some(a.floor.unwrap_or(0) + 1)),
+            ("generation", |a| a.generation += 1),
+            ("dry_run", |a| a.dry_run = !a.dry_run),
+            ("first_seq", |a| a.first_seq += 1),
+            ("max_bytes", |a| a.max_bytes += 1),
+            ("a term's detail", |a| {
+                a.terms[0].detail = Some("node-9".into())
+            }),
+            ("held_since", |a| {
+                a.held_since = Some(Timestamp(a.at.0 - chrono::Duration::hours(1)))
+            }),
+            ("stream_error", |a| a.stream_error = Some("gone".into())),
+            ("by", |a| a.by.push('x')),
+            ("session", |a| a.session.push('x')),
+            ("config", |a| {
+                a.config.insert("tick".into(), Some("11s".into()));
+            }),
+            ("would_purge", |a| {
+                a.would_purge = Some(WouldPurge {
+                    records: 1,
+                    first_seq: 1,
+                    last_seq: 1,
+                })
+            }),
+            ("not_ready", |a| a.not_ready = Some(NotReady::AheadOfLog)),
+            ("gate_view", |a| {
+                let mut g = a.gate_view.clone().unwrap_or_else(|| GateView {
+                    absorbed_to: None,
+                    skipped: Vec::new(),
+                    error: None,
+                    since: None,
+                });
+                g.absorbed_to = Some(g.absorbed_to.unwrap_or(0) + 1);
+                a.gate_view = Some(g);
+            }),
+        ];
+        for (what, change) in changes {
+            let mut changed = a.clone();
+            change(&mut changed);
+            assert_ne!(d, FloorsRow::from(&changed).digest(), "{what}");
+        }
     }
 
     /// A row many chunks long (the digest is fed 8 KiB at a time) digests

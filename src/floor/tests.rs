@@ -1387,3 +1387,71 @@ fn the_stamps_settle_the_age_lookup_only_at_either_end() {
     s.messages = 0;
     assert_eq!(young_by_stamps(&s, t("2026-11-30T00:00:00Z")), Some(None));
 }
+
+/// A row as the holder writes it parses back with the fields read
+/// leniently (the terms' `pinned_since`, the configuration, the gates
+/// view) as written; any of them of another shape is left out, and the
+/// rest of the row still parses.
+#[test]
+fn a_written_row_parses_back_with_its_leniently_read_fields() {
+    let mut w = World::new();
+    w.gated(Some(cursor(500)));
+    let a = w.answer();
+    let body = FloorsRow::from(&a).to_bytes().expect("the row serializes");
+    let p = PublishedFloor::parse(S, &body).expect("the row parses");
+    let terms = p.terms.as_ref().expect("the terms parse");
+    assert_eq!(terms.len(), a.terms.len());
+    for (read, t) in terms.iter().zip(&a.terms) {
+        assert_eq!(read.term, t.term);
+        assert_eq!(read.seq, t.seq());
+        assert_eq!(read.pinned_since, t.held.map(|h| h.since));
+    }
+    assert_eq!(p.config.as_ref(), Some(&a.config));
+    let gate = p.gate_view.as_ref().expect("the gates view parses");
+    assert_eq!(
+        gate.absorbed_to,
+        a.gate_view.as_ref().and_then(|g| g.absorbed_to)
+    );
+    let row: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+    for (field, odd) in [
+        ("terms", json!({"term": "applied"})),
+        ("config", json!([1, 2])),
+        ("gate_view", json!("absorbed")),
+    ] {
+        let mut r = row.clone();
+        r[field] = odd;
+        let p = PublishedFloor::parse(S, r.to_string().as_bytes())
+            .unwrap_or_else(|e| panic!("{field} of another shape failed the row: {e}"));
+        let left_out = match field {
+            "terms" => p.terms.is_none(),
+            "config" => p.config.is_none(),
+            _ => p.gate_view.is_none(),
+        };
+        assert!(left_out, "{field} of another shape is left out");
+        assert_eq!(p.floor, a.floor, "{field}: the rest of the row is read");
+    }
+}
+
+/// The configuration digest is compared across sidecars, of this version
+/// and of others (`config_drift`): the same settings digest to the same
+/// value in every version. These values are what the version that first
+/// published the digest computed.
+#[test]
+fn the_configuration_digest_of_given_settings_never_changes() {
+    let w = World::new();
+    let plain = super::answer::config_digest(&w.domain, &w.policy);
+    let mut d = w.domain.clone();
+    d.gate_subject = Some("tracker.gate".into());
+    d.feed_consumer = Some("feed \"one\" é".into());
+    d.archive =
+        Some(serde_yaml::from_str("{dir: /var/lib/crewlet/archive}").expect("an archive section"));
+    let mut p = w.policy.clone();
+    p.backup_floor = BackupPolicy::Operator;
+    p.min_age = Duration::from_millis(1500);
+    p.tick = Duration::from_secs(30);
+    let set = super::answer::config_digest(&d, &p);
+    assert_eq!(
+        (plain.as_str(), set.as_str()),
+        ("32d851fd2a866d93", "d1a766132c8db61b")
+    );
+}
