@@ -76,7 +76,7 @@ impl Broker {
         &self,
         bucket: &str,
         key: &str,
-        value: Vec<u8>,
+        value: impl Into<bytes::Bytes>,
         revision: Option<u64>,
     ) -> Result<u64, PublishError> {
         let failed = |reason: String| PublishError::Failed {
