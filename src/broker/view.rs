@@ -155,20 +155,6 @@ struct Seen {
     /// The parsed form the view last answered with, patched at each
     /// answer by the keys that changed or aged out since.
     answered: Option<Answered>,
-    /// Values this process wrote since the view last answered, with what
-    /// they parse to ([`Broker::seed_view`]): the next answer takes each
-    /// whose revision and bytes are the key's instead of parsing them.
-    seeds: HashMap<SmolStr, Seed>,
-    /// How many values were taken as written (the tests' evidence that
-    /// the path they check is the one taken).
-    seeds_taken: u64,
-}
-
-/// A value this process wrote, and its parsed form.
-struct Seed {
-    revision: u64,
-    bytes: bytes::Bytes,
-    parsed: Box<dyn std::any::Any + Send>,
 }
 
 /// A view's last answer, kept to be patched rather than parsed again.
@@ -361,45 +347,6 @@ impl Broker {
                 (Err(e.clone()), Err(e), false, None)
             }
         }
-    }
-
-    /// Tells the view of `bucket` that this process wrote `bytes` at `key`,
-    /// at `revision`, and that they parse to `parsed`: the view's next
-    /// answer takes `parsed` if the key then holds exactly those bytes at
-    /// that revision, instead of parsing them (a holder's thousand floors
-    /// rows, docs/performance.md, A fleet: the rows this process wrote).
-    /// Only the view as it now stands is told: one built later, on a
-    /// bucket read whole, parses every value.
-    pub fn seed_view(
-        &self,
-        bucket: &str,
-        key: &str,
-        revision: u64,
-        bytes: bytes::Bytes,
-        parsed: Box<dyn std::any::Any + Send>,
-    ) {
-        let Some(w) = self.kept_view(bucket) else {
-            return;
-        };
-        if let Ok(mut s) = w.seen.lock() {
-            s.seeds.insert(
-                SmolStr::new(key),
-                Seed {
-                    revision,
-                    bytes,
-                    parsed,
-                },
-            );
-        };
-    }
-
-    /// How many values the view of `bucket` took as this process wrote
-    /// them ([`Broker::seed_view`]) since it was built.
-    #[cfg(any(debug_assertions, feature = "failpoints"))]
-    pub fn seeds_taken(&self, bucket: &str) -> u64 {
-        self.kept_view(bucket)
-            .and_then(|w| w.seen.lock().ok().map(|s| s.seeds_taken))
-            .unwrap_or(0)
     }
 
     fn kept_view(&self, name: &str) -> Option<Arc<Watched>> {
@@ -779,18 +726,7 @@ fn emit<T: Patch>(
         let parsed = Arc::make_mut(shared);
         parsed.forget(&touched);
         for (key, revision, published, bytes) in again {
-            // A value this process wrote is taken as it was written when
-            // the key holds exactly it: the same revision and the same
-            // bytes (the bytes alone decide what a parse gives).
-            let seeded = s
-                .seeds
-                .remove(key)
-                .filter(|seed| seed.revision == revision && seed.bytes == bytes)
-                .is_some_and(|seed| parsed.seed(key, revision, &bytes, seed.parsed));
-            s.seeds_taken += u64::from(seeded);
-            if !seeded {
-                add(parsed, key, &bytes, revision);
-            }
+            add(parsed, key, &bytes, revision);
             if !cut.max_age.is_zero() {
                 answered
                     .by_age
@@ -799,8 +735,6 @@ fn emit<T: Patch>(
         }
     }
     answered.at = cut.broker;
-    // Whatever was not taken now is not the key's value at any later cut.
-    s.seeds.clear();
     Ok((raw, shared.clone()))
 }
 
@@ -828,7 +762,6 @@ fn parse_whole<T: Patch>(s: &mut Seen, cut: &Cut, add: Sink<T>) -> Result<Arc<T>
     }
     let parsed = Arc::new(parsed);
     s.changed.clear();
-    s.seeds.clear();
     s.answered = Some(Answered {
         parsed: Box::new(parsed.clone()),
         at: cut.broker,

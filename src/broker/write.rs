@@ -76,7 +76,7 @@ impl Broker {
         &self,
         bucket: &str,
         key: &str,
-        value: impl Into<bytes::Bytes>,
+        value: Vec<u8>,
         revision: Option<u64>,
     ) -> Result<u64, PublishError> {
         let failed = |reason: String| PublishError::Failed {

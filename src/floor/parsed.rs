@@ -300,21 +300,6 @@ pub trait Patch: Default + Clone + Send + Sync + 'static {
     /// (docs/performance.md, "Rows laid out in node order (2026-12-03)").
     /// Changes nothing a reader sees.
     fn settle(&mut self) {}
-
-    /// Takes `parsed` as what `key`'s value at `revision` parses to,
-    /// instead of parsing `bytes` (the view's own copy of that value):
-    /// the rows this process wrote itself, whose parsed form it already
-    /// has ([`Floors`]). False when this kind of bucket takes none, or
-    /// `parsed` is not of its kind: the bytes are then parsed.
-    fn seed(
-        &mut self,
-        _key: &str,
-        _revision: u64,
-        _bytes: &[u8],
-        _parsed: Box<dyn std::any::Any + Send>,
-    ) -> bool {
-        false
-    }
 }
 
 /// A map rebuilt from its own entries, which come out sorted: the standard
@@ -456,32 +441,6 @@ impl Patch for Floors {
                 }
             }
         }
-    }
-
-    /// A floors row this process wrote, as [`crate::floor::FloorsRow::read_back`]
-    /// gave it: what [`PublishedFloor::parse`] of its bytes gives, which
-    /// every debug build (the tests) checks on every row it takes.
-    fn seed(
-        &mut self,
-        key: &str,
-        revision: u64,
-        bytes: &[u8],
-        parsed: Box<dyn std::any::Any + Send>,
-    ) -> bool {
-        if key.starts_with(crate::rows::REQUESTED_PREFIX) {
-            return false;
-        }
-        let Ok(parsed) = parsed.downcast::<PublishedFloor>() else {
-            return false;
-        };
-        let row: Result<PublishedFloor, Unreadable> = Ok(*parsed);
-        debug_assert_eq!(
-            format!("{:?}", row),
-            format!("{:?}", PublishedFloor::parse(key, bytes)),
-            "a floors row taken as written is what its bytes parse to"
-        );
-        self.rows.insert(key.to_string(), (row, revision));
-        true
     }
 }
 

@@ -7,8 +7,7 @@
 use serde::Serialize;
 
 use super::answer::{
-    Answer, FloorState, GateView, NotReady, PublishedFloor, PublishedGateView, PublishedTerm,
-    PurgeClamp, Term, TermName, TermState, WouldPurge,
+    Answer, FloorState, GateView, NotReady, PurgeClamp, Term, TermName, WouldPurge,
 };
 use crate::archive::state::ArchiveState;
 use crate::rows::{Timestamp, Unreadable};
@@ -103,58 +102,6 @@ impl<'a> From<&'a Answer> for FloorsRow<'a> {
 }
 
 impl FloorsRow<'_> {
-    /// What [`PublishedFloor::parse`] gives for this row's bytes, built
-    /// from the row itself: the floors view takes the rows this process
-    /// wrote without parsing them back (docs/performance.md, A fleet: the
-    /// rows this process wrote). `None` on an archived log, whose state a
-    /// reader keeps as a JSON value parsed from the text: a float read
-    /// back may differ from the one written in its last digit.
-    pub fn read_back(&self) -> Option<PublishedFloor> {
-        if self.archive.is_some() {
-            return None;
-        }
-        let word = |t: &Term| match t.state {
-            TermState::Value { .. } => "value",
-            TermState::Unbounded => "unbounded",
-            TermState::NotApplicable => "n/a",
-            TermState::Unreadable { .. } => "unreadable",
-        };
-        Some(PublishedFloor {
-            stream: self.stream.to_string(),
-            generation: self.generation,
-            stream_created: self.stream_created,
-            generation_opened_at: self.generation_opened_at,
-            floor: self.floor,
-            trim_floor_state: self.trim_floor_state,
-            blocked_by: self.blocked_by.to_vec(),
-            held_since: self.held_since,
-            dry_run: self.dry_run,
-            at: self.at,
-            session: self.session.to_string(),
-            by: self.by.to_string(),
-            config_digest: Some(self.config_digest.to_string()),
-            config: Some(self.config.clone()),
-            gate_view: self.gate_view.map(|g| PublishedGateView {
-                absorbed_to: g.absorbed_to,
-                error: g.error.clone(),
-                since: g.since,
-            }),
-            archive: None,
-            terms: Some(
-                self.terms
-                    .iter()
-                    .map(|t| PublishedTerm {
-                        term: t.term,
-                        state: word(t).to_string(),
-                        seq: t.seq(),
-                        pinned_since: t.held.map(|h| h.since),
-                    })
-                    .collect(),
-            ),
-            pins: Some(self.pins.clone()),
-        })
-    }
-
     /// The row as written to the bucket.
     pub fn to_bytes(&self) -> Result<Vec<u8>, Unreadable> {
         serde_json::to_vec(self).map_err(|e| Unreadable(e.to_string()))

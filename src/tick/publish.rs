@@ -9,11 +9,6 @@ use crate::floor::{self, Answer, ParsedRows};
 
 use super::{DomainTick, Sidecar, AGE_PROOF_MAX_RECORDS};
 
-/// The largest floors row the floors view is handed as written rather
-/// than parsing it back: a fleet's rows are a few KiB; one of thousands
-/// of pins is parsed as before.
-const SEED_MAX_BYTES: usize = 64 * 1024;
-
 impl Sidecar {
     /// Publishes the answer with compare-and-set on the revision read this
     /// tick, unless the row already says it ([`floor::row_stands`]).
@@ -88,25 +83,12 @@ impl Sidecar {
         digest: Option<floor::RowDigest>,
         revision: Option<u64>,
     ) -> Result<u64, String> {
-        let body = bytes::Bytes::from(row.to_bytes()?);
-        let bucket = &self.config.buckets.floors;
+        let body = row.to_bytes()?;
         let written = self
             .broker
-            .put_if(bucket, &a.stream, body.clone(), revision)
+            .put_if(&self.config.buckets.floors, &a.stream, body, revision)
             .await
             .map_err(|e| e.to_string());
-        if let Ok(revision) = &written {
-            // The floors view takes the row as written at the next tick,
-            // without parsing it back. Not a large one: its parsed form
-            // and its bytes would be held until then beside the view's
-            // own copy (the memory at ten thousand nodes).
-            if body.len() <= SEED_MAX_BYTES {
-                if let Some(parsed) = row.read_back() {
-                    self.broker
-                        .seed_view(bucket, &a.stream, *revision, body, Box::new(parsed));
-                }
-            }
-        }
         if let Ok(mut w) = self.written.lock() {
             match (&written, digest) {
                 (Ok(revision), Some(digest)) => {

@@ -412,36 +412,3 @@ async fn a_bucket_whose_newest_message_was_removed_stays_readable() {
     let rows = f.broker().await.read_rows(&f.config.buckets).await;
     assert!(rows.holds.is_ok(), "{:?}", rows.holds);
 }
-
-/// The floors rows a holder wrote are taken by its own view as written,
-/// not parsed back, and the view still answers what a full read on
-/// another connection answers (every row taken is also checked, in these
-/// debug builds, against what its bytes parse to).
-#[tokio::test]
-async fn the_rows_a_holder_wrote_are_taken_as_written_and_read_alike() {
-    let f = Fleet::new(20).await;
-    f.healthy(&[("node-1", 20), ("node-2", 18)], 20).await;
-    let mut s = f.sidecar().await;
-    s.config.trim.enabled = false;
-    let fresh = f.broker().await;
-    s.tick().await;
-    for (round, seq) in [9u64, 7, 5, 3].into_iter().enumerate() {
-        // A new hold changes the answer: the tick writes the row again.
-        f.hold(&format!("h{round}"), seq, 600).await;
-        let r = s.tick().await;
-        assert_eq!(min_hold(&r), Some(seq - 1), "round {round}");
-        assert!(
-            matches!(r.domains[0].published, Some(Ok(_))) && r.domains[0].stood.is_none(),
-            "round {round}: the row was written: {:?}",
-            r.domains[0].published
-        );
-        let (viewed, full, took) = both(&s.broker, &fresh, &f).await;
-        assert!(took.kept > 0, "round {round}: {took:?}");
-        assert_eq!(viewed, full, "round {round}");
-    }
-    assert!(
-        s.broker.seeds_taken(&f.config.buckets.floors) >= 4,
-        "the rows were taken as written: {}",
-        s.broker.seeds_taken(&f.config.buckets.floors)
-    );
-}
