@@ -116,8 +116,8 @@ impl FloorsRow<'_> {
     ///
     /// The fields a quiet fleet's rows are made of (the terms, the pins,
     /// the configuration, the scalars) are fed as they are in memory; the
-    /// rare ones (an archive, a requested watermark, a gates view, NOT
-    /// READY) as their JSON. Written out as JSON whole, the digest was most
+    /// rare ones (`would_purge`, NOT READY, the retention bypasses, a
+    /// gates view, an archive, a requested watermark) as their JSON. Written out as JSON whole, the digest was most
     /// of a fleet's standing tick (docs/performance.md, A fleet: the rows
     /// this process wrote). The digest is only ever compared within this
     /// process, with the digest of the row it last wrote.
@@ -253,12 +253,10 @@ impl std::hash::Hasher for Digesting {
     }
 }
 
+/// As a writer, it takes the rare fields' JSON into the same buffer.
 impl std::io::Write for Digesting {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        if self.pending.len() + buf.len() > Self::CHUNK {
-            self.feed();
-        }
-        self.pending.extend_from_slice(buf);
+        std::hash::Hasher::write(self, buf);
         Ok(buf.len())
     }
 
