@@ -11,6 +11,8 @@
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
+use crate::human::hex;
+
 /// The first seven bytes of every segment.
 pub const MAGIC: &[u8; 7] = b"CRWLSEG";
 /// The format this code writes and reads.
@@ -184,10 +186,6 @@ pub fn parse_name(name: &str) -> Option<(String, u64, u64, u64)> {
     let (first, last): (u64, u64) = (first.parse().ok()?, last.parse().ok()?);
     let generation: u64 = generation.parse().ok()?;
     (first <= last).then(|| (stream.to_string(), generation, first, last))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Writes `records` (in sequence order, inside `range`) as one segment.

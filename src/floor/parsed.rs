@@ -530,6 +530,9 @@ impl ParsedRows {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use crate::floor::tests::{World, S};
+
     /// Each log's manifests are found by the streams they name, and a
     /// manifest added or forgotten, through a view's patch, is seen at the
     /// next look; one that does not parse leaves every log unreadable.
@@ -578,9 +581,6 @@ mod tests {
         b.forget(&HashSet::from(["n1.e".to_string()]));
         assert_eq!(ids(&b, "S1"), ["d"]);
     }
-
-    use super::*;
-    use crate::floor::tests::{World, S};
 
     /// A parsed form patched by the keys that changed equals the same
     /// entries parsed afresh, over random writes and deletes of valid,

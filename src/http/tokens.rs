@@ -89,10 +89,7 @@ pub struct TokenFile {
 
 /// The SHA-256 of a token, hex, as the file stores it.
 pub fn hash(token: &str) -> String {
-    Sha256::digest(token.as_bytes())
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
+    crate::human::hex(&Sha256::digest(token.as_bytes()))
 }
 
 /// Checks a scope list as given on the command line (`read,trim`).
