@@ -488,6 +488,17 @@ async fn an_outage_is_told_as_an_outage() {
             .and_then(|v| v.parse().ok())
             .unwrap_or(-1.0)
     };
+    // The 503 above comes from the connection as soon as it is gone; a
+    // tick already in flight may still record its answer after it. The
+    // age is watched from the tick that told the outage on.
+    assert!(
+        eventually(20, || async {
+            s.logs().contains("ALARM broker_unreachable *")
+        })
+        .await,
+        "a tick told the outage: {}",
+        s.logs()
+    );
     let (code, first) = s.get("/metrics", None);
     assert_eq!(code, 200, "a scrape still answers");
     assert!(
