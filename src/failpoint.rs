@@ -10,7 +10,8 @@
 //! re-read before its purge, and its fence is not taken yet),
 //! `after_fence` (the fence's
 //! permit is granted and the purge is not sent yet), `erase_after_live`
-//! and `erase_after_rewrite` (an erasure's steps). One point changes what a
+//! and `erase_after_rewrite` (an erasure's steps), `ack_before_write`
+//! (an acknowledgement is judged and not written yet). One point changes what a
 //! reader is shown instead ([`is_set`]): `gate_reader_behind` (the gate
 //! records' reader is offered nothing, as a replica that has none of them
 //! would) and `requested_race` (another request writes the requested

@@ -73,13 +73,7 @@ pub async fn ack(cli: &Cli, args: &AckArgs) -> Outcome {
         Some(facts) => ack::judge(&ask, &facts),
         None => {
             let broker = super::connect(&config).await?;
-            match ack::facts(&broker, &config, &ask).await {
-                Ok(facts) => match ack::judge(&ask, &facts) {
-                    Ok(plan) => ack::apply(&broker, &config, plan).await,
-                    Err(e) => Err(e),
-                },
-                Err(e) => Err(e),
-            }
+            ack::acknowledge(&broker, &config, &ask).await
         }
     };
     match done {

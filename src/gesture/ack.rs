@@ -9,6 +9,7 @@
 
 use serde_json::{json, Value};
 
+use crate::broker::kv::CasError;
 use crate::broker::{Broker, Fault};
 use crate::config::{BackupPolicy, Config, Domain};
 use crate::exit::{Class, Outcome};
@@ -37,6 +38,11 @@ pub enum AckError {
         by: String,
         at: Timestamp,
     },
+    /// The acknowledgement changed between each read and write, five
+    /// times (exit 1, HTTP 409): nothing written, and saying otherwise
+    /// would report an acknowledgement that is not in force.
+    #[error("not_taken: the acknowledgement of {stream} changed five times while this one was being written; nothing written: run it again")]
+    NotTaken { stream: String },
     /// The broker did not answer (exit 3, HTTP 503); nothing written.
     #[error("{0}; nothing written")]
     Unreachable(Fault),
@@ -45,7 +51,9 @@ pub enum AckError {
 impl Outcome for AckError {
     fn class(&self) -> Class {
         match self {
-            AckError::PolicyEngine { .. } | AckError::WouldLower { .. } => Class::Refused,
+            AckError::PolicyEngine { .. }
+            | AckError::WouldLower { .. }
+            | AckError::NotTaken { .. } => Class::Refused,
             AckError::PastTail { .. } => Class::BadInput,
             AckError::Unreachable(_) => Class::Unreachable,
         }
@@ -56,6 +64,7 @@ impl Outcome for AckError {
             AckError::PolicyEngine { .. } => "policy_engine",
             AckError::PastTail { .. } => "past_tail",
             AckError::WouldLower { .. } => "would_lower",
+            AckError::NotTaken { .. } => "not_taken",
             AckError::Unreachable(_) => "unreachable",
         }
     }
@@ -97,6 +106,10 @@ pub enum Facts {
         /// The acknowledgement in force, if any (one that does not parse is
         /// none: it would be replaced).
         current: Option<AckRow>,
+        /// The revision of the key as read (`None`: no value): the write is
+        /// a compare-and-set on it, so that what was judged is what is
+        /// replaced.
+        revision: Option<u64>,
     },
 }
 
@@ -119,23 +132,27 @@ pub async fn facts(broker: &Broker, config: &Config, ask: &Ask) -> Result<Facts,
         .await
         .map_err(AckError::Unreachable)?;
     let key = AckRow::key(&ask.stream);
-    let current = broker
+    let entry = broker
         .kv_entry(&config.buckets.backups, &key)
         .await
-        .map_err(AckError::Unreachable)?
-        .and_then(|e| AckRow::parse(&key, &e.value).ok());
+        .map_err(AckError::Unreachable)?;
     Ok(Facts::Operator {
         last_seq: state.last_seq,
         now: Timestamp(clock.broker),
-        current,
+        current: entry
+            .as_ref()
+            .and_then(|e| AckRow::parse(&key, &e.value).ok()),
+        revision: entry.map(|e| e.revision),
     })
 }
 
-/// What [`apply`] writes: the row, and the position it replaces.
+/// What [`apply`] writes: the row, the position it replaces, and the
+/// revision of the key that was judged.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub row: AckRow,
     pub previous: Option<u64>,
+    pub revision: Option<u64>,
 }
 
 /// JUDGE (pure): the acknowledgement to write, or why not.
@@ -144,6 +161,7 @@ pub fn judge(ask: &Ask, facts: &Facts) -> Result<Plan, AckError> {
         last_seq,
         now,
         current,
+        revision,
     } = facts
     else {
         // Saying "acknowledged" under engine would be a lie.
@@ -180,22 +198,44 @@ pub fn judge(ask: &Ask, facts: &Facts) -> Result<Plan, AckError> {
             at: *now,
         },
         previous: current.as_ref().map(|c| c.position),
+        revision: *revision,
     })
 }
 
-/// APPLY (IO): writes the plan's row; nothing is decided here.
-pub async fn apply(broker: &Broker, config: &Config, plan: Plan) -> Result<Plan, AckError> {
+/// The whole gesture on a broker: [`facts`], [`judge`], [`apply`], judged
+/// again on what the key holds when another acknowledgement landed
+/// between the read and the write (at most five times).
+pub async fn acknowledge(broker: &Broker, config: &Config, ask: &Ask) -> Result<Plan, AckError> {
+    for _ in 0..5 {
+        let plan = judge(ask, &facts(broker, config, ask).await?)?;
+        if let Some(done) = apply(broker, config, plan).await? {
+            return Ok(done);
+        }
+    }
+    Err(AckError::NotTaken {
+        stream: ask.stream.clone(),
+    })
+}
+
+/// APPLY (IO): writes the plan's row by compare-and-set on the revision
+/// judged; nothing is decided here. `None`: the key changed since it was
+/// read, nothing was written, and the plan must be judged again.
+async fn apply(broker: &Broker, config: &Config, plan: Plan) -> Result<Option<Plan>, AckError> {
+    crate::failpoint::failpoint("ack_before_write").await;
     let body = serde_json::to_vec(&plan.row)
         .map_err(|e| AckError::Unreachable(Fault::failed(e.to_string())))?;
-    broker
-        .kv_put(
-            &config.buckets.backups,
-            &AckRow::key(&plan.row.stream),
-            body,
-        )
-        .await
-        .map_err(AckError::Unreachable)?;
-    Ok(plan)
+    let (bucket, key) = (&config.buckets.backups, AckRow::key(&plan.row.stream));
+    let written = match plan.revision {
+        Some(revision) => broker.kv_update(bucket, &key, body, revision).await,
+        None => broker.kv_create(bucket, &key, body).await,
+    };
+    match written {
+        Ok(_) => Ok(Some(plan)),
+        Err(CasError::Exists { .. } | CasError::Conflict { .. }) => Ok(None),
+        Err(e @ CasError::Failed { .. }) => {
+            Err(AckError::Unreachable(Fault::failed(e.to_string())))
+        }
+    }
 }
 
 impl Outcome for Plan {
@@ -255,6 +295,7 @@ mod tests {
                 by: "bob".into(),
                 at: at("2026-11-29T12:00:00Z"),
             }),
+            revision: current.map(|_| 7),
         }
     }
 
@@ -324,6 +365,10 @@ mod tests {
             ("alice", at("2026-11-30T12:00:00Z"))
         );
         assert_eq!(text(&p), "acknowledged S up to 8 (was 5) (by alice)");
+        // The write replaces exactly the key judged, or creates it.
+        assert_eq!(p.revision, Some(7));
+        let first = judge(&ask(8, false), &operator(10, None)).expect("plan");
+        assert_eq!(first.revision, None);
         let lowered = judge(&ask(4, true), &operator(10, Some(5))).expect("plan");
         assert_eq!(
             text(&lowered),

@@ -128,14 +128,7 @@ pub(super) async fn ack(
     };
     let (position, lower) = position;
     let ask = ack::check(&domain, position, &format!("token:{}", who.name), lower);
-    let done = match ack::facts(&shared.broker, &shared.config, &ask).await {
-        Ok(facts) => match ack::judge(&ask, &facts) {
-            Ok(plan) => ack::apply(&shared.broker, &shared.config, plan).await,
-            Err(e) => Err(e),
-        },
-        Err(e) => Err(e),
-    };
-    match done {
+    match ack::acknowledge(&shared.broker, &shared.config, &ask).await {
         Ok(done) => json_ok(ack::json(&done)),
         // A position past the log answers the route's usual `bad_request`.
         Err(e @ AckError::PastTail { .. }) => {

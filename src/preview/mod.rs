@@ -407,6 +407,8 @@ fn acknowledge(
                     .and_then(|b| b.acks.get(stream))
                     .and_then(|a| a.as_ref().ok())
                     .cloned(),
+                // A preview writes nothing.
+                revision: None,
             }
         }
     };

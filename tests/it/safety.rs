@@ -1030,3 +1030,51 @@ async fn a_hold_placed_while_an_earlier_log_is_purged_bounds_the_next() {
         "the hold placed meanwhile keeps pages from 6: first_seq {pages_first}\n{log}"
     );
 }
+
+/// An acknowledgement was judged against the one in force and then
+/// written whatever the key held by then: one raised meanwhile (here to
+/// 15, while the command paused between its judgement and its write) was
+/// silently lowered to 12, without `-lower`. The write is now a
+/// compare-and-set on the revision judged; a lost race is judged again on
+/// what the key holds, and refused `would_lower`.
+#[tokio::test]
+async fn an_ack_raised_meanwhile_is_not_lowered_by_a_stale_judgement() {
+    let f = Fleet::new(20).await;
+    let op = Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_floor: operator, backup_owner: oncall}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+        f.server.url()
+    ));
+    let ack = |pos: &'static str| {
+        vec![
+            "retention",
+            "ack",
+            "-stream",
+            STREAM,
+            "-position",
+            pos,
+            "-by",
+            "alice",
+        ]
+    };
+    let run = op.run(&ack("10"));
+    assert_eq!(run.code, 0, "{run:?}");
+    let child = op.spawn(
+        &ack("12"),
+        &[("CREWLET_FAILPOINT", "ack_before_write:sleep=3000")],
+    );
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    let run = op.run(&ack("15"));
+    assert_eq!(run.code, 0, "the raise meanwhile: {run:?}");
+    let run = crate::support::finished(child).await;
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("would_lower"), "{run:?}");
+    assert!(
+        run.stderr.contains("acknowledged up to 15 by alice"),
+        "{run:?}"
+    );
+    let row = f
+        .get("crewlet_backups", &format!("_ack.{STREAM}"))
+        .await
+        .expect("ack row");
+    assert_eq!(row["position"], 15, "the raise stands: {row}");
+}
