@@ -433,7 +433,7 @@ async fn fleet(
         ));
         // The broker's share of a writing tick: its reads, then the same
         // rows written bare. What the tick spends beyond it is the
-        // sidecar's own (docs/performance.md, A fleet).
+        // sidecar's own (docs/performance.md, A fleet: the broker's share).
         lines.push(line(
             &format!("  against bare reads and writes ({n} logs)"),
             t,
