@@ -89,24 +89,8 @@ fn the_docs_show_how_to_create_a_log() {
 #[tokio::test]
 async fn an_ack_never_goes_backwards_unless_asked() {
     let f = Fleet::new(20).await;
-    let op = Operator::with_yaml(&format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_floor: operator, backup_owner: oncall}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
-        f.server.url()
-    ));
-    let ack = |pos: &str, extra: &[&str]| {
-        let mut args = vec![
-            "retention",
-            "ack",
-            "-stream",
-            STREAM,
-            "-position",
-            pos,
-            "-by",
-            "alice",
-        ];
-        args.extend_from_slice(extra);
-        op.run(&args)
-    };
+    let op = acking_operator(&f);
+    let ack = |pos: &str, extra: &[&str]| op.run(&ack_args(pos, extra));
     let run = ack("13", &[]);
     assert_eq!(run.code, 0, "{run:?}");
     let run = ack("15", &[]);
@@ -115,18 +99,7 @@ async fn an_ack_never_goes_backwards_unless_asked() {
         run.stdout.contains("(was 13)"),
         "a raise says what it replaced: {run:?}"
     );
-    let run = ack("0", &[]);
-    assert_eq!(run.code, 1, "{run:?}");
-    assert!(run.stderr.contains("would_lower"), "{run:?}");
-    assert!(
-        run.stderr.contains("acknowledged up to 15 by alice"),
-        "{run:?}"
-    );
-    let row = f
-        .get("crewlet_backups", &format!("_ack.{STREAM}"))
-        .await
-        .expect("ack row");
-    assert_eq!(row["position"], 15, "nothing written");
+    assert_not_lowered(&f, &ack("0", &[]), 15).await;
     let run = ack("10", &["-lower"]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(run.stdout.contains("lowered from 15"), "{run:?}");

@@ -124,7 +124,7 @@ impl Served {
                 }
             });
         }
-        let served = Served {
+        let mut served = Served {
             child,
             logs,
             port,
@@ -134,12 +134,22 @@ impl Served {
         };
         let deadline = std::time::Instant::now() + Duration::from_secs(20);
         while std::time::Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+            // A sidecar that exited (its port taken, a broker it gave up
+            // on) is said with what it logged, not as a refused request
+            // later.
+            if let Ok(Some(status)) = served.child.try_wait() {
+                std::thread::sleep(Duration::from_millis(100));
+                panic!(
+                    "the sidecar exited ({status}) before it listened on {port}: {}",
+                    served.logs()
+                );
+            }
+            if crate::support::listening(port) {
                 return served;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
-        panic!("the sidecar never listened on {port}");
+        panic!("the sidecar never listened on {port}: {}", served.logs());
     }
 
     /// `crewlet token add NAME --scopes SCOPES`: the token it printed.

@@ -612,3 +612,46 @@ pub async fn while_ticking(s: &mut Sidecar, mut child: std::process::Child) -> c
     }
     crate::support::finished(child).await
 }
+
+/// An operator whose configuration trims the fleet's gated log by
+/// operator acknowledgements (`backup_floor: operator`).
+pub fn acking_operator(f: &Fleet) -> super::Operator {
+    super::Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_floor: operator, backup_owner: oncall}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+        f.server.url()
+    ))
+}
+
+/// `crewlet retention ack` of the fleet's log up to `position`, by alice,
+/// with `extra` flags.
+pub fn ack_args<'a>(position: &'a str, extra: &[&'a str]) -> Vec<&'a str> {
+    let mut args = vec![
+        "retention",
+        "ack",
+        "-stream",
+        STREAM,
+        "-position",
+        position,
+        "-by",
+        "alice",
+    ];
+    args.extend_from_slice(extra);
+    args
+}
+
+/// An acknowledgement refused for going below alice's `in_force`
+/// (`would_lower`, exit 1, naming it), and the row still at `in_force`.
+pub async fn assert_not_lowered(f: &Fleet, run: &super::Run, in_force: u64) {
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stderr.contains("would_lower"), "{run:?}");
+    assert!(
+        run.stderr
+            .contains(&format!("acknowledged up to {in_force} by alice")),
+        "{run:?}"
+    );
+    let row = f
+        .get("crewlet_backups", &format!("_ack.{STREAM}"))
+        .await
+        .expect("ack row");
+    assert_eq!(row["position"], in_force, "nothing written: {row}");
+}

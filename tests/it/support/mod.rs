@@ -42,6 +42,15 @@ pub fn nats_server_bin() -> PathBuf {
 }
 
 /// A free loopback port (released just before the server binds it).
+/// Whether something listens on loopback `port`. A probe the kernel gave
+/// the probed port as its own source port is connected to itself (TCP
+/// self-connect), not to a listener, and would hold the port from the
+/// process about to bind it: that is not listening.
+pub fn listening(port: u16) -> bool {
+    std::net::TcpStream::connect(("127.0.0.1", port))
+        .is_ok_and(|c| c.local_addr().ok() != c.peer_addr().ok())
+}
+
 pub fn free_port() -> u16 {
     // Never the same port twice in this process: a test that kills its
     // server (an outage) must not see another test's server start on that
@@ -174,7 +183,7 @@ impl Server {
             if !matches!(self.child.try_wait(), Ok(None)) {
                 return false;
             }
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if listening(self.port) {
                 std::thread::sleep(Duration::from_millis(50));
                 return matches!(self.child.try_wait(), Ok(None));
             }
@@ -186,7 +195,7 @@ impl Server {
     fn wait_listening(&self) {
         let deadline = Instant::now() + Duration::from_secs(15);
         while Instant::now() < deadline {
-            if std::net::TcpStream::connect(("127.0.0.1", self.port)).is_ok() {
+            if listening(self.port) {
                 return;
             }
             std::thread::sleep(Duration::from_millis(20));
@@ -318,9 +327,12 @@ impl Drop for Server {
 }
 
 /// Waits until stream `name` has a leader (on a cluster a stream just
-/// created answers publishes with "no responders" until it has one).
+/// created answers publishes with "no responders" until it has one). Up
+/// to 30 s: on a loaded two-core machine a cluster still settling (its
+/// meta leader answering "JetStream system temporarily unavailable")
+/// once took longer than 15 s, and the test failed by chance.
 pub async fn wait_for_leader(js: &jetstream::Context, name: &str) {
-    let deadline = Instant::now() + Duration::from_secs(15);
+    let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         if let Ok(mut s) = js.get_stream(name).await {
             let info = s.info().await.ok().cloned();
