@@ -117,8 +117,9 @@ impl FloorsRow<'_> {
     /// The fields a quiet fleet's rows are made of (the terms, the pins,
     /// the configuration, the scalars) are fed as they are in memory; the
     /// rare ones (`would_purge`, NOT READY, the retention bypasses, a
-    /// gates view, an archive, a requested watermark) as their JSON. Written out as JSON whole, the digest was most
-    /// of a fleet's standing tick (docs/performance.md, A fleet: the rows
+    /// gates view, an archive, a requested watermark) as their JSON.
+    /// Written out as JSON whole, the digest was most of a fleet's
+    /// standing tick (docs/performance.md, A fleet: the rows
     /// this process wrote). The digest is only ever compared within this
     /// process, with the digest of the row it last wrote.
     pub fn digest(&self) -> Option<RowDigest> {

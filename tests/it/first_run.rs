@@ -487,14 +487,8 @@ async fn an_outage_is_told_as_an_outage() {
         age(&second)
     );
 
-    assert!(
-        eventually(20, || async {
-            s.logs().contains("ALARM broker_unreachable *")
-        })
-        .await,
-        "one condition: {}",
-        s.logs()
-    );
+    // The outage alarm was told above; whatever else is raised meanwhile
+    // is what follows.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let during = s.logs()[calm.len()..].to_string();
     let raised: Vec<&str> = during
