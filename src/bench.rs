@@ -906,6 +906,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
             first_ts: created,
             last_ts: created,
             facts: Default::default(),
+            mark: None,
         }),
         feed: None,
         replicas: None,

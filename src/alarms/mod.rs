@@ -1085,6 +1085,56 @@ fn gates_remedy(a: &Answer, fault: &GateFault, bucket: &str) -> String {
     }
 }
 
+/// The way out of `memory_lost` (docs/runbook.md, not_ready): the nodes
+/// and live holds the buckets hold now, the preview of adopting exactly
+/// these, and the confirmed `adopt` (after `init` where the floors bucket
+/// itself is gone: `adopt` writes the log's first row into it).
+pub fn memory_lost_remedy(a: &Answer, lost: &crate::floor::memory::Lost) -> String {
+    let nodes: Vec<String> = a
+        .nodes
+        .iter()
+        .map(|n| match n.seq {
+            Some(seq) => format!("{} at {seq}", n.node),
+            None => n.node.to_string(),
+        })
+        .collect();
+    let holds: Vec<String> = a
+        .pins
+        .holds
+        .iter()
+        .map(|(id, h)| format!("{id} at {}", h.seq))
+        .collect();
+    let seen = format!(
+        "nodes seen now: {}; live holds seen now: {}",
+        if nodes.is_empty() {
+            "none".to_string()
+        } else {
+            nodes.join(", ")
+        },
+        if holds.is_empty() {
+            "none".to_string()
+        } else {
+            holds.join(", ")
+        }
+    );
+    let init = if matches!(lost, crate::floor::memory::Lost::FloorsMissing) {
+        "recreate the floors bucket (crewlet retention init), then "
+    } else {
+        ""
+    };
+    let adopt = match a.stream_created {
+        Some(c) => format!("crewlet retention adopt -stream {} -confirm {c}", a.stream),
+        None => format!(
+            "crewlet retention adopt -stream {} (it prints the -confirm to give)",
+            a.stream
+        ),
+    };
+    format!(
+        "a node or hold the lost memory kept but no bucket shows now is no longer protected once adopted ({seen}); if every pin still needed is among them (or restored into its bucket), preview: crewlet retention status --if-adopted {}; then {init}adopt: {adopt}",
+        a.stream
+    )
+}
+
 /// What a reanchor costs, said wherever one is offered.
 const REANCHOR_COST: &str = "a new generation voids every backup and snapshot taken before it, and counts every node at 0 until it reports in the new generation: the trim waits for all of them";
 
@@ -1117,6 +1167,7 @@ fn not_ready_remedy(a: &Answer) -> String {
                 a.stream
             ),
         },
+        Some(NotReady::MemoryLost { lost }) => memory_lost_remedy(a, lost),
         None => "see the status of this domain".into(),
     }
 }

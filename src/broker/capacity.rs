@@ -55,7 +55,10 @@ impl Broker {
 
     /// The stream's configuration as the broker returns it (the `config`
     /// of a raw `STREAM.INFO`); `None` when the stream does not exist.
-    async fn raw_config(&self, stream: &str) -> Result<Option<serde_json::Value>, Fault> {
+    pub(super) async fn raw_config(
+        &self,
+        stream: &str,
+    ) -> Result<Option<serde_json::Value>, Fault> {
         let reply = match self.stream_info_raw(stream).await {
             Ok(r) => r,
             Err(Fault::Missing(_)) => return Ok(None),

@@ -14,6 +14,7 @@ pub mod gates;
 pub mod http;
 pub mod kv;
 pub mod lease;
+mod mark;
 pub mod read;
 pub mod streams;
 pub mod view;

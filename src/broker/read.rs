@@ -214,6 +214,7 @@ fn state_of(
         first_ts: instant_of(state.first_timestamp),
         last_ts: instant_of(state.last_timestamp),
         facts: super::streams::facts_of(config),
+        mark: crate::rows::Mark::from_metadata(&config.metadata),
     }
 }
 
@@ -621,6 +622,7 @@ impl Broker {
             holds: holds.3,
             backups: backups.3,
             snapshots: snapshots.3,
+            floors: floors.3,
         };
         let parsed = ParsedRows {
             presence: presence.1,

@@ -15,6 +15,7 @@ macro_rules! exit_on_err {
     };
 }
 
+mod adopt;
 mod archive;
 pub mod args;
 mod demo;
@@ -123,6 +124,7 @@ async fn dispatch(cli: &Cli) -> Exit {
         Command::Retention(Retention::Init) => init::run(cli).await,
         Command::Retention(Retention::Run(args)) => run::run(cli, args).await,
         Command::Retention(Retention::Reanchor(args)) => reanchor::run(cli, args).await,
+        Command::Retention(Retention::Adopt(args)) => adopt::run(cli, args).await,
         Command::Retention(Retention::Status(args)) => status::run(cli, args).await,
         Command::Retention(Retention::Snapshots) => snapshots::run(cli).await,
         Command::Retention(Retention::Ack(args)) => {

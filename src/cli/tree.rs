@@ -210,6 +210,22 @@ pub struct ReanchorArgs {
     pub by: Option<String>,
 }
 
+/// `crewlet retention adopt` options.
+#[derive(Debug, clap::Args)]
+pub struct AdoptArgs {
+    /// The stream (or domain name) that lost the sidecar's memory.
+    #[arg(long, value_name = "STREAM")]
+    pub stream: String,
+    /// The live stream's `created`, exactly as printed. Without it the
+    /// command prints what was lost, what it sees now and what the trim
+    /// would be, and refuses.
+    #[arg(long, value_name = "CREATED")]
+    pub confirm: Option<String>,
+    /// Who is doing this [default: the OS account's login name, else $USER, else unknown].
+    #[arg(long, value_name = "NAME")]
+    pub by: Option<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Retention {
     /// Create every KV bucket of the contract with its settings. Idempotent:
@@ -227,6 +243,12 @@ pub enum Retention {
     /// Adopt a recreated or restored stream: opens the next generation of
     /// its floor, keyed to the live stream's `created`.
     Reanchor(ReanchorArgs),
+    /// Open a log's memory afresh after it was lost (NOT READY
+    /// memory_lost: its floors bucket missing, recreated, or without its
+    /// row): from what the buckets hold now. A node or hold only the lost
+    /// memory knew is no longer protected; preview with status
+    /// --if-adopted. Refused on a log whose memory is intact.
+    Adopt(AdoptArgs),
     /// The retention answer for every domain, computed afresh, beside the
     /// published floor; alarms on stderr. Exit 0 no alarm, 1 an alarm, 2 bad
     /// configuration, 3 broker unreachable. For cron.
@@ -489,6 +511,11 @@ pub struct StatusArgs {
     /// would leave them. Nothing is written.
     #[arg(long, value_name = "NAME[,NAME…]", value_delimiter = ',')]
     pub if_ignored: Vec<String>,
+    /// Preview: the trim as it would be once this log, which lost the
+    /// sidecar's memory, is adopted afresh from what the buckets hold now
+    /// (`crewlet retention adopt`; repeatable). Nothing is written.
+    #[arg(long, value_name = "STREAM")]
+    pub if_adopted: Vec<String>,
     /// With --if-evicted: preview past a live lease or a node never seen,
     /// as `evict -force` would go.
     #[arg(long, requires = "if_evicted")]
@@ -504,6 +531,7 @@ impl StatusArgs {
             ack: self.if_acked.clone(),
             readmit: self.if_readmitted.clone(),
             ignore: self.if_ignored.clone(),
+            adopt: self.if_adopted.clone(),
             force: self.force,
         }
     }

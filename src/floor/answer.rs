@@ -337,6 +337,10 @@ pub enum NotReady {
     /// than the one a missing row would start at: the row was lost, and
     /// the generation (with the backups and archive it admits) is unknown.
     GenerationUnknown { highest: u64 },
+    /// The log carries the sidecar's adoption mark, but the floors bucket
+    /// that held its memory is missing, was recreated, or holds no row for
+    /// it: the pins that memory carried are unknown ([`super::memory`]).
+    MemoryLost { lost: super::memory::Lost },
 }
 
 impl std::fmt::Display for NotReady {
@@ -349,6 +353,9 @@ impl std::fmt::Display for NotReady {
                 f,
                 "generation_unknown (there is no floors row, but positions name generation {highest})"
             ),
+            NotReady::MemoryLost { lost } => {
+                write!(f, "memory_lost ({lost}: the pins it kept are unknown)")
+            }
         }
     }
 }
@@ -464,6 +471,11 @@ pub struct Answer {
     /// The pins this answer was computed from, carried by the floors row
     /// so that a lost bucket lifts none of them ([`super::carried`]).
     pub pins: PinsRecord,
+    /// The log's adoption mark is to be written after this answer is
+    /// published, and before anything it licenses is purged
+    /// ([`super::memory`]).
+    #[serde(skip)]
+    pub mark_due: Option<super::memory::MarkDue>,
     pub by: String,
     pub session: String,
     pub at: Timestamp,
@@ -796,6 +808,18 @@ pub fn compute(
             not_ready = Some(NotReady::GenerationUnknown { highest });
         }
     }
+    // A marked log whose memory is gone (docs/trim-floor.md, The log
+    // remembers that it was adopted): after generation_unknown, which
+    // names the remedy that also opens the memory afresh.
+    let memory = match state {
+        Some(s) => super::memory_of(rows, stream, s),
+        None => super::memory::Memory::Unknown,
+    };
+    if let super::memory::Memory::Lost(lost) = memory {
+        if not_ready.is_none() {
+            not_ready = Some(NotReady::MemoryLost { lost });
+        }
+    }
     if !set.ahead.is_empty() && not_ready.is_none() {
         not_ready = Some(NotReady::AheadOfLog);
     }
@@ -958,6 +982,10 @@ pub fn compute(
             config: p.config.clone().unwrap_or_default(),
         }),
         pins,
+        mark_due: match memory {
+            super::memory::Memory::Due(due) => Some(due),
+            _ => None,
+        },
         by: policy.by.clone(),
         session: policy.session.clone(),
         at,

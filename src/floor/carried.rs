@@ -146,10 +146,13 @@ pub struct BucketsCreated {
     pub holds: Option<Timestamp>,
     pub backups: Option<Timestamp>,
     pub snapshots: Option<Timestamp>,
+    /// The floors bucket's own `created`, compared with the log's mark
+    /// (`floor::memory`); never recorded among the pins' buckets.
+    pub floors: Option<Timestamp>,
 }
 
 impl BucketsCreated {
-    /// By role, as the row records them.
+    /// By role, as the row records them (the node-written buckets only).
     pub fn by_role(&self) -> BTreeMap<String, Timestamp> {
         [
             ("presence", self.presence),

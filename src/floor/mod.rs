@@ -7,6 +7,7 @@
 mod answer;
 pub mod carried;
 mod counted;
+pub mod memory;
 pub mod parsed;
 mod pins;
 mod row;
@@ -59,6 +60,19 @@ pub fn recorded_generation(
         .filter(|c| c.stream_created == Some(created))
         .and_then(|c| c.generation);
     anchor.max(cursor)
+}
+
+/// PURE: whether `stream` still has the sidecar's memory, from its mark in
+/// `state`, the floors bucket as `rows` read it, and whether that bucket
+/// holds the log's row (a row that does not parse is there).
+pub fn memory_of(rows: &ParsedRows, stream: &str, state: &StreamState) -> memory::Memory {
+    let floors = match &rows.floors {
+        Ok(_) => memory::FloorsBucket::Read(rows.created.floors),
+        Err(BucketError::Missing { .. }) => memory::FloorsBucket::Missing,
+        Err(_) => memory::FloorsBucket::Unreadable,
+    };
+    let row = !matches!(rows.published(stream), Ok(None));
+    memory::judge(state.mark.as_ref(), floors, row)
 }
 
 /// One KV entry as read: key, raw value, revision.
@@ -119,6 +133,9 @@ pub struct StreamState {
     pub last_ts: Timestamp,
     /// Its own limits, for `broker_retention_bypass`.
     pub facts: crate::stream_check::StreamFacts,
+    /// The sidecar's adoption mark in its configuration's `metadata`
+    /// (docs/trim-floor.md, The log remembers that it was adopted).
+    pub mark: Option<crate::rows::Mark>,
 }
 
 /// PURE: the age lookup's answer (the first record stamped at or after

@@ -10,6 +10,8 @@
 
 /// `ack`: an operator's acknowledgement (`backup_floor: operator`).
 pub mod ack;
+/// `adopt`: a log that lost the sidecar's memory, opened afresh.
+pub mod adopt;
 /// `set-capacity`: a log's `max_bytes`.
 pub mod capacity;
 /// `erase`: one subject's records, from the log and the archive.

@@ -64,6 +64,8 @@ pub struct Found {
     pub facts: Facts,
     pub live: Live,
     pub revision: Option<u64>,
+    /// The floors bucket's `created`, for the log's mark.
+    pub floors_created: Option<Timestamp>,
     pub now: DateTime<Utc>,
 }
 
@@ -161,6 +163,7 @@ pub async fn facts(
         facts,
         live,
         revision,
+        floors_created: parsed.created.floors,
         now,
     })
 }
@@ -298,11 +301,28 @@ pub async fn apply(
         .put_if(&config.buckets.floors, &domain.stream, body, found.revision)
         .await
     {
-        Ok(_) => Outcome::Opened {
-            stream: domain.stream.clone(),
-            generation: next,
-            stream_created: live.created,
-        },
+        // A reanchor is an adoption: the log's mark names the generation's
+        // floors bucket (docs/trim-floor.md, The log remembers that it was
+        // adopted). A mark not written is logged: the mark already there
+        // still names this floors bucket unless that was recreated, and
+        // then the log reads memory_lost, and `adopt` finishes it.
+        Ok(_) => {
+            match found.floors_created {
+                Some(floors) => {
+                    if let Err(e) = broker.write_mark(&domain.stream, now, floors).await {
+                        tracing::warn!(event = "mark_failed", stream = %domain.stream, error = %e, "the reanchored log's mark was not written");
+                    }
+                }
+                None => {
+                    tracing::warn!(event = "mark_failed", stream = %domain.stream, "the floors bucket's created was not read: the reanchored log's mark was not written");
+                }
+            }
+            Outcome::Opened {
+                stream: domain.stream.clone(),
+                generation: next,
+                stream_created: live.created,
+            }
+        }
         // A compare-and-set that lost, or no answer: refused as it stands.
         Err(e) => Outcome::NotWritten {
             message: format!("{e}; nothing written, run it again"),

@@ -176,6 +176,7 @@ fn preview_ask(query: &[(String, String)]) -> Result<crate::preview::Ask, String
             "if_readmitted" => ask.readmit.extend(nodes(v)),
             "if_released" => ask.release.push(v.clone()),
             "if_ignored" => ask.ignore.extend(nodes(v)),
+            "if_adopted" => ask.adopt.extend(nodes(v)),
             "if_acked" => ask
                 .ack
                 .push(crate::preview::parse_ack(v).map_err(|e| format!("if_acked: {e}"))?),
@@ -188,7 +189,7 @@ fn preview_ask(query: &[(String, String)]) -> Result<crate::preview::Ask, String
             }
             other => {
                 return Err(format!(
-                    "{other:?} is not a parameter of /v1/retention (if_evicted, if_released, if_acked, if_readmitted, if_ignored, force)"
+                    "{other:?} is not a parameter of /v1/retention (if_evicted, if_released, if_acked, if_readmitted, if_ignored, if_adopted, force)"
                 ))
             }
         }

@@ -36,6 +36,9 @@ pub struct Ask {
     /// Replicas or named consumers left out (`replicas.ignore`, or their
     /// consumer deleted).
     pub ignore: Vec<String>,
+    /// Logs (streams) adopted afresh after a lost memory
+    /// (`crewlet retention adopt`).
+    pub adopt: Vec<String>,
     /// As `evict -force`: past a live lease, or a node never seen.
     pub force: bool,
 }
@@ -47,6 +50,7 @@ impl Ask {
             && self.ack.is_empty()
             && self.readmit.is_empty()
             && self.ignore.is_empty()
+            && self.adopt.is_empty()
     }
 
     /// The gestures in words: "evicting node-3 and releasing hold h1".
@@ -66,6 +70,9 @@ impl Ask {
         }
         for name in &self.ignore {
             parts.push(format!("leaving out replica {name}"));
+        }
+        for stream in &self.adopt {
+            parts.push(format!("adopting {stream} afresh"));
         }
         match parts.len() {
             0 => String::new(),
@@ -106,6 +113,10 @@ pub enum Refused {
     UnknownStream(String),
     #[error("--if-ignored {0}: no replica or named consumer of that name on any configured log (status lists them under each log's terms)")]
     UnknownReplica(String),
+    #[error("--if-adopted {0}: not the stream of any configured domain")]
+    UnknownAdopt(String),
+    #[error("--if-adopted {0}: the log has not lost the sidecar's memory, so adopt would refuse (memory_intact)")]
+    MemoryIntact(String),
     #[error("--if-acked {stream}={seq}: {error}")]
     Ack {
         stream: String,
@@ -129,6 +140,8 @@ impl Refused {
             Refused::UnknownHold(_) => "unknown_hold",
             Refused::UnknownStream(_) => "unknown_stream",
             Refused::UnknownReplica(_) => "unknown_replica",
+            Refused::UnknownAdopt(_) => "unknown_stream",
+            Refused::MemoryIntact(_) => "memory_intact",
             Refused::Ack { error, .. } => error.code(),
             Refused::AckUnjudged { .. } => "unjudged",
         }
@@ -146,9 +159,11 @@ impl Refused {
                 }
             }
             Refused::NoGatedLog => Class::Unconfigured,
-            Refused::UnknownHold(_) | Refused::UnknownStream(_) | Refused::UnknownReplica(_) => {
-                Class::BadInput
-            }
+            Refused::UnknownHold(_)
+            | Refused::UnknownStream(_)
+            | Refused::UnknownReplica(_)
+            | Refused::UnknownAdopt(_) => Class::BadInput,
+            Refused::MemoryIntact(_) => Class::Refused,
             Refused::Ack { error, .. } => error.class(),
             Refused::AckUnjudged { .. } => Class::Refused,
         }
@@ -225,10 +240,45 @@ pub fn apply(
     for (stream, seq) in &ask.ack {
         acknowledge(config, rows, reads, &mut out, stream, *seq, now)?;
     }
-    Ok(Applied {
-        rows: out,
-        reads: ignore_replicas(reads, ask)?,
-    })
+    let mut reads = ignore_replicas(reads, ask)?;
+    for stream in &ask.adopt {
+        adopt(config, &mut out, &mut reads, stream)?;
+    }
+    Ok(Applied { rows: out, reads })
+}
+
+/// `adopt` as it stands once done: the memory opened afresh from what the
+/// buckets hold now. The log's row in the floors bucket is the adoption's
+/// own (no floor yet, no pins carried), and its mark names the floors
+/// bucket: as a log never adopted, which the answer takes the same way.
+/// Refused where the real gesture refuses (`memory_intact`).
+fn adopt(
+    config: &Config,
+    out: &mut ParsedRows,
+    reads: &mut [DomainRead],
+    stream: &str,
+) -> Result<(), Refused> {
+    let Some(i) = config.domains.iter().position(|d| d.stream == stream) else {
+        return Err(Refused::UnknownAdopt(stream.to_string()));
+    };
+    let Some(read) = reads.get_mut(i) else {
+        return Err(Refused::UnknownAdopt(stream.to_string()));
+    };
+    let Ok(state) = &mut read.stream else {
+        // The stream cannot be read: the answer says so either way.
+        return Ok(());
+    };
+    if !matches!(
+        floor::memory_of(out, stream, state),
+        floor::memory::Memory::Lost(_)
+    ) {
+        return Err(Refused::MemoryIntact(stream.to_string()));
+    }
+    state.mark = None;
+    if let Ok(floors) = &mut out.floors {
+        Arc::make_mut(floors).rows.remove(stream);
+    }
+    Ok(())
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -546,6 +596,7 @@ pub fn asked_json(ask: &Ask) -> serde_json::Value {
         "if_acked": ask.ack.iter().map(|(s, q)| format!("{s}={q}")).collect::<Vec<_>>(),
         "if_readmitted": ask.readmit,
         "if_ignored": ask.ignore,
+        "if_adopted": ask.adopt,
         "force": ask.force,
     })
 }

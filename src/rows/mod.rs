@@ -12,10 +12,12 @@
 use serde::Deserialize;
 
 mod ids;
+mod mark;
 mod node;
 mod sidecar;
 mod time;
 pub use ids::*;
+pub use mark::*;
 pub use node::*;
 pub use sidecar::*;
 pub use time::*;

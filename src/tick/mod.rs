@@ -44,6 +44,9 @@ pub struct DomainTick {
     /// The row already said this answer, and was left as it stood (its
     /// `at` here): `published` is its revision.
     pub stood: Option<crate::rows::Timestamp>,
+    /// `None` when no adoption mark was due; else whether it was written
+    /// (a purge waits for it).
+    pub mark: Option<Result<(), String>>,
 }
 
 /// What a tick did, for logs, `--once` and the demo.
@@ -283,6 +286,7 @@ impl Sidecar {
                 published: None,
                 purged: None,
                 stood: None,
+                mark: None,
             })
             .collect();
         if self.duty.holds() {
@@ -297,7 +301,10 @@ impl Sidecar {
             futures::stream::iter(domains.iter_mut())
                 .for_each_concurrent(PUBLISH_CONCURRENCY, |d| {
                     let parsed = &parsed;
-                    async move { this.publish(parsed, d).await }
+                    async move {
+                        this.publish(parsed, d).await;
+                        this.mark(parsed, d).await;
+                    }
                 })
                 .await;
             self.purge_all(&parsed, &mut domains).await;

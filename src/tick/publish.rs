@@ -25,7 +25,10 @@ impl Sidecar {
         }
         // A lost floors row is not replaced by a guess: there is no floor
         // this tick could stand behind until a confirmed reanchor.
-        if matches!(a.not_ready, Some(floor::NotReady::GenerationUnknown { .. })) {
+        if matches!(
+            a.not_ready,
+            Some(floor::NotReady::GenerationUnknown { .. } | floor::NotReady::MemoryLost { .. })
+        ) {
             return;
         }
         let row = floor::FloorsRow::from(a);
@@ -64,6 +67,48 @@ impl Sidecar {
                 tracing::warn!(event = "publish_failed", domain = %d.answer.domain, error = %e, "the answer was not published; nothing is purged this tick");
             }
             None => {}
+        }
+    }
+
+    /// The log's adoption mark, once its answer is published (the row it
+    /// names exists): written at the first publish, and again where the
+    /// memory is intact but the mark is gone (docs/trim-floor.md, The log
+    /// remembers that it was adopted). Until it is in place nothing is
+    /// purged: a floors bucket lost after a purge the mark did not cover
+    /// would read as a log never trimmed.
+    pub(super) async fn mark(&self, rows: &ParsedRows, d: &mut DomainTick) {
+        let Some(due) = d.answer.mark_due else {
+            return;
+        };
+        if !matches!(d.published, Some(Ok(_))) {
+            return;
+        }
+        let a = &d.answer;
+        let Some(floors_created) = rows.created.floors else {
+            d.mark = Some(Err(
+                "the floors bucket's created instant was not read".into()
+            ));
+            return;
+        };
+        let (adopted_at, event) = match due {
+            floor::memory::MarkDue::First => (a.at, "log_adopted"),
+            floor::memory::MarkDue::Restore { adopted_at } => {
+                (adopted_at.unwrap_or(a.at), "marker_restored")
+            }
+        };
+        match self
+            .broker
+            .write_mark(&a.stream, adopted_at, floors_created)
+            .await
+        {
+            Ok(()) => {
+                tracing::info!(event, domain = %a.domain, stream = %a.stream, adopted_at = %adopted_at, floors_created = %floors_created, "the log's configuration carries the sidecar's adoption mark");
+                d.mark = Some(Ok(()));
+            }
+            Err(e) => {
+                tracing::warn!(event = "mark_failed", domain = %a.domain, error = %e, "the log's adoption mark could not be written; nothing is purged until it is");
+                d.mark = Some(Err(e.to_string()));
+            }
         }
     }
 
@@ -114,8 +159,17 @@ impl Sidecar {
     /// lease.
     pub(super) async fn purge_all(&mut self, parsed: &ParsedRows, domains: &mut [DomainTick]) {
         let licensed = |d: &DomainTick| {
-            matches!(d.published, Some(Ok(_))) && floor::purge_target(&d.answer).is_some()
+            matches!(d.published, Some(Ok(_)))
+                && !matches!(d.mark, Some(Err(_)))
+                && floor::purge_target(&d.answer).is_some()
         };
+        for d in domains.iter_mut() {
+            if let (Some(Err(e)), Some(_)) = (&d.mark, floor::purge_target(&d.answer)) {
+                d.purged = Some(Err(format!(
+                    "the log's adoption mark could not be written ({e}); nothing purged"
+                )));
+            }
+        }
         if !domains.iter().any(licensed) {
             return;
         }

@@ -19,6 +19,7 @@ mod gates;
 mod http;
 mod init;
 mod invariant;
+mod memory;
 mod model;
 mod node;
 mod operator;

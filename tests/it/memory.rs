@@ -1,0 +1,270 @@
+//! The log remembers that it was adopted (docs/trim-floor.md, The log
+//! remembers that it was adopted): the floors bucket can be lost with the
+//! buckets it guards, and its absence must not read as a log never
+//! trimmed. These are the operator's trials: the floors bucket lost alone,
+//! with the positions bucket, and after the holds bucket, each ending with
+//! the log kept at or below the pinned position + 1 until `adopt`.
+
+use serde_json::Value;
+
+use crate::support::fleet::*;
+use crate::support::Operator;
+
+const GATE: &str = "crewlet.tracker.gate";
+const FLOORS: &str = "crewlet_floors";
+
+fn operator(f: &Fleet) -> Operator {
+    Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
+        f.server.url()
+    ))
+}
+
+/// The log's configuration as the broker returns it.
+async fn log_config(f: &Fleet) -> Value {
+    serde_json::to_value(f.log_info().await.config).expect("config as JSON")
+}
+
+fn mark_of(config: &Value) -> (Option<String>, Option<String>) {
+    let key = |k: &str| config["metadata"][k].as_str().map(str::to_string);
+    (key("crewlet.adopted_at"), key("crewlet.floors_created"))
+}
+
+async fn floors_created(f: &Fleet) -> String {
+    crewlet::broker::read::instant_of(
+        f.js.get_stream(format!("KV_{FLOORS}"))
+            .await
+            .expect("the floors bucket's stream")
+            .cached_info()
+            .created,
+    )
+    .to_rfc3339()
+}
+
+/// node-1 and node-2 live at 212, node-3 gone and stalled at 182, a fresh
+/// backup at 212: the trim holds at node-3's 182.
+async fn node_3_stalled_at_182() -> (Fleet, crewlet::tick::Sidecar) {
+    let f = Fleet::new(212).await;
+    f.healthy(&[("node-1", 212), ("node-2", 212)], 212).await;
+    f.position("node-3", 182).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 183, "node-3 pins the log at 182");
+    (f, s)
+}
+
+/// The first publish writes the mark, and nothing else in the log's
+/// configuration changes (the configuration read back is the one before,
+/// the two keys aside).
+#[tokio::test]
+async fn the_first_publish_marks_the_log_and_changes_nothing_else() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    let before = log_config(&f).await;
+    assert_eq!(mark_of(&before), (None, None), "{before}");
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let after = log_config(&f).await;
+    let (adopted, floors) = mark_of(&after);
+    assert!(adopted.is_some(), "crewlet.adopted_at: {after}");
+    assert_eq!(floors, Some(floors_created(&f).await), "{after}");
+    let strip = |mut c: Value| {
+        if let Some(m) = c.get_mut("metadata").and_then(Value::as_object_mut) {
+            m.retain(|k, _| !k.starts_with("crewlet.") && !k.starts_with("_nats."));
+        }
+        c
+    };
+    assert_eq!(strip(before), strip(after.clone()), "only the mark changed");
+    assert_eq!(f.first_seq().await, 101, "the trim goes on");
+    // A second tick writes no mark again.
+    s.tick().await;
+    assert_eq!(log_config(&f).await, after, "one update per adoption");
+}
+
+/// The operator's trial: node-3 stalled, the floors and the positions
+/// buckets lost together. Before, `init` said nothing and the next ticks
+/// published `floor=1` and then purged node-3's records. Now the log is
+/// NOT READY `memory_lost`, whatever `init` and the nodes reporting again
+/// do, until the confirmed `adopt`.
+#[tokio::test]
+async fn floors_and_positions_lost_together_keep_a_stalled_nodes_records_until_adopt() {
+    let (f, mut s) = node_3_stalled_at_182().await;
+    let op = operator(&f);
+    let created = f.created().await;
+    for bucket in [FLOORS, "crewlet_positions"] {
+        f.js.delete_key_value(bucket).await.expect("delete");
+    }
+    let r = s.tick().await;
+    assert_eq!(f.first_seq().await, 183);
+    let run = op.status();
+    assert_eq!(run.code, 1, "{run:?}");
+    for want in [
+        "memory_lost",
+        "the floors bucket is missing",
+        "crewlet retention init",
+    ] {
+        assert!(run.stdout.contains(want), "{want}: {run:?}");
+    }
+    assert!(
+        run.stderr.contains("ALARM not_ready tracker"),
+        "the alarm: {run:?}"
+    );
+    assert!(
+        r.domains[0].answer.not_ready.is_some(),
+        "{:?}",
+        r.domains[0].answer
+    );
+
+    // The printed remedy, then the live nodes report again and the log
+    // grows: nothing node-3 needs goes.
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    f.position("node-1", 222).await;
+    f.position("node-2", 222).await;
+    f.publish(10).await;
+    for _ in 0..3 {
+        let r = s.tick().await;
+        let a = &r.domains[0].answer;
+        assert!(
+            a.not_ready
+                .as_ref()
+                .is_some_and(|n| n.to_string().starts_with("memory_lost")),
+            "{a:?}"
+        );
+    }
+    assert_eq!(f.first_seq().await, 183, "node-3's records are kept");
+    assert!(f.floors_row().await.is_none(), "nothing is published");
+    let run = op.status();
+    let adopt = format!("crewlet retention adopt -stream {STREAM} -confirm {created}");
+    for want in [
+        "the floors bucket was recreated",
+        "node-1 at 222",
+        &adopt,
+        "status --if-adopted",
+    ] {
+        assert!(run.stdout.contains(want), "{want}: {run:?}");
+    }
+
+    // Without -confirm, adopt says what it would do and refuses.
+    let run = op.run(&["retention", "adopt", "-stream", STREAM]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(run.stdout.contains(&created), "{run:?}");
+    assert_eq!(f.first_seq().await, 183);
+    // The operator decides node-3 is not needed: adopted, the trim moves.
+    let run = op.run(&[
+        "retention",
+        "adopt",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    s.tick().await;
+    s.tick().await;
+    // node-3 is in no bucket now; the snapshots and the backup bind at 212.
+    assert_eq!(f.first_seq().await, 213, "adopted: the trim moves on");
+    let (_, floors) = mark_of(&log_config(&f).await);
+    assert_eq!(
+        floors,
+        Some(floors_created(&f).await),
+        "the mark names the new bucket"
+    );
+    // Adopting an intact log is refused, and writes nothing.
+    let run = op.run(&[
+        "retention",
+        "adopt",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+}
+
+/// The operator's trial: a live hold, the holds bucket lost (its pin
+/// carried), then the floors bucket lost too. Before, the next ticks
+/// purged past the hold. Now the log waits for `adopt`.
+#[tokio::test]
+async fn a_hold_carried_then_the_floors_bucket_lost_keeps_the_hold() {
+    let f = Fleet::new(400).await;
+    f.healthy(&[("node-1", 400), ("node-2", 400)], 400).await;
+    f.hold("nightly-2", 304, 120).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 304, "the hold keeps 304..");
+    let op = operator(&f);
+    f.js.delete_key_value("crewlet_holds")
+        .await
+        .expect("delete");
+    s.tick().await;
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 304, "the carried hold pins");
+    f.js.delete_key_value(FLOORS).await.expect("delete");
+    s.tick().await;
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    f.publish(20).await;
+    f.position("node-1", 420).await;
+    f.position("node-2", 420).await;
+    for _ in 0..3 {
+        s.tick().await;
+    }
+    assert_eq!(f.first_seq().await, 304, "the hold's records are kept");
+    let run = op.status();
+    assert!(run.stdout.contains("memory_lost"), "{run:?}");
+}
+
+/// The floors bucket lost alone: one sentence that says so (not "its ticks
+/// are failing to publish"), and nothing purged past node-3's 182.
+#[tokio::test]
+async fn the_floors_bucket_lost_alone_is_said_in_one_sentence() {
+    let (f, mut s) = node_3_stalled_at_182().await;
+    let op = operator(&f);
+    f.js.delete_key_value(FLOORS).await.expect("delete");
+    f.publish(10).await;
+    for _ in 0..2 {
+        s.tick().await;
+    }
+    let run = op.status();
+    let sentence = run
+        .stdout
+        .lines()
+        .find(|l| l.starts_with("NOT READY tracker"))
+        .unwrap_or_else(|| panic!("the sentence: {run:?}"))
+        .to_string();
+    for want in [
+        "memory_lost",
+        "the floors bucket is missing",
+        "node-3 at 182",
+    ] {
+        assert!(sentence.contains(want), "{want}: {sentence}");
+    }
+    assert_eq!(f.first_seq().await, 183);
+}
+
+/// A mark removed by a declarative tool while the memory is intact is
+/// written again at the next tick (`marker_restored`), never read as a
+/// lost memory.
+#[tokio::test]
+async fn a_mark_removed_by_a_tool_is_written_again() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let marked = mark_of(&log_config(&f).await);
+    // The tool applies its own definition: no crewlet.* keys.
+    let mut config = f.log_info().await.config;
+    config.metadata.retain(|k, _| !k.starts_with("crewlet."));
+    f.js.update_stream(config).await.expect("the tool's update");
+    assert_eq!(mark_of(&log_config(&f).await), (None, None));
+    let r = s.tick().await;
+    assert!(
+        r.domains[0].answer.not_ready.is_none(),
+        "{:?}",
+        r.domains[0].answer
+    );
+    let restored = mark_of(&log_config(&f).await);
+    assert_eq!(restored.1, marked.1, "the same floors bucket");
+    assert!(restored.0.is_some());
+    assert_eq!(f.first_seq().await, 101, "the trim stands where it was");
+}
