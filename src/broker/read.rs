@@ -120,6 +120,37 @@ fn led_cluster(cluster: Option<&async_nats::jetstream::stream::ClusterInfo>) -> 
     cluster.is_none_or(|c| c.leader.as_deref().is_some_and(|l| !l.is_empty()))
 }
 
+/// Whether a consumer-info answer (the feed's, or an item of a consumer
+/// listing) is its leader's word. Unlike stream info, every server names
+/// the consumer's leader in `cluster` (a single server names itself); on a
+/// cluster a member that has not yet joined the consumer's group answers
+/// at once with its configuration, zeroed state and no `cluster` at all,
+/// which would read as a feed caught up (docs/trim-floor.md, Proven
+/// current).
+fn consumer_led(cluster: Option<&async_nats::jetstream::stream::ClusterInfo>) -> bool {
+    cluster.is_some_and(|c| c.leader.as_deref().is_some_and(|l| !l.is_empty()))
+}
+
+/// PURE: the feed state of a consumer-info answer, or why it proves
+/// nothing ([`consumer_led`]).
+fn feed_of(
+    stream: &str,
+    consumer: &str,
+    info: &async_nats::jetstream::consumer::Info,
+) -> Result<FeedState, Fault> {
+    if !consumer_led(info.cluster.as_ref()) {
+        return Err(Fault::failed(format!(
+            "consumer {consumer} on {stream}: the answer names no leader (a member that has not joined the consumer's group, or an election), so it proves nothing"
+        )));
+    }
+    Ok(FeedState {
+        ack_floor_seq: info.ack_floor.stream_sequence,
+        delivered_seq: info.delivered.stream_sequence,
+        num_ack_pending: info.num_ack_pending as u64,
+        num_pending: info.num_pending,
+    })
+}
+
 /// Converts the broker's `created` (nanoseconds preserved).
 pub fn instant_of(t: time::OffsetDateTime) -> Timestamp {
     // Seconds and nanoseconds apart, not one i128 of nanoseconds divided:
@@ -840,12 +871,7 @@ impl Broker {
                     crate::config::Dur(self.read_timeout)
                 ))
             })??;
-        Ok(FeedState {
-            ack_floor_seq: info.ack_floor.stream_sequence,
-            delivered_seq: info.delivered.stream_sequence,
-            num_ack_pending: info.num_ack_pending as u64,
-            num_pending: info.num_pending,
-        })
+        feed_of(stream, consumer, &info)
     }
 
     /// The log's replicas and the consumers the domain names
@@ -937,15 +963,11 @@ impl Broker {
                     if !(replica || is_named) {
                         continue;
                     }
+                    let state = feed_of(stream, &name, &info)?;
                     out.replicas.push(crate::floor::ReplicaState {
                         consumer: name,
                         named: is_named,
-                        state: FeedState {
-                            ack_floor_seq: info.ack_floor.stream_sequence,
-                            delivered_seq: info.delivered.stream_sequence,
-                            num_ack_pending: info.num_ack_pending as u64,
-                            num_pending: info.num_pending,
-                        },
+                        state,
                         last_active: info.ack_floor.last_active.map(instant_of),
                         feeds: None,
                     });
@@ -1306,6 +1328,36 @@ mod tests {
             v["ts"] = ts.into();
         }
         v
+    }
+
+    /// A consumer-info answer proves a floor only when it names the
+    /// consumer's leader: the answer of a member that has not joined the
+    /// group (exactly as nats-server sends it: configuration, zeroed state,
+    /// no `cluster`) read as a feed with nothing pending.
+    #[test]
+    fn a_consumer_info_answer_without_its_leader_proves_nothing() {
+        let member = serde_json::json!({
+            "stream_name": "L", "name": "feed", "created": "2026-12-05T01:00:00Z",
+            "config": {"durable_name": "feed", "ack_policy": "explicit", "deliver_policy": "all",
+                       "replay_policy": "instant"},
+            "delivered": {"consumer_seq": 0, "stream_seq": 0},
+            "ack_floor": {"consumer_seq": 0, "stream_seq": 0},
+            "num_ack_pending": 0, "num_redelivered": 0, "num_waiting": 0, "num_pending": 0,
+            "ts": "2026-12-05T01:00:01Z"
+        });
+        let parse = |v: &serde_json::Value| {
+            serde_json::from_value::<async_nats::jetstream::consumer::Info>(v.clone())
+                .expect("consumer info")
+        };
+        assert!(super::feed_of("L", "feed", &parse(&member)).is_err());
+        let mut electing = member.clone();
+        electing["cluster"] = serde_json::json!({"name": "c", "leader": ""});
+        assert!(super::feed_of("L", "feed", &parse(&electing)).is_err());
+        let mut led = member.clone();
+        led["cluster"] = serde_json::json!({"name": "c", "leader": "n2"});
+        led["ack_floor"] = serde_json::json!({"consumer_seq": 4, "stream_seq": 40});
+        let got = super::feed_of("L", "feed", &parse(&led)).expect("the leader's word");
+        assert_eq!(got.ack_floor_seq, 40);
     }
 
     /// A listing proves a log's state as the per-log read does: the

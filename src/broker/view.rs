@@ -189,12 +189,12 @@ struct Kept {
     prior: Option<Prior>,
 }
 
-/// A key's earlier message: its revision, whether it was a value, and
-/// its broker timestamp.
+/// A key's earlier message: its revision and its broker timestamp (a
+/// value or a delete marker alike: either keeps the key's subject in the
+/// stream's count).
 #[derive(Clone, Copy)]
 struct Prior {
     revision: u64,
-    live: bool,
     published: DateTime<Utc>,
 }
 
@@ -604,32 +604,36 @@ impl Broker {
 
 /// Nothing went missing unseen: the keys the view holds at or below the
 /// cut that have not aged out are no more than the keys the stream holds
-/// (a purge or a raw delete removes messages without an event).
+/// (a purge or a raw delete removes messages without an event). A key
+/// whose last message is a delete marker counts as the broker counts it:
+/// the marker keeps its subject in `num_subjects`, so leaving it out
+/// would let it hide one key removed without an event.
 fn counts_agree(s: &Seen, cut: &Cut) -> Result<(), String> {
     let held = s.keys.values().filter(|k| existed_at(k, cut)).count() as u64;
     if held > cut.subjects {
         return Err(format!(
-            "the view holds {held} keys, the bucket's stream {} (messages removed without an event)",
+            "the view holds {held} keys (delete markers included), the bucket's stream {} (messages removed without an event)",
             cut.subjects
         ));
     }
     Ok(())
 }
 
-/// Whether the view says the key held a value at the cut. A key written
-/// again after the cut existed at it when its earlier message did: left
-/// out, each such rewrite would hide one key removed without an event
-/// (docs/trim-floor.md, Proven current). Two writes after the cut leave
-/// its state at the cut unknown: counted, so that the check errs toward
-/// reading the bucket whole. A key the watcher first saw after the cut
-/// did not exist at it as far as the view knows.
+/// Whether the key's subject held a message (a value or a delete marker)
+/// at the cut, as far as the view says. A key written again after the cut
+/// existed at it when its earlier message did: left out, each such rewrite
+/// would hide one key removed without an event (docs/trim-floor.md, Proven
+/// current). Two writes after the cut leave its state at the cut unknown:
+/// counted, so that the check errs toward reading the bucket whole. A key
+/// the watcher first saw after the cut did not exist at it as far as the
+/// view knows.
 fn existed_at(k: &Kept, cut: &Cut) -> bool {
     if k.revision <= cut.last_seq {
-        return k.live() && !aged_out(k, cut);
+        return !aged_out(k, cut);
     }
     match k.prior {
         None => false,
-        Some(p) if p.revision <= cut.last_seq => p.live && !aged(p.published, cut),
+        Some(p) if p.revision <= cut.last_seq => !aged(p.published, cut),
         Some(_) => true,
     }
 }
@@ -874,7 +878,6 @@ async fn watch<T: Patch>(
                     Some(k) => {
                         kept.prior = Some(Prior {
                             revision: k.revision,
-                            live: k.live(),
                             published: k.published,
                         });
                         *k = kept;
@@ -944,15 +947,14 @@ async fn watch<T: Patch>(
 mod tests {
     use super::*;
 
-    fn kept(revision: u64, live: bool, prior: Option<(u64, bool)>) -> Kept {
+    fn kept(revision: u64, live: bool, prior: Option<u64>) -> Kept {
         let published = Utc::now();
         Kept {
             value: if live { Held::InAnswer } else { Held::Gone },
             revision,
             published,
-            prior: prior.map(|(revision, live)| Prior {
+            prior: prior.map(|revision| Prior {
                 revision,
-                live,
                 published,
             }),
         }
@@ -978,18 +980,33 @@ mod tests {
     fn a_key_rewritten_after_the_cut_counts_where_it_existed() {
         let mut s = Seen::default();
         s.keys.insert("x".into(), kept(3, true, None));
-        s.keys.insert("y".into(), kept(12, true, Some((5, true))));
+        s.keys.insert("y".into(), kept(12, true, Some(5)));
         assert!(counts_agree(&s, &cut(10, 1)).is_err());
         // Without the removal the stream counts both: proven.
         assert!(counts_agree(&s, &cut(10, 2)).is_ok());
         // A key first written after the cut did not exist at it.
         s.keys.insert("z".into(), kept(13, true, None));
         assert!(counts_agree(&s, &cut(10, 2)).is_ok());
-        // One deleted before the cut and written again after it did not.
-        s.keys.insert("w".into(), kept(14, true, Some((7, false))));
-        assert!(counts_agree(&s, &cut(10, 2)).is_ok());
-        // Written twice after the cut: unknown, counted (a full read).
-        s.keys.insert("v".into(), kept(15, true, Some((11, true))));
+        // One deleted before the cut and written again after it: its
+        // marker kept the subject in the stream's count at the cut.
+        s.keys.insert("w".into(), kept(14, true, Some(7)));
         assert!(counts_agree(&s, &cut(10, 2)).is_err());
+        assert!(counts_agree(&s, &cut(10, 3)).is_ok());
+        // Written twice after the cut: unknown, counted (a full read).
+        s.keys.insert("v".into(), kept(15, true, Some(11)));
+        assert!(counts_agree(&s, &cut(10, 3)).is_err());
+    }
+
+    /// A delete marker keeps its key's subject in the stream's
+    /// `num_subjects`: the check counts it, so that it cannot hide a key
+    /// removed without an event (docs/trim-floor.md, Proven current).
+    #[test]
+    fn a_delete_marker_counts_as_the_broker_counts_it() {
+        let mut s = Seen::default();
+        s.keys.insert("live".into(), kept(3, true, None));
+        s.keys.insert("deleted".into(), kept(4, false, None));
+        assert!(counts_agree(&s, &cut(10, 2)).is_ok());
+        // A key removed raw: the stream counts one subject, the marker's.
+        assert!(counts_agree(&s, &cut(10, 1)).is_err());
     }
 }

@@ -412,3 +412,45 @@ async fn a_bucket_whose_newest_message_was_removed_stays_readable() {
     let rows = f.broker().await.read_rows(&f.config.buckets).await;
     assert!(rows.holds.is_ok(), "{:?}", rows.holds);
 }
+
+/// The count check counts delete markers as the broker does: a manifest
+/// deleted (its subject keeps the marker, which the stream's
+/// `num_subjects` counts) must not hide another manifest removed without an
+/// event (a raw subject purge). Before, the kept view went on answering
+/// the purged manifest, and `backup_floor` stood on a backup that is gone.
+#[tokio::test]
+async fn a_delete_marker_does_not_hide_a_manifest_removed_without_an_event() {
+    let f = Fleet::new(20).await;
+    f.healthy(&[("node-1", 20)], 20).await;
+    // b0 older than b1: b1 is the backup the trim reads.
+    f.backup("node-1", "b0", 10, 5, true, true).await;
+    let mut s = f.sidecar().await;
+    s.config.trim.enabled = false;
+    s.config.retention.full_read_every = 100;
+    let backup = |r: &crewlet::tick::TickReport| term_state(r, TermName::BackupFloor);
+    assert_eq!(backup(&s.tick().await), "value 20");
+    // b0 deleted (a marker stays on its subject), then b1's subject purged
+    // raw: the stream counts one subject, the marker.
+    f.delete(
+        "crewlet_backups",
+        &crewlet::rows::BackupManifest::key("node-1", "b0"),
+    )
+    .await;
+    let backups = f.js.get_stream("KV_crewlet_backups").await.expect("bucket");
+    backups
+        .purge()
+        .filter(format!(
+            "$KV.crewlet_backups.{}",
+            crewlet::rows::BackupManifest::key("node-1", "b1")
+        ))
+        .await
+        .expect("purge b1's subject");
+    let r = s.tick().await;
+    assert_ne!(
+        backup(&r),
+        "value 20",
+        "the view answered a manifest that is gone: {:?}",
+        r.views
+    );
+    assert!(r.views.rebuilt >= 1, "{:?}", r.views);
+}
