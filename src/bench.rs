@@ -906,6 +906,7 @@ fn pure_floor(nodes: usize, samples: usize) -> Stats {
             first_ts: created,
             last_ts: created,
             facts: Default::default(),
+            clustered: false,
             mark: None,
         }),
         feed: None,
@@ -1366,7 +1367,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         for _ in 0..samples {
             let t = Instant::now();
             let read = broker
-                .replicas("REPL_LOG", &[], &[], true)
+                .replicas("REPL_LOG", &[], &[], true, false)
                 .await
                 .ok_or("no replicas read")?
                 .map_err(|e| e.to_string())?;

@@ -121,14 +121,21 @@ fn led_cluster(cluster: Option<&async_nats::jetstream::stream::ClusterInfo>) -> 
 }
 
 /// Whether a consumer-info answer (the feed's, or an item of a consumer
-/// listing) is its leader's word. Unlike stream info, every server names
-/// the consumer's leader in `cluster` (a single server names itself); on a
-/// cluster a member that has not yet joined the consumer's group answers
-/// at once with its configuration, zeroed state and no `cluster` at all,
-/// which would read as a feed caught up (docs/trim-floor.md, Proven
-/// current).
-fn consumer_led(cluster: Option<&async_nats::jetstream::stream::ClusterInfo>) -> bool {
-    cluster.is_some_and(|c| c.leader.as_deref().is_some_and(|l| !l.is_empty()))
+/// listing) is its leader's word. On a cluster (`clustered`: the log's own
+/// stream info came from a raft group) every consumer answer names its
+/// leader in `cluster`, and a member that has not yet joined the
+/// consumer's group answers at once with its configuration, zeroed state
+/// and no `cluster` at all, which would read as a feed caught up
+/// (docs/trim-floor.md, Proven current). A single server's consumer
+/// answers carry no `cluster`.
+fn consumer_led(
+    cluster: Option<&async_nats::jetstream::stream::ClusterInfo>,
+    clustered: bool,
+) -> bool {
+    match cluster {
+        None => !clustered,
+        Some(c) => c.leader.as_deref().is_some_and(|l| !l.is_empty()),
+    }
 }
 
 /// PURE: the feed state of a consumer-info answer, or why it proves
@@ -137,8 +144,9 @@ fn feed_of(
     stream: &str,
     consumer: &str,
     info: &async_nats::jetstream::consumer::Info,
+    clustered: bool,
 ) -> Result<FeedState, Fault> {
-    if !consumer_led(info.cluster.as_ref()) {
+    if !consumer_led(info.cluster.as_ref(), clustered) {
         return Err(Fault::failed(format!(
             "consumer {consumer} on {stream}: the answer names no leader (a member that has not joined the consumer's group, or an election), so it proves nothing"
         )));
@@ -233,6 +241,7 @@ fn state_of(
     config: &async_nats::jetstream::stream::Config,
     state: &async_nats::jetstream::stream::State,
     created: time::OffsetDateTime,
+    cluster: Option<&async_nats::jetstream::stream::ClusterInfo>,
 ) -> StreamState {
     StreamState {
         first_seq: state.first_sequence,
@@ -245,6 +254,7 @@ fn state_of(
         first_ts: instant_of(state.first_timestamp),
         last_ts: instant_of(state.last_timestamp),
         facts: super::streams::facts_of(config),
+        clustered: cluster.is_some_and(|c| c.raft_group.as_deref().is_some_and(|g| !g.is_empty())),
         mark: crate::rows::Mark::from_metadata(&config.metadata),
     }
 }
@@ -312,7 +322,12 @@ fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Res
                 page.states.push((
                     name.to_string(),
                     Proven::vouched((
-                        state_of(&item.config, &item.state, item.created),
+                        state_of(
+                            &item.config,
+                            &item.state,
+                            item.created,
+                            item.cluster.as_ref(),
+                        ),
                         Reading {
                             broker: broker.with_timezone(&Utc),
                             local,
@@ -795,7 +810,12 @@ impl Broker {
                 Fault::failed(format!("stream {stream}: stream info does not parse ({e})"))
             })?;
         Ok((
-            state_of(&info.config, &info.state, info.created),
+            state_of(
+                &info.config,
+                &info.state,
+                info.created,
+                info.cluster.as_ref(),
+            ),
             Reading { broker, local },
         ))
     }
@@ -828,10 +848,13 @@ impl Broker {
     }
 
     /// The feed consumer's floors.
+    /// The feed consumer's floors, proven by its leader's answer where
+    /// the log is `clustered` ([`consumer_led`]).
     pub async fn feed_state(
         &self,
         stream: &str,
         consumer: &str,
+        clustered: bool,
     ) -> Result<FeedState, super::Fault> {
         // One request, straight to the consumer (no stream lookup first).
         #[derive(Deserialize)]
@@ -871,7 +894,7 @@ impl Broker {
                     crate::config::Dur(self.read_timeout)
                 ))
             })??;
-        feed_of(stream, consumer, &info)
+        feed_of(stream, consumer, &info, clustered)
     }
 
     /// The log's replicas and the consumers the domain names
@@ -888,6 +911,7 @@ impl Broker {
         named: &[String],
         ignore: &[String],
         sourcing: bool,
+        clustered: bool,
     ) -> Option<Result<crate::floor::ReplicasRead, super::Fault>> {
         use async_nats::jetstream::consumer::AckPolicy;
         if !sourcing && named.is_empty() {
@@ -963,7 +987,7 @@ impl Broker {
                     if !(replica || is_named) {
                         continue;
                     }
-                    let state = feed_of(stream, &name, &info)?;
+                    let state = feed_of(stream, &name, &info, clustered)?;
                     out.replicas.push(crate::floor::ReplicaState {
                         consumer: name,
                         named: is_named,
@@ -1349,15 +1373,19 @@ mod tests {
             serde_json::from_value::<async_nats::jetstream::consumer::Info>(v.clone())
                 .expect("consumer info")
         };
-        assert!(super::feed_of("L", "feed", &parse(&member)).is_err());
+        assert!(super::feed_of("L", "feed", &parse(&member), true).is_err());
         let mut electing = member.clone();
         electing["cluster"] = serde_json::json!({"name": "c", "leader": ""});
-        assert!(super::feed_of("L", "feed", &parse(&electing)).is_err());
+        assert!(super::feed_of("L", "feed", &parse(&electing), true).is_err());
+        assert!(super::feed_of("L", "feed", &parse(&electing), false).is_err());
         let mut led = member.clone();
         led["cluster"] = serde_json::json!({"name": "c", "leader": "n2"});
         led["ack_floor"] = serde_json::json!({"consumer_seq": 4, "stream_seq": 40});
-        let got = super::feed_of("L", "feed", &parse(&led)).expect("the leader's word");
+        let got = super::feed_of("L", "feed", &parse(&led), true).expect("the leader's word");
         assert_eq!(got.ack_floor_seq, 40);
+        // A single server's answer carries no cluster: its own word.
+        let single = super::feed_of("L", "feed", &parse(&member), false).expect("one server");
+        assert_eq!(single.ack_floor_seq, 0);
     }
 
     /// A listing proves a log's state as the per-log read does: the

@@ -133,6 +133,10 @@ pub struct StreamState {
     pub last_ts: Timestamp,
     /// Its own limits, for `broker_retention_bypass`.
     pub facts: crate::stream_check::StreamFacts,
+    /// Its answer came from a replicated (raft) group: a cluster. There a
+    /// consumer's answer must name its leader; a single server's consumer
+    /// answers name none (docs/trim-floor.md, Proven current).
+    pub clustered: bool,
     /// The sidecar's adoption mark in its configuration's `metadata`
     /// (docs/trim-floor.md, The log remembers that it was adopted).
     pub mark: Option<crate::rows::Mark>,

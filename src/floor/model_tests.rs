@@ -243,6 +243,7 @@ pub(crate) fn world(c: &Case) -> World {
         first_ts: Timestamp::parse(CREATED).expect("valid"),
         last_ts: Timestamp::parse(CREATED).expect("valid"),
         facts: Default::default(),
+        clustered: false,
         mark: None,
     });
     w.policy.snapshot_quorum = c.k;

@@ -70,6 +70,7 @@ impl World {
                 first_ts: Timestamp::parse(CREATED).expect("valid"),
                 last_ts: Timestamp::parse(CREATED).expect("valid"),
                 facts: Default::default(),
+                clustered: false,
                 mark: None,
             }),
             feed: None,

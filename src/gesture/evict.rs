@@ -973,6 +973,7 @@ mod tests {
             first_ts: at("2026-11-01T00:00:00Z"),
             last_ts: at("2026-11-01T00:00:00Z"),
             facts: Default::default(),
+            clustered: false,
             mark: None,
         }
     }

@@ -40,9 +40,12 @@ pub async fn read_domain(
     let now = clock.map_or(now, |c| c.broker);
     // The consumer after stream info (the feed rule needs last_seq read
     // first); the age lookup beside it.
+    // A stream that could not be read is taken as clustered: a consumer's
+    // answer must then name its leader to count.
+    let clustered = stream.as_ref().map_or(true, |s| s.clustered);
     let feed = async {
         match &domain.feed_consumer {
-            Some(c) => Some(broker.feed_state(&domain.stream, c).await),
+            Some(c) => Some(broker.feed_state(&domain.stream, c, clustered).await),
             None => None,
         }
     };
@@ -61,6 +64,7 @@ pub async fn read_domain(
                 &domain.replicas.consumers,
                 &domain.replicas.ignore,
                 broker.durable_sourcing(),
+                clustered,
             )
             .await
     };

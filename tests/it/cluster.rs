@@ -401,3 +401,37 @@ async fn stream_info_without_a_leader_proves_nothing() {
         "a leaderless listing proves nothing: {listed:?}"
     );
 }
+
+/// On a cluster the feed consumer's answer counts only as its leader's
+/// (docs/trim-floor.md, Proven current): it binds as on one server, and
+/// its leader stepping down between and during ticks never lets a tick
+/// read it as caught up.
+#[tokio::test]
+async fn the_feed_binds_on_a_cluster_and_its_leaders_stepdowns_never_purge_past_it() {
+    use crewlet::floor::TermName;
+    let mut f = Fleet::cluster(60).await;
+    f.config.domains[0].feed_consumer = Some("tracker-feed".into());
+    f.healthy(&[("node-1", 60), ("node-2", 60)], 60).await;
+    f.durable_acked("tracker-feed", 30, 25).await;
+    let mut s = f.sidecar().await;
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::FeedAckFloor), "value 25");
+    assert_eq!(f.first_seq().await, 26);
+    let client = async_nats::connect(f.server.url()).await.expect("connect");
+    f.publish(10).await;
+    for round in 0..5 {
+        let _ = client
+            .request(
+                format!("$JS.API.CONSUMER.LEADER.STEPDOWN.{STREAM}.tracker-feed"),
+                "".into(),
+            )
+            .await;
+        let r = s.tick().await;
+        let feed = term_state(&r, TermName::FeedAckFloor);
+        assert!(
+            feed == "value 25" || feed.starts_with("unreadable"),
+            "round {round}: {feed}"
+        );
+        assert_eq!(f.first_seq().await, 26, "round {round}");
+    }
+}
