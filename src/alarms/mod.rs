@@ -56,6 +56,7 @@ alarm_names! {
     ReplicaUnprotected => "replica_unprotected",
     TermUnreadable => "term_unreadable",
     TrimHeld => "trim_held",
+    VersionSkew => "version_skew",
 }
 
 /// Every alarm's name (docs/runbook.md, Alarms), from [`AlarmName::ALL`].
@@ -329,7 +330,7 @@ fn domain_alarms(
     out: &mut Vec<Alarm>,
 ) {
     let c = Ctx { a, duty, p, now };
-    let each: [fn(&Ctx) -> Vec<Alarm>; 14] = [
+    let each: [fn(&Ctx) -> Vec<Alarm>; 15] = [
         log_headroom,
         backup_age,
         term_unreadable,
@@ -339,6 +340,7 @@ fn domain_alarms(
         replica_unprotected,
         config_drift,
         config_drift_node_id,
+        version_skew,
         gates_unabsorbed,
         archive_failing,
         not_ready,
@@ -526,8 +528,11 @@ fn config_drift(c: &Ctx) -> Vec<Alarm> {
     // Another sidecar published this log's row under a configuration of
     // the domain that decides its purge otherwise: the two would trim it
     // differently, and whichever holds the duty wins silently.
+    // Digests are compared only between rows of one format: an upgrade is
+    // not a drift (version_skew says it).
+    let same_format = a.published_format == Some(crate::floor::members::FORMAT);
     if let Some((by, theirs)) = &a.published_config {
-        if *by != p.node && *theirs != a.config_digest {
+        if same_format && *by != p.node && *theirs != a.config_digest {
             let differ = a
                 .published_by
                 .as_ref()
@@ -551,6 +556,48 @@ fn config_drift(c: &Ctx) -> Vec<Alarm> {
         }
     }
     found
+}
+
+/// `version_skew`: the log's row was written by a sidecar of another
+/// release: a newer format (this sidecar publishes nothing for the log and
+/// never overwrites it), or an older one (another sidecar, not upgraded
+/// yet, holds the duty).
+fn version_skew(c: &Ctx) -> Vec<Alarm> {
+    let a = c.a;
+    let ours = crate::floor::members::FORMAT;
+    let (Some(theirs), Some(pb)) = (a.published_format, &a.published_by) else {
+        return Vec::new();
+    };
+    let d = Some(a.domain.clone());
+    if theirs > ours {
+        return vec![Alarm {
+            alarm: AlarmName::VersionSkew,
+            domain: d,
+            measurement: format!(
+                "the floors row of {} was written by {} in format {theirs}; this sidecar ({}, crewlet {}) knows format {ours}, so it publishes nothing for this log",
+                a.stream, pb.by, c.p.node, env!("CARGO_PKG_VERSION")
+            ),
+            remedy: format!(
+                "upgrade {} to the release {} runs (docs/upgrading.md gives the order)",
+                c.p.node, pb.by
+            ),
+        }];
+    }
+    if theirs < ours && pb.by != c.p.node {
+        return vec![Alarm {
+            alarm: AlarmName::VersionSkew,
+            domain: d,
+            measurement: format!(
+                "the floors row of {} was written by {} in format {theirs}, an older release than this sidecar's (format {ours})",
+                a.stream, pb.by
+            ),
+            remedy: format!(
+                "upgrade {} (docs/upgrading.md gives the order); until then it holds the duty with the older release's rules",
+                pb.by
+            ),
+        }];
+    }
+    Vec::new()
 }
 
 /// `config_drift`: two sidecars with one node id.
@@ -1099,10 +1146,9 @@ pub fn memory_lost_remedy(a: &Answer, lost: &crate::floor::memory::Lost) -> Stri
         })
         .collect();
     let holds: Vec<String> = a
-        .pins
-        .holds
+        .live_holds
         .iter()
-        .map(|(id, h)| format!("{id} at {}", h.seq))
+        .map(|(id, seq)| format!("{id} at {seq}"))
         .collect();
     let seen = format!(
         "nodes seen now: {}; live holds seen now: {}",

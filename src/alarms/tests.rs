@@ -644,3 +644,64 @@ fn remedies_match_their_causes() {
         "{nr:?}"
     );
 }
+
+/// A row of another release is `version_skew`, naming its writer and both
+/// formats, and never `config_drift` (digests are compared only within a
+/// format): newer, this sidecar publishes nothing for the log; older,
+/// another sidecar not upgraded yet holds the duty. A row of this format,
+/// or one this sidecar wrote, says nothing.
+#[test]
+fn version_skew_names_the_writer_and_both_formats() {
+    let ours = crate::floor::members::FORMAT;
+    let mut a = World::new().answer();
+    a.published_by = Some(crate::floor::PublishedBy {
+        by: "node-2".into(),
+        session: "s".into(),
+        at: a.at,
+        config: Default::default(),
+    });
+    a.published_config = Some(("node-2".into(), "0000000000000000".into()));
+    let skew = |a: &crate::floor::Answer| {
+        let alarms = evaluate(
+            std::slice::from_ref(a),
+            &held(),
+            None,
+            &policy(),
+            now(),
+            None,
+        );
+        assert!(
+            !alarms.iter().any(|x| x.alarm == "config_drift"),
+            "an upgrade is not config_drift: {alarms:?}"
+        );
+        alarms.into_iter().find(|x| x.alarm == "version_skew")
+    };
+    a.published_format = Some(ours + 1);
+    let newer = skew(&a).expect("a newer row");
+    for want in [
+        "node-2".to_string(),
+        format!("format {}", ours + 1),
+        format!("knows format {ours}"),
+        "publishes nothing".to_string(),
+    ] {
+        assert!(newer.measurement.contains(&want), "{want}: {newer:?}");
+    }
+    a.published_format = Some(1);
+    let older = skew(&a).expect("an older row");
+    assert!(older.measurement.contains("format 1"), "{older:?}");
+    assert!(older.remedy.contains("upgrade node-2"), "{older:?}");
+    a.published_format = Some(ours);
+    a.published_config = None;
+    assert!(skew(&a).is_none());
+    a.published_format = Some(1);
+    a.published_by = Some(crate::floor::PublishedBy {
+        by: "node-1".into(),
+        session: "s".into(),
+        at: a.at,
+        config: Default::default(),
+    });
+    assert!(
+        skew(&a).is_none(),
+        "this sidecar's own row, before its upgrade"
+    );
+}

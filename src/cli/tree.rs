@@ -2,13 +2,22 @@
 
 use super::*;
 
+/// What `--version` prints: the release, the commit it was built from and
+/// the format of the rows it writes (docs/upgrading.md).
+pub const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CREWLET_COMMIT"),
+    ", rows of format 2)"
+);
+
 /// The retention coordinator for NATS JetStream.
 ///
 /// Computes how far each configured stream may be trimmed without deleting a
 /// record that a node, a hold, a backup, the snapshot quorum or the feed
 /// still needs; publishes that floor; and only then purges.
 #[derive(Debug, Parser)]
-#[command(name = "crewlet", version, propagate_version = true)]
+#[command(name = "crewlet", version = VERSION, propagate_version = true)]
 pub struct Cli {
     /// Configuration file [default: $CREWLET_CONFIG, else ./crewlet.yaml,
     /// else /etc/crewlet/crewlet.yaml].
@@ -678,4 +687,23 @@ where
     let argv = args::normalize(argv.into_iter().map(Into::into), &longs);
     let matches = cmd.try_get_matches_from(argv)?;
     Cli::from_arg_matches(&matches)
+}
+
+#[cfg(test)]
+mod tests {
+    /// `--version` names the format the rows are written in, and it is
+    /// the one the rows carry.
+    #[test]
+    fn the_version_names_the_release_the_commit_and_the_rows_format() {
+        let v = super::VERSION;
+        assert!(v.starts_with(env!("CARGO_PKG_VERSION")), "{v}");
+        assert!(v.contains("(commit "), "{v}");
+        assert!(
+            v.contains(&format!(
+                "rows of format {})",
+                crate::floor::members::FORMAT
+            )),
+            "{v}"
+        );
+    }
 }

@@ -6,7 +6,6 @@ use crate::rows::Stamped;
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize, Serializer};
 
-use super::carried::{carried_by, HoldPin, NodePin, PinsRecord};
 use super::counted::{counted_set, Generation};
 use super::parsed::ParsedRows;
 use super::{terms, DomainRead, Policy};
@@ -468,9 +467,21 @@ pub struct Answer {
     /// with this one's node id shows itself).
     #[serde(skip)]
     pub published_by: Option<PublishedBy>,
-    /// The pins this answer was computed from, carried by the floors row
-    /// so that a lost bucket lifts none of them ([`super::carried`]).
-    pub pins: PinsRecord,
+    /// The memory this answer keeps, carried by the floors row under
+    /// `memory` so that a lost bucket lifts no pin ([`super::members`]).
+    pub memory: super::members::MemoryRecord,
+    /// The `_members` values to write before the row, when the membership
+    /// changed ([`super::remember::keep`]).
+    #[serde(skip)]
+    pub members_write: Option<std::sync::Arc<super::remember::MembersWrite>>,
+    /// The live holds on this log now (id, seq): what status names when
+    /// the memory is lost.
+    #[serde(skip)]
+    pub live_holds: Vec<(String, u64)>,
+    /// The format of the floors row this answer read (1: the previous
+    /// release's, which names none); `None` without a row.
+    #[serde(skip)]
+    pub published_format: Option<u32>,
     /// The log's adoption mark is to be written after this answer is
     /// published, and before anything it licenses is purged
     /// ([`super::memory`]).
@@ -707,6 +718,14 @@ pub struct PublishedFloor {
     /// "no pins" (a row of an older version has none).
     #[serde(default)]
     pub pins: Option<super::carried::PinsRecord>,
+    /// The memory this row's answer kept (this release's rows; the
+    /// previous release's carry `pins` instead). Read strictly: a memory
+    /// that does not parse is not "no memory".
+    #[serde(default)]
+    pub memory: Option<super::members::MemoryRecord>,
+    /// The row's format (none: the previous release's, format 1).
+    #[serde(default)]
+    pub format: Option<u32>,
 }
 
 /// The part of a published term the next answer needs: where it stood and
@@ -783,6 +802,9 @@ pub fn compute(
     let incarnation = super::incarnation(rows, stream, read);
 
     let state = read.stream.as_ref().ok();
+    // The last row's memory, where a recreated bucket or a carried member
+    // makes it needed (docs/trim-floor.md, The sidecar's memory).
+    let recalled = super::remember::recall(rows, stream);
     let set = counted_set(
         stream,
         rows,
@@ -793,7 +815,7 @@ pub fn compute(
         },
         incarnation,
         policy.fence_window,
-        rows.published_pins(stream),
+        recalled.remembered(),
         now,
     );
     // Without a floors row, positions that name a later generation than 0
@@ -820,20 +842,29 @@ pub fn compute(
             not_ready = Some(NotReady::MemoryLost { lost });
         }
     }
+    // A memory needed (a bucket it names recreated, or members it carries)
+    // that cannot be read back whole has lost what it kept.
+    if let super::remember::Recalled::Unreadable = &recalled {
+        if not_ready.is_none() {
+            not_ready = Some(NotReady::MemoryLost {
+                lost: super::memory::Lost::MembershipUnreadable,
+            });
+        }
+    }
     if !set.ahead.is_empty() && not_ready.is_none() {
         not_ready = Some(NotReady::AheadOfLog);
     }
-    let carried_holds = carried_holds(rows, stream, now);
+    let carried_holds = super::remember::carried_holds(rows, stream, recalled.remembered(), now);
     // Holds that pin though the bucket does not show them live: carried
     // over a recreated bucket, or a join hold whose readmission is not
     // absorbed yet.
     let lapsed = super::lapsed_join_holds(rows, stream, incarnation, now);
     let extra_holds: Vec<terms::ExtraHold> = carried_holds
         .iter()
-        .map(|(id, h)| terms::ExtraHold {
+        .map(|(id, seq)| terms::ExtraHold {
             id,
-            seq: h.seq,
-            owner: &h.owner,
+            seq: *seq,
+            owner: "remembered",
             why: "carried from a recreated holds bucket",
         })
         .chain(lapsed.iter().map(|(id, seq, owner)| terms::ExtraHold {
@@ -855,7 +886,37 @@ pub fn compute(
         at,
         now,
     );
-    let pins = pins_of(rows, stream, &set, &carried_holds, now);
+    let stood = |name: TermName| {
+        terms.iter().find(|t| t.term == name).map_or(
+            super::remember::Stood::Unreadable,
+            |t| match t.state {
+                TermState::Value { seq, .. } => super::remember::Stood::Value(seq),
+                TermState::Unreadable { .. } => super::remember::Stood::Unreadable,
+                _ => super::remember::Stood::Unbounded,
+            },
+        )
+    };
+    let (memory_record, members_write) = super::remember::keep(
+        rows,
+        stream,
+        &set,
+        &carried_holds,
+        &recalled,
+        (stood(TermName::Applied), stood(TermName::MinHold)),
+        now,
+    );
+    let live_holds: Vec<(String, u64)> = match &rows.holds {
+        Ok(h) => h
+            .get(stream)
+            .map(Vec::as_slice)
+            .unwrap_or_default()
+            .iter()
+            .filter_map(|h| h.as_ref().ok())
+            .filter(|(_, h)| h.expires_at.0 > now)
+            .map(|(k, h)| (k.hold_id.clone(), h.seq))
+            .collect(),
+        Err(_) => Vec::new(),
+    };
 
     let any_unreadable = terms
         .iter()
@@ -981,7 +1042,10 @@ pub fn compute(
             at: p.at,
             config: p.config.clone().unwrap_or_default(),
         }),
-        pins,
+        memory: memory_record,
+        members_write,
+        live_holds,
+        published_format: published.map(|(p, _)| p.format.unwrap_or(1)),
         mark_due: match memory {
             super::memory::Memory::Due(due) => Some(due),
             _ => None,
@@ -1069,131 +1133,6 @@ fn lineage(
         prev_held,
         recreated,
         not_ready,
-    }
-}
-
-/// The live holds the last published row pinned from a holds bucket that
-/// has since been recreated, and that the new bucket does not hold: each
-/// pins until its `expires_at` (docs/trim-floor.md, A lost bucket lifts no
-/// pin). None while the holds bucket cannot be read (the term is then
-/// unreadable anyway).
-fn carried_holds<'r>(
-    rows: &'r ParsedRows,
-    stream: &str,
-    now: DateTime<Utc>,
-) -> Vec<(&'r str, &'r HoldPin)> {
-    let (Some(pins), Ok(holds)) = (rows.published_pins(stream), &rows.holds) else {
-        return Vec::new();
-    };
-    let current = holds.get(stream).map(Vec::as_slice).unwrap_or_default();
-    let held = |id: &str| {
-        current
-            .iter()
-            .any(|h| h.as_ref().is_ok_and(|(k, _)| k.hold_id == id))
-    };
-    pins.holds
-        .iter()
-        .filter(|(id, h)| {
-            carried_by(h.bucket_created, rows.created.holds) && h.expires_at.0 > now && !held(id)
-        })
-        .map(|(id, h)| (id.as_str(), h))
-        .collect()
-}
-
-/// The pins a floors row carries for this answer: the counted nodes'
-/// positions and the live holds, each with the creation time of the
-/// bucket it was read from. A bucket that could not be read this tick
-/// keeps the pins the last row carried from it, as they were: a missing
-/// bucket must not forget them before it is recreated.
-fn pins_of(
-    rows: &ParsedRows,
-    stream: &str,
-    set: &super::counted::CountedSet,
-    carried_holds: &[(&str, &HoldPin)],
-    now: DateTime<Utc>,
-) -> PinsRecord {
-    let before = rows.published_pins(stream);
-    let mut buckets = before.map(|p| p.buckets.clone()).unwrap_or_default();
-    buckets.extend(rows.created.by_role());
-    let nodes = match (&rows.presence, rows.created.positions) {
-        (Ok(presence), Some(created)) if set.unreadable.is_none() => {
-            // The position each node was counted at (0 for a row of another
-            // generation or incarnation, or one that diverged): a pin
-            // carries that, never a position the node merely reported.
-            let counted_at = |node: &str| {
-                set.counted
-                    .binary_search_by(|c| c.node.cmp(node))
-                    .ok()
-                    .map(|i| set.counted[i].effective_seq)
-            };
-            let carried_pin = |node: &str| before.and_then(|p| p.nodes.get(node)).cloned();
-            set.nodes
-                .iter()
-                .filter_map(|n| {
-                    let effective = counted_at(&n.node)?;
-                    if n.carried_from.is_some() {
-                        return carried_pin(&n.node).map(|p| (n.node.clone(), p));
-                    }
-                    // A live data node counts at 0 without a row (the
-                    // presence rule), lower than any pin it could carry;
-                    // leaving it out keeps the row small in a large fleet
-                    // (docs/decisions.md).
-                    let live_data = n.live
-                        && presence
-                            .get(n.node.as_str())
-                            .is_some_and(|p| p.as_ref().is_ok_and(|p| p.is_data()));
-                    let (Some(_), Some(generation)) = (n.seq, n.generation) else {
-                        return None;
-                    };
-                    (!live_data).then(|| {
-                        (
-                            n.node.clone(),
-                            NodePin {
-                                seq: effective,
-                                generation,
-                                bucket_created: created,
-                            },
-                        )
-                    })
-                })
-                .collect()
-        }
-        _ => before.map(|p| p.nodes.clone()).unwrap_or_default(),
-    };
-    let holds = match (&rows.holds, rows.created.holds) {
-        (Ok(holds), Some(created)) => {
-            let mut out: std::collections::BTreeMap<String, HoldPin> = holds
-                .get(stream)
-                .map(Vec::as_slice)
-                .unwrap_or_default()
-                .iter()
-                .filter_map(|h| h.as_ref().ok())
-                .filter(|(_, h)| h.expires_at.0 > now)
-                .map(|(k, h)| {
-                    (
-                        k.hold_id.clone(),
-                        HoldPin {
-                            seq: h.seq,
-                            owner: h.owner.clone(),
-                            expires_at: h.expires_at,
-                            bucket_created: created,
-                        },
-                    )
-                })
-                .collect();
-            out.extend(
-                carried_holds
-                    .iter()
-                    .map(|(id, h)| ((*id).to_string(), (*h).clone())),
-            );
-            out
-        }
-        _ => before.map(|p| p.holds.clone()).unwrap_or_default(),
-    };
-    PinsRecord {
-        buckets,
-        nodes,
-        holds,
     }
 }
 

@@ -175,45 +175,59 @@ pub fn carried_by(from: Timestamp, now: Option<Timestamp>) -> bool {
 }
 
 /// A pin that a bucket about to be created empty would have held, and
-/// that the published floors rows will carry over it.
+/// that the published floors rows' memory will carry over it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum CarriedOver<'a> {
     Node {
         stream: &'a str,
         node: &'a str,
-        pin: &'a NodePin,
+        /// The remembered `applied` it counts at.
+        at: u64,
     },
     Hold {
         stream: &'a str,
         id: &'a str,
-        pin: &'a HoldPin,
+        /// The remembered `min_hold` + 1 it pins at.
+        seq: u64,
+        expires_at: Timestamp,
     },
 }
 
 /// What `crewlet retention init` says before it recreates a missing
-/// positions or holds bucket: every pin the published rows carry from it
-/// (a hold only while it is live).
+/// positions or holds bucket: every member the published rows' memory
+/// carries over it (a hold only while it is live).
 pub fn carried_over<'a>(
-    rows: &'a [(String, PinsRecord)],
+    rows: &'a [(String, super::members::Remembered)],
     positions_missing: bool,
     holds_missing: bool,
     now: chrono::DateTime<chrono::Utc>,
 ) -> Vec<CarriedOver<'a>> {
     let mut out = Vec::new();
-    for (stream, pins) in rows {
+    for (stream, memory) in rows {
         if positions_missing {
-            out.extend(pins.nodes.iter().map(|(node, pin)| CarriedOver::Node {
-                stream,
-                node,
-                pin,
-            }));
+            let at = memory.applied.unwrap_or(0);
+            out.extend(
+                memory
+                    .membership
+                    .nodes
+                    .keys()
+                    .map(|node| CarriedOver::Node { stream, node, at }),
+            );
         }
         if holds_missing {
+            let seq = memory.min_hold.map_or(1, |m| m.saturating_add(1));
             out.extend(
-                pins.holds
+                memory
+                    .membership
+                    .holds
                     .iter()
                     .filter(|(_, h)| h.expires_at.0 > now)
-                    .map(|(id, pin)| CarriedOver::Hold { stream, id, pin }),
+                    .map(|(id, h)| CarriedOver::Hold {
+                        stream,
+                        id,
+                        seq,
+                        expires_at: h.expires_at,
+                    }),
             );
         }
     }
@@ -224,13 +238,16 @@ impl CarriedOver<'_> {
     /// The pin, and how it ends, in one sentence.
     pub fn words(&self) -> String {
         match self {
-            CarriedOver::Node { stream, node, pin } => format!(
-                "{node} stays counted on {stream} at {} (generation {}) until it reports again, or is evicted: crewlet retention evict {node} -confirm {node}",
-                pin.seq, pin.generation
+            CarriedOver::Node { stream, node, at } => format!(
+                "{node} stays counted on {stream} at {at} until it reports again, or is evicted: crewlet retention evict {node} -confirm {node}"
             ),
-            CarriedOver::Hold { stream, id, pin } => format!(
-                "hold {id} ({}) keeps {stream} from {} until it expires at {}; its owner ends it sooner by placing it again and releasing it",
-                pin.owner, pin.seq, pin.expires_at
+            CarriedOver::Hold {
+                stream,
+                id,
+                seq,
+                expires_at,
+            } => format!(
+                "hold {id} keeps {stream} from {seq} until it expires at {expires_at}; its owner ends it sooner by placing it again and releasing it"
             ),
         }
     }

@@ -11,7 +11,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 
 use super::answer::{Cause, NodeRow, NodeState};
-use super::carried::{carried_by, PinsRecord};
+use super::members::Remembered;
 use super::parsed::{ByNode, ParsedRows};
 use super::StreamState;
 use crate::rows::{GateRow, GateState, Incarnation, PositionStatus, PresenceRow, Timestamp};
@@ -132,7 +132,7 @@ pub fn counted_set<'a>(
     generation: Generation,
     incarnation: Option<Incarnation>,
     fence_window: Duration,
-    carried: Option<&'a PinsRecord>,
+    carried: Option<&'a Remembered>,
     now: DateTime<Utc>,
 ) -> CountedSet<'a> {
     let mut out = CountedSet::default();
@@ -294,16 +294,8 @@ pub fn counted_set<'a>(
         out.nodes.push(row);
     }
     if out.unreadable.is_none() {
-        if let Some(pins) = carried {
-            carry(
-                &mut out,
-                pins,
-                positions,
-                rows,
-                generation,
-                state,
-                &gate_state,
-            );
+        if let Some(memory) = carried {
+            carry(&mut out, memory, rows, generation, state, &gate_state);
         }
     }
     if out.unreadable.is_some() {
@@ -312,70 +304,86 @@ pub fn counted_set<'a>(
     out
 }
 
-/// The nodes the last published row pinned from a positions bucket that
-/// has since been recreated, and that the new bucket holds no row for:
-/// each stays counted at the position it was pinned at (`carried`) until
-/// it reports again or its eviction lands. A live data node the walk
-/// already counted at 0 keeps 0 (the lower of the two rules holds).
+/// The members the memory keeps that no bucket shows now
+/// (docs/trim-floor.md, The sidecar's memory): a remembered node that is
+/// not in the counted set by a row or a live lease, where the positions or
+/// presence bucket was recreated since the memory was written (or that the
+/// memory already carried), stays counted (`carried`) at the remembered
+/// `applied` (at or below its own last position: never above what it
+/// needed) until it reports again or its eviction lands.
 fn carry<'a>(
     out: &mut CountedSet<'a>,
-    pins: &'a PinsRecord,
-    positions: &ByNode<super::parsed::Position>,
+    memory: &'a Remembered,
     rows: &ParsedRows,
     generation: Generation,
     state: Option<&StreamState>,
     gate_state: &dyn Fn(&str) -> Option<NodeState>,
 ) {
-    let mut added = false;
-    for (name, pin) in &pins.nodes {
-        if !carried_by(pin.bucket_created, rows.created.positions) || positions.contains_key(name) {
+    let lost = recreated(memory, "positions", rows.created.positions)
+        || recreated(memory, "presence", rows.created.presence);
+    let at = memory.applied.unwrap_or(0);
+    let from = memory.buckets.get("positions").copied();
+    // Added apart and merged after: the walk's table must stay sorted
+    // while it is searched.
+    let mut rows_added = Vec::new();
+    let mut counted_added = Vec::new();
+    for (name, was_carried) in &memory.membership.nodes {
+        if !(lost || *was_carried) {
             continue;
         }
-        let listed = out
+        if out
             .nodes
-            .binary_search_by(|n| n.node.as_str().cmp(name.as_str()));
-        if let Ok(i) = listed {
-            // Counted already, at 0, as a live data node without a row.
-            out.nodes[i].carried_from = Some(pin.bucket_created);
+            .binary_search_by(|n| n.node.as_str().cmp(name.as_str()))
+            .is_ok()
+        {
+            // Its row, or its live lease, counts it: its owner wrote again.
             continue;
         }
         let node: &'a str = name;
         let gate = gate_state(node);
-        let current = pin.generation == generation.number;
+        if gate == Some(NodeState::Evicted) {
+            // The eviction landed: the pin ends, and the memory forgets it.
+            continue;
+        }
         let mut row = NodeRow {
             node: name.clone(),
             live: false,
-            seq: Some(pin.seq),
-            generation: Some(pin.generation),
-            left_gen: (!current).then_some(pin.generation),
+            seq: Some(at),
+            generation: Some(generation.number),
+            left_gen: None,
             state: gate.unwrap_or(NodeState::Carried),
             updated_at: None,
-            carried_from: Some(pin.bucket_created),
+            carried_from: from,
         };
-        let (effective_seq, zero_reason) = if !current {
-            (0, Some(ZeroReason::LeftGen(pin.generation)))
-        } else {
-            (pin.seq, (pin.seq == 0).then_some(ZeroReason::AtZero))
-        };
-        if gate != Some(NodeState::Evicted) {
-            if current && state.is_some_and(|s| pin.seq > s.last_seq) {
-                row.state = NodeState::AheadOfLog;
-                out.ahead.push((node.to_string(), pin.seq));
-            }
-            out.counted.push(Counted {
-                node,
-                effective_seq,
-                zero_reason,
-                diverged: false,
-            });
+        // Remembered past the log's end (the log was restored): as a row
+        // there, NOT READY rather than a license to the end.
+        if state.is_some_and(|s| at > s.last_seq) {
+            row.state = NodeState::AheadOfLog;
+            out.ahead.push((node.to_string(), at));
         }
-        out.nodes.push(row);
-        added = true;
+        rows_added.push(row);
+        counted_added.push(Counted {
+            node,
+            effective_seq: at,
+            zero_reason: (at == 0).then_some(ZeroReason::AtZero),
+            diverged: false,
+        });
     }
-    if added {
+    if !rows_added.is_empty() {
+        out.nodes.extend(rows_added);
+        out.counted.extend(counted_added);
         // The table and the counted set stay in name order, as the walk
         // made them.
         out.nodes.sort_by(|a, b| a.node.cmp(&b.node));
         out.counted.sort_by(|a, b| a.node.cmp(b.node));
+    }
+}
+
+/// Whether the bucket of `role` read now (created `now`) is not the one
+/// the memory was written from.
+pub fn recreated(memory: &Remembered, role: &str, now: Option<Timestamp>) -> bool {
+    match (memory.buckets.get(role), now) {
+        (Some(was), Some(now)) => *was != now,
+        _ => false,
     }
 }

@@ -33,6 +33,10 @@ pub enum Lost {
     },
     /// The floors bucket is the adoption's, and holds no row for the log.
     NoRow,
+    /// The membership the row names cannot be read back whole (a
+    /// `_members` key missing, or its digest differs) while a bucket it
+    /// was written from was recreated, or while it carries members.
+    MembershipUnreadable,
 }
 
 impl std::fmt::Display for Lost {
@@ -44,6 +48,9 @@ impl std::fmt::Display for Lost {
                 "the floors bucket was recreated (created {now}; the log was adopted with the one created {adopted_with})"
             ),
             Lost::NoRow => f.write_str("the floors bucket holds no row for it"),
+            Lost::MembershipUnreadable => f.write_str(
+                "the membership the floors row names cannot be read back whole, and a bucket it was kept for was recreated",
+            ),
         }
     }
 }

@@ -7,9 +7,11 @@
 mod answer;
 pub mod carried;
 mod counted;
+pub mod members;
 pub mod memory;
 pub mod parsed;
 mod pins;
+pub mod remember;
 mod row;
 mod terms;
 

@@ -125,6 +125,9 @@ pub type Floor = (Result<PublishedFloor, Unreadable>, u64);
 pub struct Floors {
     pub rows: BTreeMap<String, Floor>,
     pub requested: BTreeMap<String, (Result<crate::rows::Requested, Unreadable>, u64)>,
+    /// Stream → chunk number → its `_members` value (docs/trim-floor.md,
+    /// The sidecar's memory).
+    pub members: BTreeMap<String, BTreeMap<u32, Result<super::members::MembersChunk, Unreadable>>>,
 }
 
 impl Floors {
@@ -268,6 +271,16 @@ pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
 }
 
 pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
+    if k.starts_with(super::members::MEMBERS_PREFIX) {
+        // A key of another shape under the prefix belongs to no log.
+        if let Some((stream, n)) = super::members::parse_members_key(k) {
+            m.members
+                .entry(stream.to_string())
+                .or_default()
+                .insert(n, super::members::MembersChunk::parse(k, v));
+        }
+        return;
+    }
     match k.strip_prefix(crate::rows::REQUESTED_PREFIX) {
         Some(stream) => {
             m.requested.insert(
@@ -432,6 +445,15 @@ impl Patch for Gates {
 impl Patch for Floors {
     fn forget(&mut self, keys: &HashSet<String>) {
         for key in keys {
+            if let Some((stream, n)) = super::members::parse_members_key(key) {
+                if let Some(chunks) = self.members.get_mut(stream) {
+                    chunks.remove(&n);
+                    if chunks.is_empty() {
+                        self.members.remove(stream);
+                    }
+                }
+                continue;
+            }
             match key.strip_prefix(crate::rows::REQUESTED_PREFIX) {
                 Some(stream) => {
                     self.requested.remove(stream);
@@ -439,6 +461,62 @@ impl Patch for Floors {
                 None => {
                     self.rows.remove(key.as_str());
                 }
+            }
+        }
+    }
+}
+
+/// The memory a published floors row kept: this release's record (its
+/// membership in `_members` keys), or the previous release's `pins`.
+#[derive(Debug, Clone, Copy)]
+pub enum Kept<'r> {
+    Record(&'r super::members::MemoryRecord),
+    Pins(&'r super::carried::PinsRecord),
+}
+
+impl Kept<'_> {
+    /// The `created` time of each node-written bucket it was read from.
+    pub fn buckets(&self) -> &BTreeMap<String, crate::rows::Timestamp> {
+        match self {
+            Kept::Record(r) => &r.buckets,
+            Kept::Pins(p) => &p.buckets,
+        }
+    }
+
+    /// Whether it keeps any member only from an earlier bucket (carried).
+    pub fn carries(&self) -> bool {
+        match self {
+            Kept::Record(r) => r.carried > 0,
+            Kept::Pins(p) => {
+                let from = |role: &str| p.buckets.get(role).copied();
+                p.nodes
+                    .values()
+                    .any(|n| Some(n.bucket_created) != from("positions"))
+                    || p.holds
+                        .values()
+                        .any(|h| Some(h.bucket_created) != from("holds"))
+            }
+        }
+    }
+
+    /// The memory whole: the record's membership from its keys (each
+    /// present, the digest the record names), or the pins converted.
+    pub fn read_back(
+        &self,
+        chunks: Option<&BTreeMap<u32, Result<super::members::MembersChunk, Unreadable>>>,
+    ) -> Result<super::members::Remembered, Unreadable> {
+        match self {
+            Kept::Pins(p) => Ok(super::members::Remembered::from_pins(p)),
+            Kept::Record(r) => {
+                let membership = super::members::Membership::read_back(r, |n| {
+                    chunks.and_then(|c| c.get(&n)).cloned()
+                })?;
+                Ok(super::members::Remembered {
+                    buckets: r.buckets.clone(),
+                    membership,
+                    applied: r.applied,
+                    min_hold: r.min_hold,
+                })
             }
         }
     }
@@ -499,16 +577,34 @@ impl ParsedRows {
         }
     }
 
-    /// The pins the published floors row of `stream` carries (none when
-    /// there is no row, it cannot be used, or it predates the field).
-    pub fn published_pins(&self, stream: &str) -> Option<&super::carried::PinsRecord> {
+    /// The memory the published floors row of `stream` kept (none when
+    /// there is no row, it cannot be used, or it predates both `memory`
+    /// and `pins`).
+    pub fn published_memory(&self, stream: &str) -> Option<Kept<'_>> {
         match self.floors_read() {
             Ok(Some(f)) => match f.get(stream) {
-                Some((Ok(p), _)) => p.pins.as_ref(),
+                Some((Ok(p), _)) => match (&p.memory, &p.pins) {
+                    (Some(m), _) => Some(Kept::Record(m)),
+                    (None, Some(pins)) => Some(Kept::Pins(pins)),
+                    (None, None) => None,
+                },
                 _ => None,
             },
             _ => None,
         }
+    }
+
+    /// The memory of `stream` read back whole ([`Kept::read_back`]).
+    pub fn remembered(
+        &self,
+        stream: &str,
+    ) -> Option<Result<super::members::Remembered, Unreadable>> {
+        let kept = self.published_memory(stream)?;
+        let chunks = match self.floors_read() {
+            Ok(Some(f)) => f.members.get(stream),
+            _ => None,
+        };
+        Some(kept.read_back(chunks))
     }
 
     /// The floors row for `stream` as published, with its revision, or why

@@ -50,7 +50,11 @@ pub struct FloorsRow<'a> {
     pub requested: Option<&'a super::answer::RequestedView>,
     pub config_digest: &'a str,
     pub config: &'a std::collections::BTreeMap<String, Option<String>>,
-    pub pins: &'a super::carried::PinsRecord,
+    /// What the answer remembers (docs/trim-floor.md, The sidecar's
+    /// memory); the previous release wrote `pins` instead.
+    pub memory: &'a super::members::MemoryRecord,
+    /// The row's format ([`super::members::FORMAT`]).
+    pub format: u32,
     pub by: &'a str,
     pub session: &'a str,
     pub at: Timestamp,
@@ -93,7 +97,8 @@ impl<'a> From<&'a Answer> for FloorsRow<'a> {
             requested: a.requested.as_ref(),
             config_digest: &a.config_digest,
             config: &a.config,
-            pins: &a.pins,
+            memory: &a.memory,
+            format: super::members::FORMAT,
             by: &a.by,
             session: &a.session,
             at: a.at,
@@ -162,7 +167,8 @@ impl FloorsRow<'_> {
             requested,
             config_digest,
             config,
-            pins,
+            memory,
+            format,
             by,
             session,
             at: _,
@@ -196,7 +202,7 @@ impl FloorsRow<'_> {
             purge_clamped_by,
         )
             .hash(&mut w);
-        (config_digest, config, pins, by, session).hash(&mut w);
+        (config_digest, config, memory, format, by, session).hash(&mut w);
         // Each JSON value delimits itself, so one cannot run into the next.
         let rare = (
             would_purge,
@@ -338,15 +344,8 @@ mod tests {
         moved.trim_to += 1;
         assert_ne!(d, FloorsRow::from(&moved).digest(), "trim_to");
         let mut pinned = a.clone();
-        pinned.pins.holds.insert(
-            "h1".into(),
-            crate::floor::carried::HoldPin {
-                seq: 3,
-                owner: "ops".into(),
-                expires_at: a.at,
-                bucket_created: a.at,
-            },
-        );
+        pinned.memory.holds += 1;
+        pinned.memory.digest.push('0');
         assert_ne!(d, FloorsRow::from(&pinned).digest(), "a new hold");
         let mut clamped = a.clone();
         clamped.purge_clamped_by = Some(crate::floor::PurgeClamp::Age);
@@ -405,15 +404,12 @@ mod tests {
     fn a_row_longer_than_a_chunk_digests_every_byte() {
         let w = crate::floor::tests::World::new();
         let mut a = w.answer();
-        for i in 0..400 {
-            a.pins.holds.insert(
+        for i in 0..600 {
+            a.config.insert(
                 format!("hold-{i:04}"),
-                crate::floor::carried::HoldPin {
-                    seq: 3,
-                    owner: "ops".into(),
-                    expires_at: a.at,
-                    bucket_created: a.at,
-                },
+                Some(
+                    "a value long enough to fill a chunk of the digest's buffer, eight KiB".into(),
+                ),
             );
         }
         let len = FloorsRow::from(&a).to_bytes().map(|b| b.len()).unwrap_or(0);
@@ -422,10 +418,10 @@ mod tests {
         let mut later = a.clone();
         later.at = Timestamp(a.at.0 + chrono::Duration::seconds(10));
         assert_eq!(d, FloorsRow::from(&later).digest());
-        for (i, hold) in [(0, "hold-0000"), (1, "hold-0200"), (2, "hold-0399")] {
+        for (i, hold) in [(0, "hold-0000"), (1, "hold-0300"), (2, "hold-0599")] {
             let mut moved = a.clone();
-            if let Some(h) = moved.pins.holds.get_mut(hold) {
-                h.seq = 4;
+            if let Some(h) = moved.config.get_mut(hold) {
+                *h = Some("another value".into());
             }
             assert_ne!(d, FloorsRow::from(&moved).digest(), "change {i}: {hold}");
         }
@@ -554,6 +550,7 @@ mod tests {
                 "evictions_unreadable",
                 "first_seq",
                 "floor",
+                "format",
                 "gate_view",
                 "generation",
                 "generation_opened_at",
@@ -562,8 +559,8 @@ mod tests {
                 "last_seq",
                 "live_stream_created",
                 "max_bytes",
+                "memory",
                 "not_ready",
-                "pins",
                 "published_at",
                 "purge_clamped_by",
                 "requested",

@@ -1313,13 +1313,13 @@ fn a_lapsed_join_hold_pins_until_its_readmission_is_absorbed() {
     assert_eq!(hold.state, TermState::Unbounded, "{hold:?}");
 }
 
-/// A lost positions bucket carries each absent node at the position it
-/// was counted at, never at a position it merely reported: a row that
-/// diverged, or belongs to another incarnation, counted at 0, and so does
-/// its carried pin. (Carrying the reported position would have let the
-/// trim pass records those nodes never applied.)
+/// A lost positions bucket carries each remembered node that no bucket
+/// shows now at the remembered `applied` (the lowest position any counted
+/// node stood at: never above what one of them needed), and the next
+/// memory keeps them as carried; a live data node without a row is a
+/// member too.
 #[test]
-fn a_carried_pin_is_the_position_the_node_was_counted_at() {
+fn a_carried_node_counts_at_the_remembered_applied() {
     let old = Timestamp::parse("2026-11-03T00:00:00Z").expect("instant");
     let new = Timestamp::parse("2026-11-30T11:00:00Z").expect("instant");
     let mut w = World::new();
@@ -1329,21 +1329,21 @@ fn a_carried_pin_is_the_position_the_node_was_counted_at() {
     w.position("node-3", 960, 0, "2020-01-01T00:00:00Z", "ok");
     w.position("node-4", 970, 0, CREATED, "ok");
     let first = w.answer();
-    let pins = &first.pins;
-    assert_eq!(pins.nodes.get("node-2").map(|p| p.seq), Some(0), "{pins:?}");
-    assert_eq!(pins.nodes.get("node-3").map(|p| p.seq), Some(0), "{pins:?}");
-    assert_eq!(
-        pins.nodes.get("node-4").map(|p| p.seq),
-        Some(970),
-        "{pins:?}"
-    );
-    assert!(
-        !pins.nodes.contains_key("node-1"),
-        "a live data node counts at 0 without a row: {pins:?}"
-    );
+    assert_eq!(first.memory.members, 4, "{:?}", first.memory);
+    assert_eq!(first.memory.applied, Some(0), "{:?}", first.memory);
+    let write = first
+        .members_write
+        .clone()
+        .expect("a new membership is written");
     // The positions bucket is recreated empty; node-1 reports again.
     let row = serde_json::to_value(crate::floor::FloorsRow::from(&first)).expect("row");
     w.floor_row(row);
+    for (n, chunk) in write.chunks.iter().enumerate() {
+        w.floors.get_or_insert_with(Vec::new).push((
+            crate::floor::members::members_key(S, u32::try_from(n).expect("n")),
+            String::from_utf8(chunk.clone()).expect("utf-8"),
+        ));
+    }
     w.positions = Some(vec![]);
     w.position("node-1", 900, 0, CREATED, "ok");
     w.created.positions = Some(new);
@@ -1352,10 +1352,21 @@ fn a_carried_pin_is_the_position_the_node_was_counted_at() {
     for node in ["node-2", "node-3", "node-4"] {
         let n = a.nodes.iter().find(|n| n.node == node).expect("listed");
         assert_eq!(n.state, NodeState::Carried, "{n:?}");
+        assert_eq!(n.seq, Some(0), "{n:?}");
         assert_eq!(n.carried_from, Some(old), "{n:?}");
     }
-    // Carried on: the next row carries the same pins from the old bucket.
-    assert_eq!(a.pins.nodes, first.pins.nodes);
+    // The next memory keeps them, as carried.
+    assert_eq!(a.memory.carried, 3, "{:?}", a.memory);
+    assert_eq!(a.memory.members, 4, "{:?}", a.memory);
+    // A memory whose keys are gone, with the bucket recreated, is lost.
+    let mut lost = w.clone();
+    lost.floors
+        .get_or_insert_with(Vec::new)
+        .retain(|(k, _)| !k.starts_with("_members."));
+    assert_eq!(
+        lost.answer().not_ready.map(|n| n.to_string()).unwrap_or_default(),
+        "memory_lost (the membership the floors row names cannot be read back whole, and a bucket it was kept for was recreated: the pins it kept are unknown)"
+    );
 }
 
 /// The age lookup is spared where the stream info's own stamps settle it,

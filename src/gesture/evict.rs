@@ -510,12 +510,17 @@ pub fn seen_anywhere(rows: &floor::ParsedRows, config: &Config, node: &str) -> b
         .gates
         .as_ref()
         .map_or(true, |g| g.rows.values().any(|m| m.contains_key(node)));
-    // A node known only from a pin carried over a recreated positions
-    // bucket is known: evicting it is how that pin ends.
-    let carried = config.domains.iter().any(|d| {
-        rows.published_pins(&d.stream)
-            .is_some_and(|p| p.nodes.contains_key(node))
-    });
+    // A node known only from the memory (carried over a recreated
+    // positions bucket) is known: evicting it is how that pin ends. A
+    // memory that cannot be read back may name it.
+    let carried = config
+        .domains
+        .iter()
+        .any(|d| match rows.remembered(&d.stream) {
+            Some(Ok(r)) => r.membership.nodes.contains_key(node),
+            Some(Err(_)) => true,
+            None => false,
+        });
     // An unreadable bucket may hold it: not "never seen".
     positions || presence || gates || carried
 }

@@ -37,7 +37,7 @@ impl Timestamp {
     /// `f` of the instant's text ([`Timestamp::to_rfc3339`]), written on
     /// the stack where it can be: a row's serialization writes every
     /// pin's instants, and a `String` each was an allocation each.
-    fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+    pub fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
         match self.written() {
             Some(w) => f(w.as_str()),
             None => f(&by_chrono(&self.0)),

@@ -23,6 +23,11 @@ impl Sidecar {
         if a.stream_error.is_some() {
             return;
         }
+        // A row of a newer release is never overwritten by this one
+        // (version_skew says so).
+        if a.published_format > Some(floor::members::FORMAT) {
+            return;
+        }
         // A lost floors row is not replaced by a guess: there is no floor
         // this tick could stand behind until a confirmed reanchor.
         if matches!(
@@ -129,11 +134,41 @@ impl Sidecar {
         revision: Option<u64>,
     ) -> Result<u64, String> {
         let body = row.to_bytes()?;
+        // The membership first, when it changed: the row that names it is
+        // written only once every key it names is there (docs/trim-floor.md,
+        // The sidecar's memory). A row that fails after them leaves keys the
+        // last row does not name: its digest tells them apart, and the
+        // next tick writes them again.
+        if let Some(w) = &a.members_write {
+            let bucket = &self.config.buckets.floors;
+            for (n, chunk) in w.chunks.iter().enumerate() {
+                let key =
+                    floor::members::members_key(&a.stream, u32::try_from(n).unwrap_or(u32::MAX));
+                self.broker
+                    .kv_put(bucket, &key, chunk.clone())
+                    .await
+                    .map_err(|e| format!("the memory's key {key}: {e}"))?;
+            }
+        }
         let written = self
             .broker
             .put_if(&self.config.buckets.floors, &a.stream, body, revision)
             .await
             .map_err(|e| e.to_string());
+        // The last membership's keys past the new one, once the row no
+        // longer names them; one left behind is harmless (no row names it).
+        if let (Ok(_), Some(w)) = (&written, &a.members_write) {
+            for n in w.stale.clone() {
+                let key = floor::members::members_key(&a.stream, n);
+                if let Err(e) = self
+                    .broker
+                    .kv_delete(&self.config.buckets.floors, &key)
+                    .await
+                {
+                    tracing::debug!(event = "members_key_kept", key = %key, error = %e, "an unused memory key was not deleted");
+                }
+            }
+        }
         if let Ok(mut w) = self.written.lock() {
             match (&written, digest) {
                 (Ok(revision), Some(digest)) => {

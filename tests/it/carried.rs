@@ -152,12 +152,23 @@ async fn an_eviction_ends_a_carried_pin() {
         "the trim moves on: {}",
         f.first_seq().await
     );
-    assert!(
-        f.floors_row().await.expect("row")["pins"]["nodes"]
-            .get("node-3")
-            .is_none(),
-        "the row carries the pin no more"
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(
+        row["memory"]["carried"], 0,
+        "the row carries the pin no more: {row}"
     );
+    let members = f
+        .get("crewlet_floors", &format!("_members.{STREAM}.0"))
+        .await
+        .expect("the membership");
+    for list in ["nodes", "carried"] {
+        assert!(
+            !members[list]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|n| n == "node-3")),
+            "the memory forgets node-3: {members}"
+        );
+    }
 }
 
 /// A hold missing from a recreated holds bucket pins until its
@@ -240,4 +251,141 @@ async fn a_counted_node_below_the_logs_first_record_raises_node_behind_log() {
         "{:?}",
         op.status()
     );
+}
+
+/// A live data node is a member of the memory too (docs/trim-floor.md,
+/// The sidecar's memory). node-5 is live with a stalled position at 120;
+/// the positions bucket is lost, node-5's lease lapses before it reports
+/// into the recreated bucket. Before, a live data node's position was
+/// never remembered, and its records went. Now it counts at the
+/// remembered `applied` (120) until it reports.
+#[tokio::test]
+async fn a_live_data_node_that_goes_down_during_the_loss_keeps_its_records() {
+    let f = Fleet::new(200).await;
+    f.healthy(&[("node-1", 200), ("node-2", 200)], 200).await;
+    f.presence("node-5", &["data"]).await;
+    f.position("node-5", 120).await;
+    f.snapshot("node-5", 120).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 121, "node-5 pins the log at 120");
+    let op = operator(&f);
+    lose(&f, &mut s, "crewlet_positions").await;
+    // node-5 goes down: its lease is gone before it reports again.
+    f.delete("crewlet_presence", "node-5").await;
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    f.position("node-1", 210).await;
+    f.position("node-2", 210).await;
+    f.publish(10).await;
+    for _ in 0..3 {
+        let r = s.tick().await;
+        assert_eq!(node_state(&r, "node-5"), NodeState::Carried, "{r:?}");
+    }
+    assert_eq!(f.first_seq().await, 121, "nothing node-5 needs is purged");
+    // It reports again: its own row ends the carried pin.
+    f.position("node-5", 205).await;
+    f.snapshot("node-5", 205).await;
+    let r = s.tick().await;
+    assert_eq!(node_state(&r, "node-5"), NodeState::Counted, "{r:?}");
+    assert!(f.first_seq().await > 121);
+}
+
+/// A log with 100,000 counted nodes, none of them live, publishes and
+/// purges like one with ten: the floors row stays under 64 KiB (the
+/// membership lives in `_members` keys, each under 256 KiB), and after the
+/// positions bucket is lost every one of them is carried from those keys.
+/// Before, the row carried every node's pin, passed the broker's 1 MiB
+/// `max_payload` past about 11,000 nodes, and the log was never trimmed
+/// again.
+#[tokio::test]
+async fn a_hundred_thousand_non_live_nodes_publish_purge_and_are_remembered() {
+    const N: usize = 100_000;
+    let mut f = Fleet::new(200).await;
+    // A whole read of 100,000 keys in a debug build takes seconds: the
+    // tick (and the read timeout it bounds) is long enough for it.
+    f.config.retention.tick = crewlet::config::Dur::secs(30);
+    // The duty lease as `init` makes it for that tick (three ticks), so
+    // that the fence lasts as long as the tick allows.
+    f.js.delete_key_value("crewlet_duty").await.expect("delete");
+    let broker = f.broker().await;
+    for spec in crewlet::buckets::contract_buckets(&f.config) {
+        broker.ensure_bucket(&spec).await.expect("recreate");
+    }
+    f.healthy(&[("node-1", 200), ("node-2", 200)], 200).await;
+    let created = f.created().await;
+    let kv =
+        f.js.get_key_value("crewlet_positions")
+            .await
+            .expect("bucket");
+    let row = |i: usize| {
+        serde_json::json!({"node": format!("gone-{i:06}"), "stream": STREAM, "seq": 150,
+            "generation": 0, "stream_created": created, "updated_at": ts(-60), "status": "ok"})
+        .to_string()
+    };
+    for batch in (0..N).collect::<Vec<_>>().chunks(2000) {
+        let acks: Vec<_> = batch
+            .iter()
+            .map(|i| kv.put(format!("{STREAM}.gone-{i:06}"), row(*i).into()))
+            .collect();
+        for a in futures::future::join_all(acks).await {
+            a.expect("put");
+        }
+    }
+    let mut s = f.sidecar().await;
+    let r = s.tick().await;
+    assert!(
+        matches!(r.domains[0].published, Some(Ok(_))),
+        "{:?}",
+        r.domains[0].published
+    );
+    assert_eq!(
+        f.first_seq().await,
+        151,
+        "published, then purged to 150: trim_to {}, purged {:?}, mark {:?}, blocked {:?}",
+        r.domains[0].answer.trim_to,
+        r.domains[0].purged,
+        r.domains[0].mark,
+        r.domains[0].answer.terms
+    );
+    let floors = f.js.get_key_value("crewlet_floors").await.expect("floors");
+    let written = floors.get(STREAM).await.expect("get").expect("the row");
+    assert!(
+        written.len() < 64 * 1024,
+        "the row is {} bytes",
+        written.len()
+    );
+    let row: Value = serde_json::from_slice(&written).expect("row");
+    assert_eq!(row["memory"]["members"], N as u64 + 2, "{}", row["memory"]);
+    let keys = row["memory"]["keys"].as_u64().expect("keys");
+    assert!(keys > 1, "{}", row["memory"]);
+    for n in 0..keys {
+        let v = floors
+            .get(format!("_members.{STREAM}.{n}"))
+            .await
+            .expect("get")
+            .expect("a members key");
+        assert!(v.len() < 256 * 1024, "key {n} is {} bytes", v.len());
+    }
+    // The positions bucket lost, recreated, the live nodes report again:
+    // every remembered node is carried at 150.
+    lose(&f, &mut s, "crewlet_positions").await;
+    assert_eq!(operator(&f).run(&["retention", "init"]).code, 0);
+    f.position("node-1", 210).await;
+    f.position("node-2", 210).await;
+    f.publish(10).await;
+    let r = s.tick().await;
+    let a = &r.domains[0].answer;
+    let carried = a
+        .nodes
+        .iter()
+        .filter(|n| n.state == NodeState::Carried)
+        .count();
+    let others: Vec<_> = a
+        .nodes
+        .iter()
+        .filter(|n| !n.node.starts_with("gone-"))
+        .collect();
+    assert_eq!(carried, N, "{:?} {others:?}", a.not_ready);
+    assert_eq!(a.trim_to, 150);
+    assert_eq!(f.first_seq().await, 151);
 }

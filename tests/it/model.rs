@@ -333,14 +333,17 @@ fn evicted(s: &Scenario, n: &Node) -> bool {
 }
 
 /// The scenario as the second tick sees it once `s.lost`'s bucket was
-/// recreated empty after the first tick published its pins: a node known
-/// only from its pin counts where the first tick counted it (0 for a row of
-/// another generation or one that diverged); a live data node counts at 0
-/// (no row); holds still live pin until they expire. Pins are published
-/// only from a readable read: a malformed row, or a malformed presence
-/// lease, that made the first tick's counted set unreadable leaves none
-/// (a malformed hold does not keep the well-formed ones from being
-/// recorded).
+/// recreated empty after the first tick published its memory
+/// (docs/trim-floor.md, The sidecar's memory): every node the first tick
+/// counted (with a row of any kind, or live with the data role) is a
+/// member; one that no bucket shows now counts at the first tick's
+/// `applied` (the lowest position any counted node stood at, 0 for a row
+/// of another generation, one that diverged, or a live data node without
+/// a row), and a live data node still counts at 0 by its lease. Every
+/// hold live at the first tick pins, until it expires, at the first
+/// tick's `min_hold` + 1 (the lowest live hold; at 1 when a malformed hold
+/// left that term unreadable). A first tick whose counted set could not
+/// be read (a malformed row or presence lease) remembers no node.
 fn after_loss(s: &Scenario) -> Scenario {
     let mut t = s.clone();
     match s.lost {
@@ -349,16 +352,42 @@ fn after_loss(s: &Scenario) -> Scenario {
             let readable = !s.nodes.iter().any(|n| {
                 !evicted(s, n) && (n.row == Row::Malformed || n.presence == Presence::Malformed)
             });
+            let counted_at = |n: &Node| -> Option<u64> {
+                if evicted(s, n) {
+                    return None;
+                }
+                match (n.row, n.presence) {
+                    (Row::At(seq), _) => Some(seq),
+                    (Row::OldGeneration(_) | Row::Diverged(_), _) => Some(0),
+                    (Row::None, Presence::Data) => Some(0),
+                    _ => None,
+                }
+            };
+            let applied = s.nodes.iter().filter_map(counted_at).min().unwrap_or(0);
             for (n, was) in t.nodes.iter_mut().zip(&s.nodes) {
-                n.row = match (was.row, was.presence) {
-                    (_, Presence::Data) => Row::None,
-                    (Row::At(seq), _) if readable => Row::At(seq),
-                    (Row::OldGeneration(_) | Row::Diverged(_), _) if readable => Row::At(0),
+                n.row = match was.presence {
+                    Presence::Data => Row::None,
+                    _ if readable && counted_at(was).is_some() => Row::At(applied),
                     _ => Row::None,
                 };
             }
         }
-        Lost::Holds => t.holds.retain(|h| matches!(h, Ok((_, true)))),
+        Lost::Holds => {
+            let live: Vec<u64> = s
+                .holds
+                .iter()
+                .filter_map(|h| match h {
+                    Ok((seq, true)) => Some(*seq),
+                    _ => None,
+                })
+                .collect();
+            let at = if s.holds.iter().any(Result::is_err) {
+                1
+            } else {
+                live.iter().min().copied().unwrap_or(1)
+            };
+            t.holds = live.iter().map(|_| Ok((at, true))).collect();
+        }
     }
     t
 }
