@@ -118,7 +118,6 @@ fn run_with(binary: &std::path::Path, cfg: &str, args: &[&str]) -> crate::suppor
 #[tokio::test]
 async fn the_previous_release_beside_this_one_keeps_every_pin() {
     let previous = previous_release();
-    let this = std::path::PathBuf::from(env!("CARGO_BIN_EXE_crewlet"));
     let f = Fleet::new(212).await;
     f.healthy(&[("node-1", 212), ("node-2", 212)], 212).await;
     f.position("node-3", 182).await;
