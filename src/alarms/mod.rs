@@ -957,8 +957,9 @@ fn differing_fields(
 
 /// Counted nodes whose own row, on the current generation, is below
 /// `first_seq - 1`: the records they need to catch up by replay are gone
-/// (docs/runbook.md, node_behind_log). A node without a row, of another
-/// generation, or known only from a carried pin does not raise it.
+/// (docs/runbook.md, node_behind_log). A node carried by the memory is a
+/// counted node, at the remembered position. A node without a row, or of
+/// another generation, does not raise it.
 fn node_behind_log(a: &Answer) -> Option<Alarm> {
     if a.stream_error.is_some() || a.first_seq <= 1 {
         return None;
@@ -967,9 +968,10 @@ fn node_behind_log(a: &Answer) -> Option<Alarm> {
         .nodes
         .iter()
         .filter(|n| {
-            matches!(n.state, NodeState::Counted | NodeState::Evicting)
-                && n.left_gen.is_none()
-                && n.carried_from.is_none()
+            matches!(
+                n.state,
+                NodeState::Counted | NodeState::Evicting | NodeState::Carried
+            ) && n.left_gen.is_none()
                 && n.seq.is_some_and(|s| s.saturating_add(1) < a.first_seq)
         })
         .collect();

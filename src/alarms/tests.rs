@@ -705,3 +705,52 @@ fn version_skew_names_the_writer_and_both_formats() {
         "this sidecar's own row, before its upgrade"
     );
 }
+
+/// A node carried by the memory counts for every alarm: below what the log
+/// still holds, it is `node_behind_log` like any counted node (the records
+/// it needs went, whoever purged them); at `first_seq - 1` it can catch up.
+#[test]
+fn a_carried_node_below_the_log_is_node_behind_log() {
+    let mut a = World::new().answer();
+    a.first_seq = 500;
+    a.nodes.push(crate::floor::NodeRow {
+        node: "node-9".into(),
+        live: false,
+        seq: Some(300),
+        generation: Some(a.generation),
+        left_gen: None,
+        state: NodeState::Carried,
+        updated_at: None,
+        carried_from: Some(a.at),
+    });
+    let alarms = evaluate(
+        std::slice::from_ref(&a),
+        &held(),
+        None,
+        &policy(),
+        now(),
+        None,
+    );
+    let behind = alarms
+        .iter()
+        .find(|x| x.alarm == "node_behind_log")
+        .expect("the alarm");
+    assert!(behind.measurement.contains("node-9"), "{behind:?}");
+    if let Some(n) = a.nodes.last_mut() {
+        n.seq = Some(499);
+    }
+    let alarms = evaluate(
+        std::slice::from_ref(&a),
+        &held(),
+        None,
+        &policy(),
+        now(),
+        None,
+    );
+    assert!(
+        !alarms
+            .iter()
+            .any(|x| x.alarm == "node_behind_log" && x.measurement.contains("node-9")),
+        "{alarms:?}"
+    );
+}

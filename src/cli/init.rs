@@ -26,25 +26,11 @@ async fn carried_over(broker: &crate::broker::Broker, config: &Config) -> Vec<St
     let Ok(entries) = broker.read_bucket(&config.buckets.floors).await else {
         return Vec::new();
     };
-    let mut floors = crate::floor::parsed::Floors::default();
-    for e in &entries {
-        crate::floor::parsed::add_floor(&mut floors, &e.key, &e.value, e.revision);
-    }
+    let floors = crate::floor::parsed::Floors::of(&entries);
     let rows: Vec<(String, crate::floor::members::Remembered)> = floors
         .rows
-        .iter()
-        .filter_map(|(stream, (row, _))| {
-            let row = row.as_ref().ok()?;
-            let kept = match (&row.memory, &row.pins) {
-                (Some(m), _) => crate::floor::parsed::Kept::Record(m),
-                (None, Some(p)) => crate::floor::parsed::Kept::Pins(p),
-                (None, None) => return None,
-            };
-            Some((
-                stream.clone(),
-                kept.read_back(floors.members.get(stream)).ok()?,
-            ))
-        })
+        .keys()
+        .filter_map(|stream| Some((stream.clone(), floors.remembered(stream)?.ok()?)))
         .collect();
     crate::floor::carried::carried_over(&rows, positions, holds, chrono::Utc::now())
         .iter()

@@ -207,6 +207,32 @@ pub async fn holds(cli: &Cli, args: &HoldsArgs) -> Outcome {
             })),
         }
     }
+    // Holds the sidecar's memory carries (their rows lost with a
+    // recreated holds bucket): listed, so that the release a remedy names
+    // can be found here.
+    if let Ok(floor_entries) = broker.read_bucket(&config.buckets.floors).await {
+        let floors = crate::floor::parsed::Floors::of(&floor_entries);
+        for d in &config.domains {
+            if only.as_deref().is_some_and(|o| o != d.stream) {
+                continue;
+            }
+            let Some(Ok(memory)) = floors.remembered(&d.stream) else {
+                continue;
+            };
+            let seq = memory.min_hold.map_or(1, |m| m.saturating_add(1));
+            for (id, h) in &memory.membership.holds {
+                let key = format!("{}.{id}", d.stream);
+                if entries.iter().any(|e| e.key == key) || h.expires_at.0 <= now {
+                    continue;
+                }
+                rows.push(serde_json::json!({
+                    "stream": d.stream, "id": id, "seq": seq, "owner": null,
+                    "kind": null, "reason": "carried by the sidecar's memory (its row was lost with the holds bucket)",
+                    "expires_at": h.expires_at, "state": "carried",
+                }));
+            }
+        }
+    }
     if cli.json {
         println!("{}", serde_json::json!({ "holds": rows }));
         return Ok(Exit::Ok);
@@ -262,7 +288,12 @@ pub async fn release(cli: &Cli, args: &ReleaseArgs) -> Outcome {
             "{}",
             serde_json::json!({"released": true, "stream": d.stream, "hold_id": args.hold_id})
         ),
-        crate::gesture::hold::Released::Released => println!("{words}"),
+        crate::gesture::hold::Released::ReleasedCarried if cli.json => println!(
+            "{}",
+            serde_json::json!({"released": true, "carried": true, "stream": d.stream, "hold_id": args.hold_id})
+        ),
+        crate::gesture::hold::Released::Released
+        | crate::gesture::hold::Released::ReleasedCarried => println!("{words}"),
         crate::gesture::hold::Released::Failed(_) => return Err(unreachable(words)),
         refused => {
             crate::cli::say::refused(refused.code().unwrap_or_default(), format_args!("{words}"))

@@ -247,7 +247,7 @@ impl CarriedOver<'_> {
                 seq,
                 expires_at,
             } => format!(
-                "hold {id} keeps {stream} from {seq} until it expires at {expires_at}; its owner ends it sooner by placing it again and releasing it"
+                "hold {id} keeps {stream} from {seq} until it expires at {expires_at}; to end it sooner: crewlet retention release -stream {stream} {id}"
             ),
         }
     }

@@ -134,6 +134,33 @@ impl Floors {
     pub fn get(&self, stream: &str) -> Option<&Floor> {
         self.rows.get(stream)
     }
+
+    /// The memory `stream`'s row kept, read back whole (none without a
+    /// usable row that kept one).
+    pub fn remembered(
+        &self,
+        stream: &str,
+    ) -> Option<Result<super::members::Remembered, Unreadable>> {
+        let row = match self.get(stream)? {
+            (Ok(p), _) => p,
+            (Err(_), _) => return None,
+        };
+        let kept = match (&row.memory, &row.pins) {
+            (Some(m), _) => Kept::Record(m),
+            (None, Some(p)) => Kept::Pins(p),
+            (None, None) => return None,
+        };
+        Some(kept.read_back(self.members.get(stream)))
+    }
+
+    /// The floors bucket's entries, parsed (a gesture's own read).
+    pub fn of(entries: &[super::Entry]) -> Floors {
+        let mut floors = Floors::default();
+        for e in entries {
+            add_floor(&mut floors, &e.key, &e.value, e.revision);
+        }
+        floors
+    }
 }
 
 /// Every bucket the answer reads, parsed.
@@ -599,12 +626,10 @@ impl ParsedRows {
         &self,
         stream: &str,
     ) -> Option<Result<super::members::Remembered, Unreadable>> {
-        let kept = self.published_memory(stream)?;
-        let chunks = match self.floors_read() {
-            Ok(Some(f)) => f.members.get(stream),
+        match self.floors_read() {
+            Ok(Some(f)) => f.remembered(stream),
             _ => None,
-        };
-        Some(kept.read_back(chunks))
+        }
     }
 
     /// The floors row for `stream` as published, with its revision, or why

@@ -472,6 +472,10 @@ async fn too_late(
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Released {
     Released,
+    /// A hold the sidecar's memory carries (its row lost with a recreated
+    /// holds bucket): ended by an expired row under its id, which the next
+    /// tick takes as its owner's write.
+    ReleasedCarried,
     /// No live hold of that id on the log; nothing written.
     NoSuchHold,
     /// The hold was replaced between its read and its delete (someone
@@ -484,7 +488,7 @@ pub enum Released {
 impl Released {
     pub fn class(&self) -> Class {
         match self {
-            Released::Released => Class::Done,
+            Released::Released | Released::ReleasedCarried => Class::Done,
             Released::NoSuchHold | Released::ChangedMeanwhile => Class::Refused,
             Released::Failed(_) => Class::Unreachable,
         }
@@ -493,7 +497,7 @@ impl Released {
     /// The refusal's code (`--json`'s `error`); `None` when released.
     pub fn code(&self) -> Option<&'static str> {
         match self {
-            Released::Released => None,
+            Released::Released | Released::ReleasedCarried => None,
             Released::NoSuchHold => Some("no_such_hold"),
             Released::ChangedMeanwhile => Some("changed_meanwhile"),
             Released::Failed(_) => Some("unreachable"),
@@ -503,6 +507,9 @@ impl Released {
     pub fn words(&self, stream: &str, id: &str) -> String {
         match self {
             Released::Released => format!("released {id} on {stream}"),
+            Released::ReleasedCarried => format!(
+                "released {id} on {stream}: it was carried by the sidecar's memory (its row was lost with the holds bucket); an expired row under its id ends it at the next tick"
+            ),
             Released::NoSuchHold => format!("there is no hold {id} on {stream}; nothing written"),
             Released::ChangedMeanwhile => format!(
                 "the hold {id} on {stream} changed while it was being released; read it again (crewlet retention status) and retry"
@@ -519,7 +526,7 @@ pub async fn lift(broker: &Broker, config: &Config, stream: &str, id: &str) -> R
     let bucket = &config.buckets.holds;
     let entry = match broker.kv_entry(bucket, &key).await {
         Ok(Some(e)) => e,
-        Ok(None) => return Released::NoSuchHold,
+        Ok(None) => return lift_carried(broker, config, stream, id).await,
         Err(e) => return Released::Failed(e.within(format_args!("reading hold {key}"))),
     };
     match broker.kv_delete_at(bucket, &key, entry.revision).await {
@@ -527,6 +534,52 @@ pub async fn lift(broker: &Broker, config: &Config, stream: &str, id: &str) -> R
         Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => Released::ChangedMeanwhile,
         Err(e) => Released::Failed(crate::broker::Fault::failed(format!(
             "releasing {key}: {e}"
+        ))),
+    }
+}
+
+/// A hold absent from the bucket that the log's memory still carries
+/// (docs/trim-floor.md, A lost bucket lifts no pin) is ended the way its
+/// owner would end it: a row under its id, already expired, created only
+/// if the key is still empty. The next tick takes the row for its owner's
+/// write, and the memory forgets the hold.
+async fn lift_carried(broker: &Broker, config: &Config, stream: &str, id: &str) -> Released {
+    let floors = match broker.read_bucket(&config.buckets.floors).await {
+        Ok(entries) => crate::floor::parsed::Floors::of(&entries),
+        Err(_) => return Released::NoSuchHold,
+    };
+    let Some(Ok(memory)) = floors.remembered(stream) else {
+        return Released::NoSuchHold;
+    };
+    let now = chrono::Utc::now();
+    let Some(held) = memory
+        .membership
+        .holds
+        .get(id)
+        .filter(|h| h.expires_at.0 > now)
+    else {
+        return Released::NoSuchHold;
+    };
+    let row = serde_json::json!({
+        "seq": memory.min_hold.map_or(1, |m| m.saturating_add(1)),
+        "owner": "crewlet retention release",
+        "kind": "operator",
+        "expires_at": Timestamp(held.expires_at.0.min(now) - chrono::Duration::seconds(1)),
+        "reason": "released while carried by the sidecar's memory",
+    });
+    let key = format!("{stream}.{id}");
+    match broker
+        .kv_create(
+            &config.buckets.holds,
+            &key,
+            serde_json::to_vec(&row).unwrap_or_default(),
+        )
+        .await
+    {
+        Ok(_) => Released::ReleasedCarried,
+        Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => Released::ChangedMeanwhile,
+        Err(e) => Released::Failed(crate::broker::Fault::failed(format!(
+            "releasing the carried hold {key}: {e}"
         ))),
     }
 }

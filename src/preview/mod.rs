@@ -235,7 +235,7 @@ pub fn apply(
         readmit(config, rows, reads, &mut out, node)?;
     }
     for id in &ask.release {
-        release(config, &mut out, id)?;
+        release(config, rows, &mut out, id)?;
     }
     for (stream, seq) in &ask.ack {
         acknowledge(config, rows, reads, &mut out, stream, *seq, now)?;
@@ -393,7 +393,12 @@ fn readmit(
     Ok(())
 }
 
-fn release(config: &Config, out: &mut ParsedRows, id: &str) -> Result<(), Refused> {
+fn release(
+    config: &Config,
+    rows_before: &ParsedRows,
+    out: &mut ParsedRows,
+    id: &str,
+) -> Result<(), Refused> {
     let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
     let Ok(holds) = &mut out.holds else {
         // Unreadable holds: min_hold stays unreadable whatever is released.
@@ -405,12 +410,36 @@ fn release(config: &Config, out: &mut ParsedRows, id: &str) -> Result<(), Refuse
                 .iter()
                 .any(|h| h.as_ref().is_ok_and(|(k, _)| k.hold_id == id))
     });
-    if !found {
+    // A hold the memory carries is released as the gesture releases it:
+    // an expired row under its id (`gesture::hold::lift`).
+    let carried: Vec<String> = if found {
+        Vec::new()
+    } else {
+        streams
+            .iter()
+            .filter(|s| {
+                rows_before
+                    .remembered(s)
+                    .and_then(Result::ok)
+                    .is_some_and(|m| m.membership.holds.contains_key(id))
+            })
+            .map(|s| (*s).to_string())
+            .collect()
+    };
+    if !found && carried.is_empty() {
         return Err(Refused::UnknownHold(id.to_string()));
     }
     let holds = Arc::make_mut(holds);
     for hs in holds.values_mut() {
         hs.retain(|h| !h.as_ref().is_ok_and(|(k, _)| k.hold_id == id));
+    }
+    for stream in carried {
+        let key = format!("{stream}.{id}");
+        let row = serde_json::json!({"seq": 1, "owner": "preview", "kind": "operator",
+            "expires_at": Timestamp(chrono::DateTime::<Utc>::UNIX_EPOCH)});
+        if let Ok(parsed) = crate::rows::HoldRow::parse(&key, row.to_string().as_bytes()) {
+            holds.entry(stream).or_default().push(Ok(parsed));
+        }
     }
     Ok(())
 }

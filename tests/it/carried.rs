@@ -389,3 +389,53 @@ async fn a_hundred_thousand_non_live_nodes_publish_purge_and_are_remembered() {
     assert_eq!(a.trim_to, 150);
     assert_eq!(f.first_seq().await, 151);
 }
+
+/// The remedies printed for a carried hold work (the operator's trial:
+/// `release` answered "there is no hold", `holds` said "no holds",
+/// `status --if-released` exited 2): `holds` lists it as carried, the
+/// preview shows the trim moving, and `release` ends it.
+#[tokio::test]
+async fn a_carried_holds_printed_remedies_work() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    f.hold("nightly-1", 40, 600).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 40);
+    lose(&f, &mut s, "crewlet_holds").await;
+    let op = operator(&f);
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 40, "the carried hold pins");
+
+    let (run, v) = op.json(&["retention", "holds"]);
+    let listed = v["holds"]
+        .as_array()
+        .and_then(|hs| hs.iter().find(|h| h["id"] == "nightly-1"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(listed["state"], "carried", "{run:?}");
+    let run = op.run(&["retention", "holds"]);
+    assert!(
+        run.stdout.contains("nightly-1") && run.stdout.contains("carried"),
+        "{run:?}"
+    );
+
+    // Past the operator's min_age (1s): only the pins bound the trim.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let run = op.run(&["retention", "status", "--if-released", "nightly-1"]);
+    assert_ne!(run.code, 2, "{run:?}");
+    assert!(run.stdout.contains("PREVIEW"), "{run:?}");
+    assert!(
+        run.stdout.contains("to 100"),
+        "the trim would move: {run:?}"
+    );
+
+    let run = op.run(&["retention", "release", "-stream", STREAM, "nightly-1"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("released nightly-1"), "{run:?}");
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    s.tick().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 101, "released: the trim moves");
+}
