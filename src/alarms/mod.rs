@@ -583,7 +583,9 @@ fn version_skew(c: &Ctx) -> Vec<Alarm> {
             ),
         }];
     }
-    if theirs < ours && pb.by != c.p.node {
+    // A row that names no writer was written by no sidecar release (a
+    // tool, a hand): there is no older sidecar to name.
+    if theirs < ours && !pb.by.is_empty() && pb.by != c.p.node {
         return vec![Alarm {
             alarm: AlarmName::VersionSkew,
             domain: d,
