@@ -14,9 +14,10 @@
 //! (an acknowledgement is judged and not written yet). One point changes what a
 //! reader is shown instead ([`is_set`]): `gate_reader_behind` (the gate
 //! records' reader is offered nothing, as a replica that has none of them
-//! would) and `requested_race` (another request writes the requested
-//! watermark between each read and compare-and-set of `trim`). Inert
-//! unless set.
+//! would), `requested_race` (another request writes the requested
+//! watermark between each read and compare-and-set of `trim`) and
+//! `join_hold_release_fails:N` (a stopped readmission's first N attempts
+//! to release its join hold are not taken). Inert unless set.
 //!
 //! Compiled only into test builds (debug, as `cargo test` builds the
 //! binary the integration tests run) or with the `failpoints` feature: a
@@ -52,6 +53,25 @@ pub async fn failpoint(name: &str) {
 #[cfg(any(debug_assertions, feature = "failpoints"))]
 pub fn is_set(name: &str) -> bool {
     std::env::var("CREWLET_FAILPOINT").is_ok_and(|v| v.split(':').next() == Some(name))
+}
+
+/// The number after `CREWLET_FAILPOINT=<name>:` (`join_hold_release_fails:2`:
+/// the first two attempts fail); 0 when there is none.
+#[cfg(any(debug_assertions, feature = "failpoints"))]
+pub fn count(name: &str) -> u32 {
+    std::env::var("CREWLET_FAILPOINT")
+        .ok()
+        .and_then(|v| {
+            let (point, n) = v.split_once(':')?;
+            (point == name).then(|| n.parse().ok()).flatten()
+        })
+        .unwrap_or(0)
+}
+
+/// A release build: no failpoint.
+#[cfg(not(any(debug_assertions, feature = "failpoints")))]
+pub fn count(_name: &str) -> u32 {
+    0
 }
 
 /// A release build: no failpoint.

@@ -620,9 +620,28 @@ async fn place_join_holds(
     }
     match refusal {
         None => Ok(()),
-        Some(r) => {
+        Some(mut r) => {
+            let mut left = Vec::new();
             for (p, w) in &written {
-                hold::release(broker, config, p, w).await;
+                if let Err(e) = hold::release(broker, config, p, w).await {
+                    left.push(format!(
+                        "the join hold {} on {} could not be released ({e}); release it: crewlet retention release -stream {} {}",
+                        p.id, p.stream, p.stream, p.id
+                    ));
+                }
+            }
+            // A hold left behind pins its log until it is released: the
+            // refusal names it, and the command that releases it.
+            if !left.is_empty() {
+                match &mut r {
+                    Refusal::JoinHoldUnconfirmed { detail, .. } => {
+                        detail.push_str("; ");
+                        detail.push_str(&left.join("; "));
+                    }
+                    other => {
+                        tracing::warn!(event = "join_hold_left", refusal = %other.code(), holds = %left.join("; "), "join holds were left behind");
+                    }
+                }
             }
             Err(r)
         }

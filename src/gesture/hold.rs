@@ -433,12 +433,42 @@ pub async fn confirm(
     Placed::Unconfirmed(Unconfirmed::NoAnswer { waited: budget })
 }
 
-/// Lifts a hold this process placed (on the revision it wrote).
-pub async fn release(broker: &Broker, config: &Config, p: &Placement<'_>, w: &Written) {
+/// Lifts a hold this process placed (on the revision it wrote), trying
+/// three times: a join hold left behind by a readmission that stopped is
+/// extended by the duty holder for as long as its readmission is not
+/// absorbed, which is for ever when it never lands. `Err` names why it is
+/// still there; a hold replaced meanwhile (another revision) or already
+/// gone is not this process's to lift, and counts as lifted.
+pub async fn release(
+    broker: &Broker,
+    config: &Config,
+    p: &Placement<'_>,
+    w: &Written,
+) -> Result<(), String> {
     let key = format!("{}.{}", p.stream, p.id);
-    let _ = broker
-        .kv_delete_at(&config.buckets.holds, &key, w.revision)
-        .await;
+    let mut last = String::new();
+    for attempt in 0..3u32 {
+        if attempt > 0 {
+            tokio::time::sleep(Duration::from_millis(200 * u64::from(attempt))).await;
+        }
+        // A test's stand-in for a broker that does not take the delete
+        // (`join_hold_release_fails:N`: the first N attempts).
+        if crate::failpoint::is_set("join_hold_release_fails")
+            && attempt < crate::failpoint::count("join_hold_release_fails")
+        {
+            last = "the delete was not taken (CREWLET_FAILPOINT)".into();
+            continue;
+        }
+        match broker
+            .kv_delete_at(&config.buckets.holds, &key, w.revision)
+            .await
+        {
+            Ok(()) | Err(CasError::Conflict { .. }) | Err(CasError::Exists { .. }) => return Ok(()),
+            Err(e) => last = e.to_string(),
+        }
+    }
+    tracing::warn!(event = "join_hold_left", hold = %key, error = %last, "a hold this gesture placed could not be released");
+    Err(last)
 }
 
 /// `Some(TooLate)` (the hold released) when the log no longer holds the

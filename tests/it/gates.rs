@@ -39,6 +39,13 @@ impl Op {
     fn json(&self, args: &[&str]) -> (Run, Value) {
         self.0.json(&Self::signed(args))
     }
+
+    /// As [`Op::run`], with `env` set (a failpoint).
+    fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut all = Self::signed(args);
+        all.extend(["--config", &self.0.cfg]);
+        crate::support::crewlet_env(&all, env)
+    }
 }
 
 /// Every gate record on the log: (seq, headers, body).
@@ -637,4 +644,78 @@ async fn a_readmission_whose_join_hold_is_not_confirmed_writes_nothing() {
         !left.iter().any(|k| k.contains(".join-")),
         "the join hold is released: {left:?}"
     );
+}
+
+/// A readmission that stops releases its join holds, retrying a delete the
+/// broker did not take; one it cannot release is named in the refusal with
+/// the command that releases it (a hold left behind is extended by the
+/// duty holder while its readmission is unabsorbed, which is for ever when
+/// it never lands). The broker's refusal is stood in for by
+/// `CREWLET_FAILPOINT=join_hold_release_fails:N`.
+#[tokio::test]
+async fn a_stopped_readmission_retries_its_release_and_names_a_hold_it_could_not_release() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100)], 100).await;
+    f.position("node-4", 20).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let op = Op::new(&f);
+    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    s.tick().await;
+    let state = f.state().await;
+    f.position("node-4", state.1).await;
+    f.delete("crewlet_duty", "retention").await;
+    f.put(
+        "crewlet_duty",
+        "retention",
+        serde_json::json!({"holder": "node-9", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
+    )
+    .await;
+    let join_holds = || async {
+        let holds = f.js.get_key_value("crewlet_holds").await.expect("holds");
+        let mut keys = holds.keys().await.expect("keys");
+        let mut left = Vec::new();
+        while let Some(k) = futures::StreamExt::next(&mut keys).await {
+            let k = k.expect("key");
+            if k.contains(".join-") {
+                left.push(k);
+            }
+        }
+        left
+    };
+    // The first delete is not taken: the retry releases it.
+    let run = op.run_env(
+        &["retention", "readmit", "node-4", "-confirm", "node-4"],
+        &[("CREWLET_FAILPOINT", "join_hold_release_fails:1")],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(join_holds().await.is_empty(), "released on the retry");
+    // None is taken: the refusal names the hold and its release. (The
+    // stopped holder's lease again: the first one has lapsed, and with no
+    // lease held a hold confirms at once.)
+    f.delete("crewlet_duty", "retention").await;
+    f.put(
+        "crewlet_duty",
+        "retention",
+        serde_json::json!({"holder": "node-9", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
+    )
+    .await;
+    let run = op.run_env(
+        &["retention", "readmit", "node-4", "-confirm", "node-4"],
+        &[("CREWLET_FAILPOINT", "join_hold_release_fails:3")],
+    );
+    assert_eq!(run.code, 1, "{run:?}");
+    let left = join_holds().await;
+    assert_eq!(left.len(), 1, "{left:?}");
+    let id = left[0]
+        .split_once('.')
+        .map(|(_, id)| id.to_string())
+        .expect("a hold id");
+    let release = format!("crewlet retention release -stream {STREAM} {id}");
+    assert!(run.stderr.contains(&release), "{run:?}");
+    // The printed command works.
+    let run = op.run(&["retention", "release", "-stream", STREAM, &id]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(join_holds().await.is_empty());
 }

@@ -1110,6 +1110,10 @@ fn every_documented_command_parses() {
                 {
                     continue;
                 }
+                // `crewlet --version` parses: clap answers it with the version.
+                if e.kind() == K::DisplayVersion {
+                    continue;
+                }
                 let first = e.to_string().lines().next().unwrap_or_default().to_string();
                 failures.push(format!("{}: {cmd}\n    {first}", doc.display()));
             }
