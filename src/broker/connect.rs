@@ -31,6 +31,15 @@ pub struct Broker {
     /// Each Object Store bucket's last listing, with the stream state it
     /// was taken at (`archive.rs`).
     pub(super) listings: std::sync::Arc<super::archive::Listings>,
+    /// Each log's replicas as this process's last whole listing named
+    /// them: one missing from the next listing is unreadable until its
+    /// leader confirms its deletion (docs/trim-floor.md, Proven current).
+    pub(super) replicas_seen: std::sync::Arc<
+        std::sync::Mutex<std::collections::HashMap<String, std::collections::BTreeSet<String>>>,
+    >,
+    /// Consumers the next listings leave out (tests: a listing that skipped
+    /// a consumer, as one asked by offset while another is deleted can).
+    pub(super) listing_skips: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 /// The connection as the client library's events told it: whether it was
@@ -355,6 +364,8 @@ pub async fn connect(
         link,
         views: Default::default(),
         listings: Default::default(),
+        replicas_seen: Default::default(),
+        listing_skips: Default::default(),
     })
 }
 

@@ -783,6 +783,21 @@ impl Broker {
         Ok(seq > to)
     }
 
+    /// Leaves consumer `name` out of the next consumer listings (tests: a
+    /// listing asked by offset that skipped it).
+    #[cfg(any(debug_assertions, feature = "failpoints"))]
+    pub fn skip_in_listings(&self, name: &str) {
+        if let Ok(mut s) = self.listing_skips.lock() {
+            s.insert(name.to_string());
+        }
+    }
+
+    fn skipped_in_listing(&self, name: &str) -> bool {
+        self.listing_skips
+            .lock()
+            .is_ok_and(|s| !s.is_empty() && s.contains(name))
+    }
+
     /// Fresh stream info.
     pub async fn stream_state(&self, stream: &str) -> Result<StreamState, super::Fault> {
         self.stream_state_at(stream).await.map(|(s, _)| s)
@@ -940,12 +955,16 @@ impl Broker {
         let list = async {
             let mut out = crate::floor::ReplicasRead::default();
             let mut seen = Vec::new();
+            // How far the listing went (the next page's offset): a consumer
+            // a test's listing skips still counts here.
+            let mut listed = 0usize;
+            let mut first_total = None;
             loop {
                 let page: Page = self
                     .js
                     .request(
                         format!("CONSUMER.LIST.{stream}"),
-                        &serde_json::json!({"offset": seen.len()}),
+                        &serde_json::json!({"offset": listed}),
                     )
                     .await
                     .map_err(|e| err(e.to_string()))?;
@@ -969,14 +988,27 @@ impl Broker {
                         total, consumers, ..
                     } => (total, consumers),
                 };
-                if consumers.is_empty() && seen.len() < total {
+                // Pages asked by offset while the listing changes can skip
+                // a consumer: every page must report the same total, or the
+                // listing proves nothing (docs/trim-floor.md, Proven current).
+                if *first_total.get_or_insert(total) != total {
+                    return Err(err(format!(
+                        "the listing changed while it was read ({} consumers, then {total})",
+                        first_total.unwrap_or_default()
+                    )));
+                }
+                if consumers.is_empty() && listed < total {
                     return Err(err(format!(
                         "the listing ended at {} of {total} consumers",
-                        seen.len()
+                        listed
                     )));
                 }
                 for info in consumers {
                     let name = info.name.clone();
+                    listed += 1;
+                    if self.skipped_in_listing(&name) {
+                        continue;
+                    }
                     let is_named = named.contains(&name);
                     let replica = sourcing && info.config.ack_policy == AckPolicy::FlowControl;
                     seen.push(name.clone());
@@ -996,7 +1028,7 @@ impl Broker {
                         feeds: None,
                     });
                 }
-                if seen.len() >= total {
+                if listed >= total {
                     break;
                 }
             }
@@ -1005,8 +1037,45 @@ impl Broker {
                     "consumer {missing} (named in replicas.consumers) does not exist on {stream}"
                 )));
             }
+            // A replica the last listing named that this one does not is
+            // left out only once its leader says it is gone.
+            let before: Vec<String> = self
+                .replicas_seen
+                .lock()
+                .ok()
+                .and_then(|m| m.get(stream).cloned())
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|n| !seen.contains(n))
+                .collect();
+            for gone in before {
+                match self.feed_state(stream, &gone, clustered).await {
+                    Err(Fault::Missing(_)) => {}
+                    Ok(_) => {
+                        return Err(err(format!(
+                            "replica {gone} is missing from the listing but still answers: the listing skipped it"
+                        )))
+                    }
+                    Err(e) => {
+                        return Err(err(format!(
+                            "replica {gone} is missing from the listing and its deletion is not confirmed ({e})"
+                        )))
+                    }
+                }
+            }
             out.replicas.sort_by(|a, b| a.consumer.cmp(&b.consumer));
             out.ignored.sort();
+            if let Ok(mut m) = self.replicas_seen.lock() {
+                m.insert(
+                    stream.to_string(),
+                    out.replicas
+                        .iter()
+                        .filter(|r| !r.named)
+                        .map(|r| r.consumer.clone())
+                        .chain(out.ignored.iter().cloned())
+                        .collect(),
+                );
+            }
             Ok(out)
         };
         Some(

@@ -237,7 +237,7 @@ async fn broker_problems(
     if !b.durable_sourcing() {
         found.push(Problem::warning(
             "domains",
-            format!("the broker at {} has no durable sourcing (nats-server 2.14 and later): no mirror or source can pin a log, and replica_floor is n/a except for consumers named in replicas.consumers", b.url),
+            format!("the broker at {} has no durable sourcing (nats-server 2.14 and later): a mirror or source it makes copies through an ephemeral consumer, which cannot pin a log; the copies a newer server makes are still found in each log's own consumer listing", b.url),
         ));
     }
     for (i, d) in config.domains.iter().enumerate() {

@@ -55,15 +55,18 @@ pub async fn read_domain(
     // after that read is as unseen as one made after the listing would be.
     let none = matches!(&stream, Ok(s) if s.consumers == 0) && domain.replicas.consumers.is_empty();
     let replicas = async {
-        if none && broker.durable_sourcing() {
+        if none {
             return Some(Ok(crate::floor::ReplicasRead::default()));
         }
+        // Counted from the log's own consumer listing whatever the version
+        // of the server this sidecar reaches: on a cluster of mixed
+        // releases, a newer server's mirror may copy the log.
         broker
             .replicas(
                 &domain.stream,
                 &domain.replicas.consumers,
                 &domain.replicas.ignore,
-                broker.durable_sourcing(),
+                true,
                 clustered,
             )
             .await

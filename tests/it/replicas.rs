@@ -372,3 +372,43 @@ async fn a_mirror_across_a_leaf_node_pins_the_log_while_the_leaf_is_gone() {
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 70");
     assert_eq!(f.first_seq().await, 71);
 }
+
+/// A listing asked by offset can skip a consumer (another deleted between
+/// its pages): a replica the last listing named that this one does not is
+/// unreadable until its leader says it is gone, never silently left out;
+/// one deleted for real is confirmed gone, and the trim goes on.
+#[tokio::test]
+async fn a_replica_a_listing_skips_is_unreadable_until_its_deletion_is_confirmed() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    durable_mirror(&f).await;
+    assert!(mirror_holds(&f, 50).await, "the mirror copies the log");
+    let mut s = f.sidecar().await;
+    tick_until(&mut s, "value 50").await;
+    pause(&f, "dr", Some("2099-01-01T00:00:00Z")).await;
+    log_moves_on(&f).await;
+    // The next listing skips `dr`, which still exists and pins 50.
+    s.broker.skip_in_listings("dr");
+    let r = s.tick().await;
+    let state = term_state(&r, TermName::ReplicaFloor);
+    assert!(
+        state.starts_with("unreadable") && state.contains("replica dr"),
+        "{state}"
+    );
+    assert_eq!(
+        f.first_seq().await,
+        51,
+        "nothing the mirror lacks is purged"
+    );
+    // Deleted for real (the copy gone for good): its leader says so, and
+    // the trim moves on.
+    api(&f, "STREAM.DELETE.DR", json!({})).await;
+    api(&f, &format!("CONSUMER.DELETE.{STREAM}.dr"), json!({})).await;
+    let r = s.tick().await;
+    assert!(
+        !term_state(&r, TermName::ReplicaFloor).starts_with("unreadable"),
+        "{:?}",
+        r.domains[0].answer.terms
+    );
+    assert!(f.first_seq().await > 51);
+}
