@@ -128,6 +128,7 @@ async fn previewed(shared: &Shared, query: &[(String, String)]) -> Response {
                 ("--if-acked", "if_acked"),
                 ("--if-readmitted", "if_readmitted"),
                 ("--if-ignored", "if_ignored"),
+                ("--if-adopted", "if_adopted"),
             ] {
                 message = message.replace(flag, param);
             }
