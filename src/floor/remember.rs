@@ -172,17 +172,17 @@ pub fn keep(
         return (r, None);
     }
     let before = before.and_then(Result::ok);
+    // The nodes as the answer counts them, in name order (the counted
+    // set's table is sorted): digested as they stand, and copied into a
+    // membership only when it changed. A copy every tick was most of a
+    // quiet fleet's cost of the memory (docs/performance.md).
+    let counted_nodes = || {
+        set.nodes
+            .iter()
+            .filter(|n| n.state != NodeState::Evicted)
+            .map(|n| (&n.node, n.state == NodeState::Carried))
+    };
     let mut m = Membership::default();
-    match (nodes_read, &before) {
-        (true, _) => {
-            for n in set.nodes.iter().filter(|n| n.state != NodeState::Evicted) {
-                m.nodes
-                    .insert(n.node.clone(), n.state == NodeState::Carried);
-            }
-        }
-        (false, Some(b)) => m.nodes = b.membership.nodes.clone(),
-        (false, None) => {}
-    }
     match (live_holds, &before) {
         (Some(current), _) => {
             for (k, h) in current.iter().filter_map(|h| h.as_ref().ok()) {
@@ -213,8 +213,17 @@ pub fn keep(
         (None, None) => {}
     }
     let mut d = Digester::default();
-    for (n, c) in &m.nodes {
-        d.node(n, *c);
+    // The digest is the membership's, fed in name order: a table out of
+    // order (never, as the walk makes it) is put in order first.
+    let sorted = set.nodes.windows(2).all(|w| w[0].node < w[1].node);
+    match (nodes_read, &before) {
+        (true, _) if sorted => counted_nodes().for_each(|(n, c)| d.node(n, c)),
+        (true, _) => {
+            let ordered: std::collections::BTreeMap<_, _> = counted_nodes().collect();
+            ordered.into_iter().for_each(|(n, c)| d.node(n, c));
+        }
+        (false, Some(b)) => b.membership.nodes.iter().for_each(|(n, c)| d.node(n, *c)),
+        (false, None) => {}
     }
     for (id, h) in &m.holds {
         d.hold(id, *h);
@@ -229,6 +238,11 @@ pub fn keep(
             (record, None)
         }
         _ => {
+            match (nodes_read, &before) {
+                (true, _) => m.nodes = counted_nodes().map(|(n, c)| (n.clone(), c)).collect(),
+                (false, Some(b)) => m.nodes = b.membership.nodes.clone(),
+                (false, None) => {}
+            }
             let chunks = m.chunks();
             record.keys = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
             let stale = record.keys..record_before.map_or(0, |r| r.keys).max(record.keys);
