@@ -304,7 +304,14 @@ fn the_test_command_runs_the_core_on_the_oldest_supported_server() {
         .nth(1)
         .unwrap_or_else(|| panic!("scripts/test runs nothing on the oldest server: {test}"));
     for core in [
-        "trim::", "safety::", "gates::", "views::", "pins::", "status::",
+        "trim::",
+        "safety::",
+        "gates::",
+        "views::",
+        "pins::",
+        "carried::",
+        "memory::",
+        "status::",
     ] {
         assert!(
             oldest_run.contains(core),
