@@ -33,20 +33,8 @@ pub struct Checked {
 
 /// CHECK (pure): a configured stream, and `-confirm` an instant.
 pub fn check(config: &Config, stream: &str, confirm: Option<&str>) -> Result<Checked, BadInput> {
-    let Some(domain) = config.domain(stream).cloned() else {
-        let known: Vec<String> = config
-            .domains
-            .iter()
-            .map(|d| format!("{} ({})", d.stream, d.name))
-            .collect();
-        return Err(BadInput(format!(
-            "-stream {stream:?} is not a configured stream; configured: {}",
-            known.join(", ")
-        )));
-    };
-    let confirm = confirm.map(Timestamp::parse).transpose().map_err(|e| {
-        BadInput(format!("-confirm: {e}; pass the live stream's created exactly as `crewlet retention adopt -stream {}` prints it", domain.stream))
-    })?;
+    let (domain, confirm) =
+        super::check_confirmed(config, stream, confirm, "adopt").map_err(BadInput)?;
     Ok(Checked { domain, confirm })
 }
 

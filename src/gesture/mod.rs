@@ -24,3 +24,36 @@ pub mod hold;
 pub mod reanchor;
 /// `trim`: raising the requested watermark (explicit trim).
 pub mod trim;
+
+/// CHECK (pure), shared by the gestures confirmed by a stream's `created`
+/// (`reanchor`, `adopt`): a configured stream (or domain name), and
+/// `-confirm` an instant. The error names the flag and what is allowed;
+/// `gesture` is the command that prints the value to give.
+pub fn check_confirmed(
+    config: &crate::config::Config,
+    stream: &str,
+    confirm: Option<&str>,
+    gesture: &str,
+) -> Result<(crate::config::Domain, Option<crate::rows::Timestamp>), String> {
+    let Some(domain) = config.domain(stream).cloned() else {
+        let known: Vec<String> = config
+            .domains
+            .iter()
+            .map(|d| format!("{} ({})", d.stream, d.name))
+            .collect();
+        return Err(format!(
+            "-stream {stream:?} is not a configured stream; configured: {}",
+            known.join(", ")
+        ));
+    };
+    let confirm = confirm
+        .map(crate::rows::Timestamp::parse)
+        .transpose()
+        .map_err(|e| {
+            format!(
+                "-confirm: {e}; pass the live stream's created exactly as `crewlet retention {gesture} -stream {}` prints it",
+                domain.stream
+            )
+        })?;
+    Ok((domain, confirm))
+}

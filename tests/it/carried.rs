@@ -15,7 +15,7 @@ use crewlet::floor::NodeState;
 
 const GATE: &str = "crewlet.tracker.gate";
 
-fn operator(f: &Fleet) -> Operator {
+pub(crate) fn operator(f: &Fleet) -> Operator {
     Operator::with_yaml(&format!(
         "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
         f.server.url()
@@ -24,7 +24,7 @@ fn operator(f: &Fleet) -> Operator {
 
 /// node-1 and node-2 live at 212, node-3 gone (no lease) and stalled at
 /// 182, a fresh backup at 212: the trim holds at node-3's 182.
-async fn node_3_stalled_at_182() -> (Fleet, crewlet::tick::Sidecar) {
+pub(crate) async fn node_3_stalled_at_182() -> (Fleet, crewlet::tick::Sidecar) {
     let f = Fleet::new(212).await;
     f.healthy(&[("node-1", 212), ("node-2", 212)], 212).await;
     f.position("node-3", 182).await;

@@ -7,18 +7,10 @@
 
 use serde_json::Value;
 
+use crate::carried::{node_3_stalled_at_182, operator};
 use crate::support::fleet::*;
-use crate::support::Operator;
 
-const GATE: &str = "crewlet.tracker.gate";
 const FLOORS: &str = "crewlet_floors";
-
-fn operator(f: &Fleet) -> Operator {
-    Operator::with_yaml(&format!(
-        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: {GATE}}}]\n",
-        f.server.url()
-    ))
-}
 
 /// The log's configuration as the broker returns it.
 async fn log_config(f: &Fleet) -> Value {
@@ -39,18 +31,6 @@ async fn floors_created(f: &Fleet) -> String {
             .created,
     )
     .to_rfc3339()
-}
-
-/// node-1 and node-2 live at 212, node-3 gone and stalled at 182, a fresh
-/// backup at 212: the trim holds at node-3's 182.
-async fn node_3_stalled_at_182() -> (Fleet, crewlet::tick::Sidecar) {
-    let f = Fleet::new(212).await;
-    f.healthy(&[("node-1", 212), ("node-2", 212)], 212).await;
-    f.position("node-3", 182).await;
-    let mut s = f.sidecar().await;
-    s.tick().await;
-    assert_eq!(f.first_seq().await, 183, "node-3 pins the log at 182");
-    (f, s)
 }
 
 /// The first publish writes the mark, and nothing else in the log's
