@@ -167,13 +167,6 @@ impl BucketsCreated {
     }
 }
 
-/// Whether a pin read from a bucket created at `from` is carried by a
-/// bucket now created at `now`: the bucket was recreated since (a pin read
-/// from the current bucket and missing from it was ended by its owner).
-pub fn carried_by(from: Timestamp, now: Option<Timestamp>) -> bool {
-    now.is_some_and(|n| n != from)
-}
-
 /// A pin that a bucket about to be created empty would have held, and
 /// that the published floors rows' memory will carry over it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -261,16 +254,21 @@ mod tests {
         Timestamp::parse(s).expect("instant")
     }
 
+    /// Whether a bucket is the one a memory was written from is decided in
+    /// one place, `counted::recreated`.
     #[test]
     fn only_a_recreated_bucket_carries_a_pin() {
         let old = at("2026-12-01T00:00:00.000000001Z");
         let new = at("2026-12-02T00:00:00Z");
-        assert!(carried_by(old, Some(new)), "recreated: carried");
+        let mut m = super::super::members::Remembered::default();
+        m.buckets.insert("positions".into(), old);
+        let carried_by = |now| super::super::counted::recreated(&m, "positions", now);
+        assert!(carried_by(Some(new)), "recreated: carried");
         assert!(
-            !carried_by(old, Some(old)),
+            !carried_by(Some(old)),
             "the same bucket: its owner ended it"
         );
-        assert!(!carried_by(old, None), "not read: nothing to judge");
+        assert!(!carried_by(None), "not read: nothing to judge");
     }
 
     #[test]
@@ -362,6 +360,13 @@ mod tests {
             serde_json::json!({"nodes": {"n": {"seq": 1, "generation": 0}}}),
         )
         .expect("parse");
-        assert!(carried_by(bare.nodes["n"].bucket_created, Some(new)));
+        assert_eq!(
+            super::super::members::Remembered::from_pins(&bare)
+                .membership
+                .nodes
+                .get("n"),
+            Some(&true),
+            "a pin read from no bucket is carried"
+        );
     }
 }

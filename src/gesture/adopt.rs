@@ -85,31 +85,18 @@ pub async fn facts(
     config: &Config,
     domain: &Domain,
 ) -> Result<Found, Unreachable> {
-    let now = Utc::now();
+    let super::LiveRead {
+        fresh,
+        answer,
+        live_created,
+        now,
+    } = super::live_read(broker, config, domain)
+        .await
+        .map_err(Unreachable)?;
     let crate::tick::Fresh {
-        raw,
-        parsed,
-        answers,
-        offset,
-        reads,
-    } = crate::tick::answers(broker, config, "", now).await;
-    let now = crate::clock::broker_now(offset, now);
-    let answer = answers
-        .iter()
-        .find(|a| a.stream == domain.stream)
-        .ok_or_else(|| Unreachable(format!("{} was not read", domain.stream)))?;
-    if let Some(e) = &answer.stream_error {
-        return Err(Unreachable(e.to_string()));
-    }
-    let live_created = answer
-        .live_stream_created
-        .or(answer.stream_created)
-        .ok_or_else(|| {
-            Unreachable(format!(
-                "stream {} reported no created instant",
-                domain.stream
-            ))
-        })?;
+        raw, parsed, reads, ..
+    } = fresh;
+    let answer = &answer;
     let (lost, other) = match &answer.not_ready {
         Some(NotReady::MemoryLost { lost }) => (Some(*lost), None),
         Some(n @ NotReady::GenerationUnknown { .. }) => (None, Some(n.to_string())),

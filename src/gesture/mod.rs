@@ -57,3 +57,45 @@ pub fn check_confirmed(
         })?;
     Ok((domain, confirm))
 }
+
+/// What the gestures confirmed by a stream's `created` read first: the
+/// fresh read `status` makes, the domain's answer in it, the live
+/// stream's `created` and the broker's instant of the read.
+pub struct LiveRead {
+    pub fresh: crate::tick::Fresh,
+    pub answer: crate::floor::Answer,
+    pub live_created: crate::rows::Timestamp,
+    pub now: chrono::DateTime<chrono::Utc>,
+}
+
+/// FACTS (IO), shared by `reanchor` and `adopt`: one fresh read, and the
+/// domain's live stream out of it (no second read); why not, in the
+/// broker's words.
+pub async fn live_read(
+    broker: &crate::broker::Broker,
+    config: &crate::config::Config,
+    domain: &crate::config::Domain,
+) -> Result<LiveRead, String> {
+    let now = chrono::Utc::now();
+    let fresh = crate::tick::answers(broker, config, "", now).await;
+    let now = crate::clock::broker_now(fresh.offset, now);
+    let answer = fresh
+        .answers
+        .iter()
+        .find(|a| a.stream == domain.stream)
+        .cloned()
+        .ok_or_else(|| format!("{} was not read", domain.stream))?;
+    if let Some(e) = &answer.stream_error {
+        return Err(e.to_string());
+    }
+    let live_created = answer
+        .live_stream_created
+        .or(answer.stream_created)
+        .ok_or_else(|| format!("stream {} reported no created instant", domain.stream))?;
+    Ok(LiveRead {
+        fresh,
+        answer,
+        live_created,
+        now,
+    })
+}

@@ -69,33 +69,18 @@ pub async fn facts(
     config: &Config,
     domain: &Domain,
 ) -> Result<Found, Unreachable> {
-    let now = Utc::now();
+    let super::LiveRead {
+        fresh,
+        answer,
+        live_created,
+        // The generation opens at the broker's instant.
+        now,
+    } = super::live_read(broker, config, domain)
+        .await
+        .map_err(Unreachable)?;
     let crate::tick::Fresh {
-        raw: rows,
-        parsed,
-        answers,
-        offset,
-        ..
-    } = crate::tick::answers(broker, config, "", now).await;
-    // The generation opens at the broker's instant.
-    let now = crate::clock::broker_now(offset, now);
-    let answer = answers
-        .into_iter()
-        .find(|a| a.stream == domain.stream)
-        .ok_or_else(|| Unreachable(format!("{} was not read", domain.stream)))?;
-    // The read above already holds the live stream's state: no second read.
-    if let Some(e) = &answer.stream_error {
-        return Err(Unreachable(e.to_string()));
-    }
-    let live_created = answer
-        .live_stream_created
-        .or(answer.stream_created)
-        .ok_or_else(|| {
-            Unreachable(format!(
-                "stream {} reported no created instant",
-                domain.stream
-            ))
-        })?;
+        raw: rows, parsed, ..
+    } = fresh;
     let live = Live {
         created: live_created,
         last_seq: answer.last_seq,
