@@ -474,8 +474,8 @@ pub struct Answer {
     /// changed ([`super::remember::keep`]).
     #[serde(skip)]
     pub members_write: Option<std::sync::Arc<super::remember::MembersWrite>>,
-    /// The live holds on this log now (id, seq): what status names when
-    /// the memory is lost.
+    /// The live holds on this log now (id, seq), taken only when the
+    /// memory is lost: what status names then.
     #[serde(skip)]
     pub live_holds: Vec<(String, u64)>,
     /// The format of the floors row this answer read (1: the previous
@@ -905,8 +905,9 @@ pub fn compute(
         (stood(TermName::Applied), stood(TermName::MinHold)),
         now,
     );
+    // Named only by a lost memory's remedy: not copied on every tick.
     let live_holds: Vec<(String, u64)> = match &rows.holds {
-        Ok(h) => h
+        Ok(h) if matches!(not_ready, Some(NotReady::MemoryLost { .. })) => h
             .get(stream)
             .map(Vec::as_slice)
             .unwrap_or_default()
@@ -915,7 +916,7 @@ pub fn compute(
             .filter(|(_, h)| h.expires_at.0 > now)
             .map(|(k, h)| (k.hold_id.clone(), h.seq))
             .collect(),
-        Err(_) => Vec::new(),
+        _ => Vec::new(),
     };
 
     let any_unreadable = terms

@@ -48,6 +48,18 @@ impl Op {
     }
 }
 
+/// The duty lease held by a sidecar that has stopped publishing: a
+/// gesture waiting for an answer that shows its hold waits in vain.
+async fn a_stopped_holder(f: &Fleet) {
+    f.delete("crewlet_duty", "retention").await;
+    f.put(
+        "crewlet_duty",
+        "retention",
+        serde_json::json!({"holder": "node-9", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
+    )
+    .await;
+}
+
 /// Every gate record on the log: (seq, headers, body).
 async fn gate_records(f: &Fleet) -> Vec<(u64, async_nats::HeaderMap, Value)> {
     let s = f.js.get_stream(STREAM).await.expect("stream");
@@ -619,13 +631,7 @@ async fn a_readmission_whose_join_hold_is_not_confirmed_writes_nothing() {
     f.position("node-4", state.1).await;
     // A lease is held (by a sidecar that has stopped publishing): the
     // gesture waits for an answer that never comes.
-    f.delete("crewlet_duty", "retention").await;
-    f.put(
-        "crewlet_duty",
-        "retention",
-        serde_json::json!({"holder": "node-9", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
-    )
-    .await;
+    a_stopped_holder(&f).await;
     let before = gate_records(&f).await.len();
     let run = op.run(&["retention", "readmit", "node-4", "-confirm", "node-4"]);
     assert_eq!(run.code, 1, "{run:?}");
@@ -665,13 +671,7 @@ async fn a_stopped_readmission_retries_its_release_and_names_a_hold_it_could_not
     s.tick().await;
     let state = f.state().await;
     f.position("node-4", state.1).await;
-    f.delete("crewlet_duty", "retention").await;
-    f.put(
-        "crewlet_duty",
-        "retention",
-        serde_json::json!({"holder": "node-9", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
-    )
-    .await;
+    a_stopped_holder(&f).await;
     let join_holds = || async {
         let holds = f.js.get_key_value("crewlet_holds").await.expect("holds");
         let mut keys = holds.keys().await.expect("keys");
@@ -694,13 +694,7 @@ async fn a_stopped_readmission_retries_its_release_and_names_a_hold_it_could_not
     // None is taken: the refusal names the hold and its release. (The
     // stopped holder's lease again: the first one has lapsed, and with no
     // lease held a hold confirms at once.)
-    f.delete("crewlet_duty", "retention").await;
-    f.put(
-        "crewlet_duty",
-        "retention",
-        serde_json::json!({"holder": "node-9", "session": crewlet::rows::OpId::mint(chrono::Utc::now()).as_str(), "claimed_at": ts(0)}),
-    )
-    .await;
+    a_stopped_holder(&f).await;
     let run = op.run_env(
         &["retention", "readmit", "node-4", "-confirm", "node-4"],
         &[("CREWLET_FAILPOINT", "join_hold_release_fails:3")],
