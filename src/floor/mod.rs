@@ -11,6 +11,7 @@ pub mod members;
 pub mod memory;
 pub mod parsed;
 mod pins;
+mod published;
 pub mod remember;
 mod row;
 mod terms;
@@ -27,11 +28,11 @@ use std::time::Duration;
 pub use answer::compute;
 pub use answer::{
     explicit_point, Answer, Cause, FloorState, GateFault, GateView, Held, NodeRow, NodeState,
-    NotReady, Outage, PublishedBy, PublishedFloor, PurgeClamp, RequestedView, Term, TermName,
-    TermState, WouldPurge,
+    NotReady, Outage, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
 };
 pub use parsed::ParsedRows;
 pub use pins::{clamp_to_pins, Pins, ReadPresence};
+pub use published::{PublishedBy, PublishedFloor};
 pub use row::{row_stands, FloorsRow, RowDigest, WrittenRow};
 
 use crate::config::{BackupPolicy, Config};

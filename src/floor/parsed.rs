@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use smol_str::SmolStr;
 
-use super::answer::PublishedFloor;
+use super::published::PublishedFloor;
 use super::{Bucket, BucketError, Rows};
 use crate::gate::{Anchor, Cursor, ANCHOR_PREFIX, CURSOR_PREFIX};
 use crate::rows::{
