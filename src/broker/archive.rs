@@ -19,10 +19,7 @@ impl Broker {
         &self,
         bucket: &str,
     ) -> Result<object_store::ObjectStore, super::Fault> {
-        self.js
-            .get_object_store(bucket)
-            .await
-            .map_err(|e| Fault::failed(format!("object store {bucket}: {e}")))
+        self.object_store_handle(bucket).await
     }
 
     /// Creates Object Store bucket `bucket` with `replicas` if it is
@@ -32,7 +29,7 @@ impl Broker {
         bucket: &str,
         replicas: usize,
     ) -> Result<bool, super::Fault> {
-        if self.js.get_object_store(bucket).await.is_ok() {
+        if self.object_store_handle(bucket).await.is_ok() {
             return Ok(false);
         }
         self.js
@@ -126,26 +123,26 @@ impl Broker {
             message,
         };
         // The bucket's stream as it is now, from its leader: when it is as
-        // it was at the last listing, the listing is the same (proof below).
-        let stamp = self.object_stamp(bucket).await;
-        if let Some(all) = stamp.as_ref().and_then(|s| self.listings.hit(bucket, s)) {
+        // it was at the last listing, the listing is the same (proof at
+        // `Stamp`). A listing is proven only against the leader's answer
+        // (docs/trim-floor.md, Proven current): no leader, no listing.
+        let stream_name = format!("OBJ_{bucket}");
+        let stream = match self.stream_led(&stream_name).await {
+            Ok(s) => s,
+            Err(Fault::Missing(_)) => {
+                return Err(ListError {
+                    missing: true,
+                    message: format!(
+                        "object store {bucket} does not exist; run crewlet retention init"
+                    ),
+                })
+            }
+            Err(e) => return Err(failed(format!("object store {bucket}: {e}"))),
+        };
+        let stamp = Stamp::of(stream.cached_info());
+        if let Some(all) = self.listings.hit(bucket, &stamp) {
             return Ok(all);
         }
-        let stream = match self.js.get_stream(format!("OBJ_{bucket}")).await {
-            Ok(s) => s,
-            Err(e) => {
-                let missing =
-                    matches!(self.stream_config(&format!("OBJ_{bucket}")).await, Ok(None));
-                return Err(ListError {
-                    missing,
-                    message: if missing {
-                        format!("object store {bucket} does not exist; run crewlet retention init")
-                    } else {
-                        format!("object store {bucket}: {e}")
-                    },
-                });
-            }
-        };
         // The objects' entries are read here rather than through the
         // store's `list`: that deserializes each whole entry, and one
         // written by another client (a deletion marker whose `mtime` is
@@ -162,11 +159,34 @@ impl Broker {
                 .await
                 .map_err(|e| failed(format!("listing {bucket}: {e}")))?;
             let name = consumer.cached_info().name.clone();
-            let all = read_entries(bucket, consumer).await;
+            let read = read_entries(bucket, consumer).await;
             // Not left for the server to expire (a `status` deletes
             // every consumer it made before it exits).
             let _ = stream.delete_consumer(&name).await;
-            all
+            let (all, newest) = read?;
+            // The reader may live on a member behind the leader whose
+            // stamp was taken: every entry up to the stamp's last
+            // sequence must have been delivered, or the leader must say
+            // there is none past the newest one seen (a deleted or
+            // replaced segment's entry read as it was would move the
+            // archive's frontier over records it does not hold).
+            if newest < stamp.last_seq {
+                let filter = format!("$O.{bucket}.M.>");
+                match self
+                    .leader_holds_none_of(&stream_name, &filter, newest + 1, stamp.last_seq)
+                    .await
+                {
+                    Ok(true) => {}
+                    Ok(false) => {
+                        return Err(failed(format!(
+                            "listing {bucket}: the reader's server had entries up to {newest}, its leader up to {} (a member behind)",
+                            stamp.last_seq
+                        )))
+                    }
+                    Err(e) => return Err(failed(format!("listing {bucket}: {e}"))),
+                }
+            }
+            Ok(all)
         };
         let all = tokio::time::timeout(self.read_timeout, list)
             .await
@@ -176,31 +196,8 @@ impl Broker {
                     crate::config::Dur(self.read_timeout)
                 ))
             })??;
-        match stamp {
-            Some(stamp) => self.listings.keep(bucket, stamp, all.clone()),
-            None => self.listings.forget(bucket),
-        }
+        self.listings.keep(bucket, stamp, all.clone());
         Ok(all)
-    }
-
-    /// The Object Store bucket's stream state, from its leader; `None`
-    /// when it could not be had (the listing is then taken afresh).
-    async fn object_stamp(&self, bucket: &str) -> Option<Stamp> {
-        let info = async {
-            // Getting the stream is its stream-info request; the answer is
-            // kept in the handle.
-            let stream = self.js.get_stream(format!("OBJ_{bucket}")).await.ok()?;
-            let info = stream.cached_info();
-            Some(Stamp {
-                created: info.created,
-                last_seq: info.state.last_sequence,
-                messages: info.state.messages,
-            })
-        };
-        tokio::time::timeout(self.read_timeout, info)
-            .await
-            .ok()
-            .flatten()
     }
 }
 
@@ -215,6 +212,16 @@ pub(super) struct Stamp {
     created: time::OffsetDateTime,
     last_seq: u64,
     messages: u64,
+}
+
+impl Stamp {
+    fn of(info: &async_nats::jetstream::stream::Info) -> Stamp {
+        Stamp {
+            created: info.created,
+            last_seq: info.state.last_sequence,
+            messages: info.state.messages,
+        }
+    }
 }
 
 /// The last listing of each Object Store bucket: every segment in it (not
@@ -238,12 +245,6 @@ impl Listings {
     fn keep(&self, bucket: &str, stamp: Stamp, all: Vec<Listed>) {
         if let Ok(mut kept) = self.by_bucket.lock() {
             kept.insert(bucket.to_string(), (stamp, all));
-        }
-    }
-
-    fn forget(&self, bucket: &str) {
-        if let Ok(mut kept) = self.by_bucket.lock() {
-            kept.remove(bucket);
         }
     }
 }
@@ -437,18 +438,20 @@ impl Broker {
     }
 }
 
-/// The listing's entries, read to the last one the consumer announced.
+/// The listing's entries, read to the last one the consumer announced,
+/// and the newest stream sequence delivered (0: none).
 async fn read_entries(
     bucket: &str,
     consumer: async_nats::jetstream::consumer::Consumer<OrderedConfig>,
-) -> Result<Vec<Listed>, ListError> {
+) -> Result<(Vec<Listed>, u64), ListError> {
     let failed = |message: String| ListError {
         missing: false,
         message,
     };
     let mut all = Vec::new();
+    let mut newest = 0;
     if consumer.cached_info().num_pending == 0 {
-        return Ok(all);
+        return Ok((all, newest));
     }
 
     let mut entries = consumer
@@ -457,10 +460,11 @@ async fn read_entries(
         .map_err(|e| failed(format!("listing {bucket}: {e}")))?;
     while let Some(m) = entries.next().await {
         let m = m.map_err(|e| failed(format!("listing {bucket}: {e}")))?;
-        let pending = m
+        let info = m
             .info()
-            .map_err(|e| failed(format!("listing {bucket}: {e}")))?
-            .pending;
+            .map_err(|e| failed(format!("listing {bucket}: {e}")))?;
+        let pending = info.pending;
+        newest = newest.max(info.stream_sequence);
         match serde_json::from_slice::<Entry>(&m.payload) {
             Ok(e) if !e.deleted => {
                 if let Some((_, _, first_seq, last_seq)) = segment::parse_name(&e.name) {
@@ -485,7 +489,7 @@ async fn read_entries(
         }
     }
     all.sort_by(|a, b| a.name.cmp(&b.name));
-    Ok(all)
+    Ok((all, newest))
 }
 
 /// What a listing needs of an object's entry (`$O.<bucket>.M.<name>`);

@@ -37,12 +37,21 @@ impl Broker {
     /// The stream's configuration and usage; `None` when it does not
     /// exist.
     pub async fn capacity_read(&self, stream: &str) -> Result<Option<Read>, Fault> {
-        let Some(raw) = self.raw_config(stream).await? else {
-            return Ok(None);
+        // One answer, its leader's: the configuration sent back and the
+        // usage judged are the same moment's (docs/trim-floor.md, Proven
+        // current).
+        let reply = match self.stream_info_led(stream).await {
+            Ok(r) => r,
+            Err(Fault::Missing(_)) => return Ok(None),
+            Err(e) => return Err(e),
         };
-        let Some(info) = self.stream_info_of(stream).await? else {
-            return Ok(None);
-        };
+        let raw = reply.get("config").cloned().ok_or_else(|| {
+            Fault::failed(format!("stream {stream}: stream info carries no config"))
+        })?;
+        let info: async_nats::jetstream::stream::Info =
+            serde_json::from_value(reply).map_err(|e| {
+                Fault::failed(format!("stream {stream}: stream info does not parse ({e})"))
+            })?;
         Ok(Some(Read {
             bytes: info.state.bytes,
             max_bytes: info.config.max_bytes,
@@ -59,7 +68,7 @@ impl Broker {
         &self,
         stream: &str,
     ) -> Result<Option<serde_json::Value>, Fault> {
-        let reply = match self.stream_info_raw(stream).await {
+        let reply = match self.stream_info_led(stream).await {
             Ok(r) => r,
             Err(Fault::Missing(_)) => return Ok(None),
             Err(e) => return Err(e),
@@ -76,10 +85,7 @@ impl Broker {
     /// then decides).
     pub async fn account_limits(&self, read: &Read) -> Account {
         let storage = read.config.storage;
-        let a = match self
-            .bounded("account info ($JS.API.INFO)", self.js.query_account())
-            .await
-        {
+        let a = match self.account_info().await {
             Ok(a) => a,
             Err(error) => {
                 return Account::Unreadable {
@@ -153,11 +159,12 @@ impl Broker {
         if let Some(o) = wanted.as_object_mut() {
             o.insert("max_bytes".into(), serde_json::json!(target));
         }
-        let request = self
-            .js
-            .request::<_, _, serde_json::Value>(format!("STREAM.UPDATE.{name}"), &wanted);
-        let reply = self
-            .bounded(&format!("the update of {name}"), request)
+        let reply: serde_json::Value = self
+            .ask(
+                &format!("the update of {name}"),
+                format!("STREAM.UPDATE.{name}"),
+                &wanted,
+            )
             .await
             .map_err(UpdateError::Refused)?;
         if let Some(err) = reply.get("error") {
@@ -167,10 +174,10 @@ impl Broker {
             };
             return Err(UpdateError::Refused(why));
         }
-        // A fresh stream info, not the update's answer: what the broker
-        // holds now.
+        // A fresh stream info from its leader, not the update's answer:
+        // what the broker holds now.
         Ok(self
-            .bounded(&format!("stream {name}"), self.js.get_stream(&name))
+            .stream_led(&name)
             .await
             .map(|s| s.cached_info().config.max_bytes))
     }

@@ -13,10 +13,7 @@ impl Broker {
         subject: String,
         body: serde_json::Value,
     ) -> Result<serde_json::Value, super::Fault> {
-        let request = self
-            .js
-            .request::<_, _, serde_json::Value>(subject.clone(), &body);
-        let reply = self.bounded(&subject, request).await?;
+        let reply: serde_json::Value = self.ask(&subject, subject.clone(), &body).await?;
         if let Some(err) = reply.get("error") {
             let error: async_nats::jetstream::Error =
                 serde_json::from_value(err.clone()).map_err(|e| {
@@ -44,7 +41,7 @@ impl Broker {
             )
             .await?;
         // A count of 0 from a leaderless member would read as erased.
-        super::read::led_raw(stream, &reply)?;
+        super::door::led_raw(stream, &reply)?;
         let state = &reply["state"];
         let last = state["last_seq"].as_u64().ok_or_else(|| {
             Fault::failed(format!("stream {stream}: the answer carries no last_seq"))

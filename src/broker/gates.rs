@@ -148,14 +148,9 @@ impl Broker {
         upto: Option<u64>,
     ) -> Result<(Vec<LogRecord>, u64), super::Fault> {
         let read = async {
-            let s = self
-                .js
-                .get_stream(stream)
-                .await
-                .map_err(|e| Fault::failed(format!("stream {stream}: {e}")))?;
             // Read after the cursor: a cursor past it is an error (the log
             // was restored), never "nothing new to read".
-            super::read::led(stream, s.cached_info())?;
+            let s = self.stream_led(stream).await?;
             let leader_last = s.cached_info().state.last_sequence;
             if leader_last < after {
                 return Err(Fault::failed(format!(

@@ -40,26 +40,11 @@ impl Broker {
         &self,
         stream: &str,
     ) -> Result<Option<async_nats::jetstream::stream::Info>, super::Fault> {
-        use async_nats::jetstream::context::GetStreamErrorKind;
-        use async_nats::jetstream::ErrorCode;
-        let got = tokio::time::timeout(self.read_timeout, self.js.get_stream(stream))
-            .await
-            .map_err(|_| {
-                Fault::Unanswered(format!(
-                    "stream {stream}: no answer within {}",
-                    crate::config::Dur(self.read_timeout)
-                ))
-            })?;
-        match got {
+        // The leader's word: a joiner starts from the tail it is given.
+        match self.stream_led(stream).await {
             Ok(s) => Ok(Some(s.cached_info().clone())),
-            Err(e) => match e.kind() {
-                GetStreamErrorKind::JetStream(je)
-                    if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
-                {
-                    Ok(None)
-                }
-                _ => Err(Fault::failed(format!("stream {stream}: {e}"))),
-            },
+            Err(Fault::Missing(_)) => Ok(None),
+            Err(e) => Err(e),
         }
     }
 }

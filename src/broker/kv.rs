@@ -277,29 +277,24 @@ impl Broker {
         bucket: &str,
         key: &str,
     ) -> Result<crate::proven::Proven<Option<KvEntry>>, LeaderReadError> {
-        use async_nats::jetstream::context::GetStreamErrorKind;
         use async_nats::jetstream::stream::RawMessageErrorKind;
-        use async_nats::jetstream::ErrorCode;
         let failed = |reason: String| LeaderReadError::Failed {
             bucket: bucket.to_string(),
             key: key.to_string(),
             reason,
         };
         let read = async {
-            let stream = self
-                .js
-                .get_stream(format!("KV_{bucket}"))
-                .await
-                .map_err(|e| match e.kind() {
-                    GetStreamErrorKind::JetStream(je)
-                        if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
-                    {
-                        LeaderReadError::BucketMissing {
+            // The handle is any member's; the message get below is the
+            // leader's alone.
+            let stream =
+                self.stream_handle(&format!("KV_{bucket}"))
+                    .await
+                    .map_err(|f| match f {
+                        Fault::Missing(_) => LeaderReadError::BucketMissing {
                             bucket: bucket.to_string(),
-                        }
-                    }
-                    _ => failed(e.to_string()),
-                })?;
+                        },
+                        f => failed(f.to_string()),
+                    })?;
             match stream
                 .raw_message_builder()
                 .last_by_subject(format!("$KV.{bucket}.{key}"))

@@ -52,11 +52,12 @@ impl Broker {
         for (k, v) in Mark::keys(adopted_at, floors_created) {
             metadata.insert(k.to_string(), Value::String(v));
         }
-        let request = self
-            .js
-            .request::<_, _, Value>(format!("STREAM.UPDATE.{stream}"), &wanted);
-        let reply = self
-            .bounded(&format!("the mark's update of {stream}"), request)
+        let reply: Value = self
+            .ask(
+                &format!("the mark's update of {stream}"),
+                format!("STREAM.UPDATE.{stream}"),
+                &wanted,
+            )
             .await?;
         if let Some(err) = reply.get("error") {
             return Err(

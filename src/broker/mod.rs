@@ -5,6 +5,7 @@
 pub mod archive;
 pub mod capacity;
 mod connect;
+mod door;
 pub mod erase;
 mod fault;
 /// What only the bench builds (the `bench` feature).
@@ -14,6 +15,7 @@ pub mod gates;
 pub mod http;
 pub mod kv;
 pub mod lease;
+pub mod listing;
 mod mark;
 pub mod read;
 pub mod streams;

@@ -2,12 +2,9 @@
 //! consumer, and the age lookup. Each returns a value or an error naming
 //! what failed; nothing is cached between calls.
 
-use std::collections::HashSet;
 use std::time::Duration;
 
 use async_nats::jetstream::consumer::{pull::OrderedConfig, DeliverPolicy};
-use async_nats::jetstream::context::GetStreamErrorKind;
-use async_nats::jetstream::ErrorCode;
 use chrono::{DateTime, Utc};
 use futures::StreamExt;
 use serde::Deserialize;
@@ -17,7 +14,6 @@ use crate::clock::Reading;
 use crate::config::Buckets;
 use crate::floor::parsed::{self, Sink};
 use crate::floor::{Bucket, BucketError, Entry, FeedState, ParsedRows, Rows, StreamState};
-use crate::proven::Proven;
 use crate::rows::Timestamp;
 
 /// The raw entries of the buckets the tick writes back to, as this
@@ -82,83 +78,6 @@ pub(super) fn is_deletion(headers: &async_nats::HeaderMap) -> bool {
         || headers.get("Nats-Marker-Reason").is_some()
 }
 
-/// While a clustered stream elects a leader, every member answers stream
-/// info from its own state, which may miss what the last leader committed
-/// (a member that restarted empty reports an empty stream). Such an
-/// answer names no leader in its `cluster`, and proves nothing
-/// (docs/trim-floor.md, Proven current). A single server's answer, and an
-/// R1 stream's, name the server that holds it.
-fn no_leader(stream: &str) -> Fault {
-    Fault::failed(format!(
-        "no leader for {stream}: a member answered stream info from its own state, which proves nothing while the stream elects a leader"
-    ))
-}
-
-/// Whether a raw `STREAM.INFO` answer is the leader's word ([`no_leader`]).
-pub(super) fn led_raw(stream: &str, reply: &serde_json::Value) -> Result<(), Fault> {
-    match reply.get("cluster") {
-        None | Some(serde_json::Value::Null) => Ok(()),
-        Some(c) => match c.get("leader").and_then(serde_json::Value::as_str) {
-            Some(l) if !l.is_empty() => Ok(()),
-            _ => Err(no_leader(stream)),
-        },
-    }
-}
-
-/// As [`led_raw`], for the typed answer (`get_stream`'s cached info).
-pub(super) fn led(stream: &str, info: &async_nats::jetstream::stream::Info) -> Result<(), Fault> {
-    if led_cluster(info.cluster.as_ref()) {
-        Ok(())
-    } else {
-        Err(no_leader(stream))
-    }
-}
-
-/// Whether a typed answer's `cluster` is the leader's word (none: a
-/// single server's answer).
-fn led_cluster(cluster: Option<&async_nats::jetstream::stream::ClusterInfo>) -> bool {
-    cluster.is_none_or(|c| c.leader.as_deref().is_some_and(|l| !l.is_empty()))
-}
-
-/// Whether a consumer-info answer (the feed's, or an item of a consumer
-/// listing) is its leader's word. On a cluster (`clustered`: the log's own
-/// stream info came from a raft group) every consumer answer names its
-/// leader in `cluster`, and a member that has not yet joined the
-/// consumer's group answers at once with its configuration, zeroed state
-/// and no `cluster` at all, which would read as a feed caught up
-/// (docs/trim-floor.md, Proven current). A single server's consumer
-/// answers carry no `cluster`.
-fn consumer_led(
-    cluster: Option<&async_nats::jetstream::stream::ClusterInfo>,
-    clustered: bool,
-) -> bool {
-    match cluster {
-        None => !clustered,
-        Some(c) => c.leader.as_deref().is_some_and(|l| !l.is_empty()),
-    }
-}
-
-/// PURE: the feed state of a consumer-info answer, or why it proves
-/// nothing ([`consumer_led`]).
-fn feed_of(
-    stream: &str,
-    consumer: &str,
-    info: &async_nats::jetstream::consumer::Info,
-    clustered: bool,
-) -> Result<FeedState, Fault> {
-    if !consumer_led(info.cluster.as_ref(), clustered) {
-        return Err(Fault::failed(format!(
-            "consumer {consumer} on {stream}: the answer names no leader (a member that has not joined the consumer's group, or an election), so it proves nothing"
-        )));
-    }
-    Ok(FeedState {
-        ack_floor_seq: info.ack_floor.stream_sequence,
-        delivered_seq: info.delivered.stream_sequence,
-        num_ack_pending: info.num_ack_pending as u64,
-        num_pending: info.num_pending,
-    })
-}
-
 /// Converts the broker's `created` (nanoseconds preserved).
 pub fn instant_of(t: time::OffsetDateTime) -> Timestamp {
     // Seconds and nanoseconds apart, not one i128 of nanoseconds divided:
@@ -169,75 +88,8 @@ pub fn instant_of(t: time::OffsetDateTime) -> Timestamp {
     )
 }
 
-/// What the account's stream listing says of the logs' copies.
-#[derive(Debug, Default)]
-pub struct Copies {
-    /// Per log, the streams copying it through an ephemeral consumer.
-    pub unprotected: std::collections::BTreeMap<String, Vec<String>>,
-    /// (log, consumer) → the stream copying the log through that durable
-    /// consumer.
-    pub feeds: std::collections::BTreeMap<(String, String), String>,
-}
-
-/// What one paged listing of the account's streams said ([`Broker::listing`]).
-#[derive(Debug, Default)]
-pub struct Listing {
-    pub copies: Copies,
-    /// Each listed log's state and the broker's clock as its leader
-    /// answered, where the listing proves it.
-    pub states: std::collections::HashMap<String, Proven<(StreamState, Reading)>>,
-}
-
-impl Listing {
-    fn take(&mut self, page: Page) {
-        for (log, copy) in page.unprotected {
-            self.copies.unprotected.entry(log).or_default().push(copy);
-        }
-        self.copies.feeds.extend(page.feeds);
-        self.states.extend(page.states);
-    }
-}
-
-/// One page of the listing, judged.
-#[derive(Debug, Default)]
-struct Page {
-    /// How many streams the account has, and how many this page listed.
-    total: usize,
-    streams: usize,
-    /// (log, copy) for each ephemeral copy of one of the logs.
-    unprotected: Vec<(String, String)>,
-    feeds: Vec<((String, String), String)>,
-    states: Vec<(String, Proven<(StreamState, Reading)>)>,
-}
-
-impl Page {
-    /// Stream `copy` mirrors or sources `log`: through `consumer`, a
-    /// durable consumer of the log's (durable sourcing), or through an
-    /// ephemeral one, whose progress the log cannot see (docs/trim-floor.md,
-    /// Replicas). A copy from another domain (`external`) is not visible
-    /// from here, and is left to that domain.
-    fn copy(
-        &mut self,
-        logs: &HashSet<&str>,
-        copy: &str,
-        log: &str,
-        external: bool,
-        consumer: Option<&str>,
-    ) {
-        if external || !logs.contains(log) {
-            return;
-        }
-        match consumer {
-            Some(c) => self
-                .feeds
-                .push(((log.to_string(), c.to_string()), copy.to_string())),
-            None => self.unprotected.push((log.to_string(), copy.to_string())),
-        }
-    }
-}
-
 /// A log's state from its stream info's parts.
-fn state_of(
+pub(super) fn state_of(
     config: &async_nats::jetstream::stream::Config,
     state: &async_nats::jetstream::stream::State,
     created: time::OffsetDateTime,
@@ -256,116 +108,6 @@ fn state_of(
         facts: super::streams::facts_of(config),
         clustered: cluster.is_some_and(|c| c.raft_group.as_deref().is_some_and(|g| !g.is_empty())),
         mark: crate::rows::Mark::from_metadata(&config.metadata),
-    }
-}
-
-/// PURE: one `STREAM.LIST` page as the broker answered it at `local`:
-/// the copies of `logs` it names, and the state of each of `logs` it
-/// proves (the leader's word, with the broker's clock). A stream whose
-/// item does not parse as stream info is still read for its copies.
-fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Result<Page, String> {
-    #[derive(Deserialize)]
-    struct Raw<'a> {
-        #[serde(default)]
-        total: usize,
-        #[serde(default, borrow)]
-        streams: Vec<&'a serde_json::value::RawValue>,
-        error: Option<async_nats::jetstream::Error>,
-    }
-    /// A listed stream's info, and the broker's clock as it answered.
-    #[derive(Deserialize)]
-    struct Item {
-        config: async_nats::jetstream::stream::Config,
-        #[serde(with = "time::serde::rfc3339")]
-        created: time::OffsetDateTime,
-        state: async_nats::jetstream::stream::State,
-        cluster: Option<async_nats::jetstream::stream::ClusterInfo>,
-        ts: Option<String>,
-    }
-    let raw: Raw = serde_json::from_slice(payload).map_err(|e| e.to_string())?;
-    if let Some(e) = raw.error {
-        return Err(e.to_string());
-    }
-    let mut page = Page {
-        total: raw.total,
-        streams: raw.streams.len(),
-        ..Page::default()
-    };
-    for item in raw.streams {
-        match serde_json::from_str::<Item>(item.get()) {
-            Ok(item) => {
-                let name = item.config.name.as_str();
-                let origins = item
-                    .config
-                    .mirror
-                    .iter()
-                    .chain(item.config.sources.iter().flatten());
-                for origin in origins {
-                    page.copy(
-                        logs,
-                        name,
-                        &origin.name,
-                        origin.external.is_some(),
-                        origin.consumer.as_ref().map(|c| c.name.as_str()),
-                    );
-                }
-                if !logs.contains(&name) || !led_cluster(item.cluster.as_ref()) {
-                    continue;
-                }
-                let Some(broker) = item
-                    .ts
-                    .as_deref()
-                    .and_then(|t| DateTime::parse_from_rfc3339(t).ok())
-                else {
-                    continue;
-                };
-                page.states.push((
-                    name.to_string(),
-                    Proven::vouched((
-                        state_of(
-                            &item.config,
-                            &item.state,
-                            item.created,
-                            item.cluster.as_ref(),
-                        ),
-                        Reading {
-                            broker: broker.with_timezone(&Utc),
-                            local,
-                        },
-                    )),
-                ));
-            }
-            // A stream whose info this client cannot parse may still copy
-            // a log: its origins are read leniently.
-            Err(_) => {
-                let v: serde_json::Value =
-                    serde_json::from_str(item.get()).map_err(|e| e.to_string())?;
-                lenient_origins(&v, logs, &mut page);
-            }
-        }
-    }
-    Ok(page)
-}
-
-/// The copies a listed stream's raw config names.
-fn lenient_origins(item: &serde_json::Value, logs: &HashSet<&str>, page: &mut Page) {
-    let config = &item["config"];
-    let Some(name) = config["name"].as_str() else {
-        return;
-    };
-    let origins = std::iter::once(&config["mirror"])
-        .chain(config["sources"].as_array().into_iter().flatten());
-    for origin in origins {
-        let Some(log) = origin["name"].as_str() else {
-            continue;
-        };
-        page.copy(
-            logs,
-            name,
-            log,
-            origin.get("external").is_some_and(|e| !e.is_null()),
-            origin["consumer"]["name"].as_str(),
-        );
     }
 }
 
@@ -448,28 +190,14 @@ impl Broker {
         let config = last_per_key(name);
         // Stream info first (the leader answers it), then the reader: what
         // the reader delivers must reach what the leader had committed.
-        let stream = self.js.get_stream(&stream_name).await;
-        if let Ok(s) = &stream {
-            // A leaderless member's state proves nothing: no reader is made.
-            led(&stream_name, s.cached_info()).map_err(|f| failed(f.to_string()))?;
-        }
-        let consumer = match &stream {
-            Ok(_) => Some(
-                self.js
-                    .create_consumer_on_stream(config, &stream_name)
-                    .await,
-            ),
-            Err(_) => None,
-        };
-        let missing = || BucketError::Missing {
-            bucket: name.to_string(),
-        };
-        let stream = stream.map_err(|e| match e.kind() {
-            GetStreamErrorKind::JetStream(je) if je.error_code() == ErrorCode::STREAM_NOT_FOUND => {
-                missing()
-            }
-            _ => failed(e.to_string()),
+        // A leaderless member's state proves nothing: no reader is made.
+        let stream = self.stream_led(&stream_name).await.map_err(|f| match f {
+            Fault::Missing(_) => BucketError::Missing {
+                bucket: name.to_string(),
+            },
+            f => failed(f.to_string()),
         })?;
+        let consumer = Some(stream.create_consumer(config).await);
         let (messages, subjects, last_seq) = {
             let state = &stream.cached_info().state;
             (state.messages, state.subjects_count, state.last_sequence)
@@ -751,51 +479,15 @@ impl Broker {
         })
     }
 
-    /// Whether the leader of `stream` holds no message in `from..=to`:
-    /// `STREAM.MSG.GET` with `next_by_subj`, which only a stream's leader
-    /// answers (a leaderless group answers an error, which proves
-    /// nothing). What proves a read whose newest message was removed
-    /// (docs/trim-floor.md, Proven current).
-    pub(super) async fn leader_holds_none(
+    /// The feed consumer's floors, proven by its leader's answer where
+    /// the log is `clustered` (docs/trim-floor.md, Proven current).
+    pub async fn feed_state(
         &self,
         stream: &str,
-        from: u64,
-        to: u64,
-    ) -> Result<bool, Fault> {
-        let subject = format!("STREAM.MSG.GET.{stream}");
-        let body = serde_json::json!({"seq": from, "next_by_subj": ">"});
-        let request = self
-            .js
-            .request::<_, _, serde_json::Value>(subject.clone(), &body);
-        let reply = self.bounded(&format!("stream {stream}"), request).await?;
-        if let Some(err) = reply.get("error") {
-            // 10037: no message at or after `from`.
-            if err.get("err_code").and_then(serde_json::Value::as_u64) == Some(10037) {
-                return Ok(true);
-            }
-            return Err(Fault::failed(format!("stream {stream}: {err}")));
-        }
-        let seq = reply["message"]["seq"].as_u64().ok_or_else(|| {
-            Fault::failed(format!(
-                "stream {stream}: a message get answer without a sequence"
-            ))
-        })?;
-        Ok(seq > to)
-    }
-
-    /// Leaves consumer `name` out of the next consumer listings (tests: a
-    /// listing asked by offset that skipped it).
-    #[cfg(any(debug_assertions, feature = "failpoints"))]
-    pub fn skip_in_listings(&self, name: &str) {
-        if let Ok(mut s) = self.listing_skips.lock() {
-            s.insert(name.to_string());
-        }
-    }
-
-    fn skipped_in_listing(&self, name: &str) -> bool {
-        self.listing_skips
-            .lock()
-            .is_ok_and(|s| !s.is_empty() && s.contains(name))
+        consumer: &str,
+        clustered: bool,
+    ) -> Result<FeedState, super::Fault> {
+        self.consumer_led(stream, consumer, clustered).await
     }
 
     /// Fresh stream info.
@@ -808,7 +500,7 @@ impl Broker {
     /// stream that does not exist is `Fault::Missing`, not a broker that
     /// did not answer.
     pub async fn stream_state_at(&self, stream: &str) -> Result<(StreamState, Reading), Fault> {
-        let reply = self.stream_info_raw(stream).await?;
+        let reply = self.stream_info_led(stream).await?;
         let local = Utc::now();
         let broker = reply
             .get("ts")
@@ -833,332 +525,6 @@ impl Broker {
             ),
             Reading { broker, local },
         ))
-    }
-
-    /// `STREAM.INFO` of `stream` as the broker answers it, within the read
-    /// timeout (raw: the typed client keeps neither the broker's clock nor
-    /// every count). A stream that does not exist is `Fault::Missing`;
-    /// another error answer is `Fault::Refused`.
-    pub(super) async fn stream_info_raw(&self, stream: &str) -> Result<serde_json::Value, Fault> {
-        let body = serde_json::json!({});
-        let request = self
-            .js
-            .request::<_, _, serde_json::Value>(format!("STREAM.INFO.{stream}"), &body);
-        let reply = self.bounded(&format!("stream {stream}"), request).await?;
-        let Some(err) = reply.get("error") else {
-            led_raw(stream, &reply)?;
-            return Ok(reply);
-        };
-        let error: async_nats::jetstream::Error =
-            serde_json::from_value(err.clone()).map_err(|e| {
-                Fault::failed(format!(
-                    "stream {stream}: an error answer that does not parse ({e})"
-                ))
-            })?;
-        Err(if error.error_code() == ErrorCode::STREAM_NOT_FOUND {
-            Fault::Missing(format!("stream {stream} does not exist"))
-        } else {
-            Fault::refused(&error, format!("stream {stream}: {error}"))
-        })
-    }
-
-    /// The feed consumer's floors.
-    /// The feed consumer's floors, proven by its leader's answer where
-    /// the log is `clustered` ([`consumer_led`]).
-    pub async fn feed_state(
-        &self,
-        stream: &str,
-        consumer: &str,
-        clustered: bool,
-    ) -> Result<FeedState, super::Fault> {
-        // One request, straight to the consumer (no stream lookup first).
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Reply {
-            Err { error: async_nats::jetstream::Error },
-            Ok(Box<async_nats::jetstream::consumer::Info>),
-        }
-        let read = async {
-            let reply: Reply = self
-                .js
-                .request(
-                    format!("CONSUMER.INFO.{stream}.{consumer}"),
-                    &serde_json::json!({}),
-                )
-                .await
-                .map_err(|e| Fault::failed(format!("consumer {consumer} on {stream}: {e}")))?;
-            match reply {
-                Reply::Ok(info) => Ok(*info),
-                Reply::Err { error } if error.error_code() == ErrorCode::CONSUMER_NOT_FOUND => Err(
-                    Fault::Missing(format!("consumer {consumer} not found on {stream}")),
-                ),
-                Reply::Err { error } if error.error_code() == ErrorCode::STREAM_NOT_FOUND => {
-                    Err(Fault::Missing(format!("stream {stream} does not exist")))
-                }
-                Reply::Err { error } => Err(Fault::refused(
-                    &error,
-                    format!("consumer {consumer} on {stream}: {error}"),
-                )),
-            }
-        };
-        let info = tokio::time::timeout(self.read_timeout, read)
-            .await
-            .map_err(|_| {
-                Fault::Unanswered(format!(
-                    "consumer {consumer}: no answer within {}",
-                    crate::config::Dur(self.read_timeout)
-                ))
-            })??;
-        feed_of(stream, consumer, &info, clustered)
-    }
-
-    /// The log's replicas and the consumers the domain names
-    /// (docs/trim-floor.md, Replicas): every consumer on the log, by the
-    /// paged consumer listing; one whose ack policy is `flow_control` (a
-    /// mirror or source copying through a durable consumer of its own) is a
-    /// replica, unless `ignore` leaves it out; a named one counts whatever
-    /// its policy, and one missing makes the term unreadable. `None` where
-    /// the server has no durable sourcing (`sourcing: false`, before 2.14)
-    /// and nothing is named.
-    pub async fn replicas(
-        &self,
-        stream: &str,
-        named: &[String],
-        ignore: &[String],
-        sourcing: bool,
-        clustered: bool,
-    ) -> Option<Result<crate::floor::ReplicasRead, super::Fault>> {
-        use async_nats::jetstream::consumer::AckPolicy;
-        if !sourcing && named.is_empty() {
-            return None;
-        }
-        let err = |e: String| Fault::failed(format!("consumers of {stream}: {e}"));
-        // The listing asked page by page, raw: on a cluster an answer may
-        // leave out consumers whose leader did not answer in time
-        // (`missing`), which the client library's own listing drops. A
-        // replica left out would pin nothing, so such an answer proves
-        // nothing.
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Page {
-            Err {
-                error: async_nats::jetstream::Error,
-            },
-            Ok {
-                total: usize,
-                #[serde(default)]
-                consumers: Vec<async_nats::jetstream::consumer::Info>,
-                #[serde(default)]
-                missing: Vec<String>,
-            },
-        }
-        let list = async {
-            let mut out = crate::floor::ReplicasRead::default();
-            let mut seen = Vec::new();
-            // How far the listing went (the next page's offset): a consumer
-            // a test's listing skips still counts here.
-            let mut listed = 0usize;
-            let mut first_total = None;
-            loop {
-                let page: Page = self
-                    .js
-                    .request(
-                        format!("CONSUMER.LIST.{stream}"),
-                        &serde_json::json!({"offset": listed}),
-                    )
-                    .await
-                    .map_err(|e| err(e.to_string()))?;
-                let (total, consumers) = match page {
-                    Page::Err { error } if error.error_code() == ErrorCode::STREAM_NOT_FOUND => {
-                        return Err(Fault::Missing(format!("stream {stream} does not exist")))
-                    }
-                    Page::Err { error } => {
-                        return Err(Fault::refused(
-                            &error,
-                            format!("consumers of {stream}: {error}"),
-                        ))
-                    }
-                    Page::Ok { missing, .. } if !missing.is_empty() => {
-                        return Err(err(format!(
-                            "the listing left out {} (their leaders did not answer)",
-                            missing.join(", ")
-                        )))
-                    }
-                    Page::Ok {
-                        total, consumers, ..
-                    } => (total, consumers),
-                };
-                // Pages asked by offset while the listing changes can skip
-                // a consumer: every page must report the same total, or the
-                // listing proves nothing (docs/trim-floor.md, Proven current).
-                if *first_total.get_or_insert(total) != total {
-                    return Err(err(format!(
-                        "the listing changed while it was read ({} consumers, then {total})",
-                        first_total.unwrap_or_default()
-                    )));
-                }
-                if consumers.is_empty() && listed < total {
-                    return Err(err(format!(
-                        "the listing ended at {} of {total} consumers",
-                        listed
-                    )));
-                }
-                for info in consumers {
-                    let name = info.name.clone();
-                    listed += 1;
-                    if self.skipped_in_listing(&name) {
-                        continue;
-                    }
-                    let is_named = named.contains(&name);
-                    let replica = sourcing && info.config.ack_policy == AckPolicy::FlowControl;
-                    seen.push(name.clone());
-                    if replica && !is_named && ignore.contains(&name) {
-                        out.ignored.push(name);
-                        continue;
-                    }
-                    if !(replica || is_named) {
-                        continue;
-                    }
-                    let state = feed_of(stream, &name, &info, clustered)?;
-                    out.replicas.push(crate::floor::ReplicaState {
-                        consumer: name,
-                        named: is_named,
-                        state,
-                        last_active: info.ack_floor.last_active.map(instant_of),
-                        feeds: None,
-                    });
-                }
-                if listed >= total {
-                    break;
-                }
-            }
-            if let Some(missing) = named.iter().find(|n| !seen.contains(n)) {
-                return Err(Fault::Missing(format!(
-                    "consumer {missing} (named in replicas.consumers) does not exist on {stream}"
-                )));
-            }
-            // A replica the last listing named that this one does not is
-            // left out only once its leader says it is gone.
-            let before: Vec<String> = self
-                .replicas_seen
-                .lock()
-                .ok()
-                .and_then(|m| m.get(stream).cloned())
-                .unwrap_or_default()
-                .into_iter()
-                .filter(|n| !seen.contains(n))
-                .collect();
-            for gone in before {
-                match self.feed_state(stream, &gone, clustered).await {
-                    Err(Fault::Missing(_)) => {}
-                    Ok(_) => {
-                        return Err(err(format!(
-                            "replica {gone} is missing from the listing but still answers: the listing skipped it"
-                        )))
-                    }
-                    Err(e) => {
-                        return Err(err(format!(
-                            "replica {gone} is missing from the listing and its deletion is not confirmed ({e})"
-                        )))
-                    }
-                }
-            }
-            out.replicas.sort_by(|a, b| a.consumer.cmp(&b.consumer));
-            out.ignored.sort();
-            if let Ok(mut m) = self.replicas_seen.lock() {
-                m.insert(
-                    stream.to_string(),
-                    out.replicas
-                        .iter()
-                        .filter(|r| !r.named)
-                        .map(|r| r.consumer.clone())
-                        .chain(out.ignored.iter().cloned())
-                        .collect(),
-                );
-            }
-            Ok(out)
-        };
-        Some(
-            tokio::time::timeout(self.read_timeout, list)
-                .await
-                .unwrap_or_else(|_| {
-                    Err(Fault::Unanswered(format!(
-                        "consumers of {stream}: no answer within {}",
-                        crate::config::Dur(self.read_timeout)
-                    )))
-                }),
-        )
-    }
-
-    /// For each of `logs`, the streams on this account that mirror or
-    /// source it through an ephemeral consumer (no `consumer` of their own
-    /// in the mirror or source, and not from another domain): copies whose
-    /// progress the log cannot see (docs/trim-floor.md, Replicas), from
-    /// one paged stream listing ([`Broker::listing`]); a copy in another
-    /// domain is not visible here.
-    pub async fn unprotected_copies(&self, logs: &[&str]) -> Result<Copies, super::Fault> {
-        self.listing(logs, self.read_timeout)
-            .await
-            .map(|l| l.copies)
-    }
-
-    /// One paged listing of the account's streams (`STREAM.LIST`, up to
-    /// 256 streams a page: the first page, then the rest together), for
-    /// `logs`: what copies each ([`Copies`]), and each log's state as its
-    /// leader answered it in the listing, with the broker's clock. The
-    /// listing is bounded by `within`.
-    ///
-    /// Each log's state is proven as a per-log stream-info read is: a
-    /// listed stream answered by a member that names no leader, or without
-    /// the broker's clock, is left out, and so is a stream the listing
-    /// leaves out (`missing` on a cluster) or one that does not parse;
-    /// the caller reads those one by one (docs/trim-floor.md, Proven
-    /// current).
-    pub async fn listing(&self, logs: &[&str], within: Duration) -> Result<Listing, super::Fault> {
-        let err = |e: String| Fault::failed(format!("the stream listing: {e}"));
-        // Looked up once per listed stream: a list would be a thousand
-        // comparisons each on a fleet of a thousand logs.
-        let logs: &HashSet<&str> = &logs.iter().copied().collect();
-        let page = |offset: usize| async move {
-            let reply: Box<serde_json::value::RawValue> = self
-                .js
-                .request(
-                    "STREAM.LIST".to_string(),
-                    &serde_json::json!({"offset": offset}),
-                )
-                .await
-                .map_err(|e| err(e.to_string()))?;
-            let local = Utc::now();
-            judge_page(reply.get().as_bytes(), logs, local).map_err(err)
-        };
-        let list = async {
-            let first = page(0).await?;
-            let (total, limit) = (first.total, first.streams.max(1));
-            let rest = futures::future::join_all(
-                (first.streams..total)
-                    .step_by(limit)
-                    .filter(|_| first.streams > 0)
-                    .map(page),
-            )
-            .await;
-            let mut out = Listing::default();
-            for p in std::iter::once(Ok(first)).chain(rest) {
-                out.take(p?);
-            }
-            for copies in out.copies.unprotected.values_mut() {
-                copies.sort();
-                copies.dedup();
-            }
-            Ok(out)
-        };
-        tokio::time::timeout(within, list)
-            .await
-            .unwrap_or_else(|_| {
-                Err(Fault::Unanswered(format!(
-                    "the stream listing: no answer within {}",
-                    crate::config::Dur(within)
-                )))
-            })
     }
 
     /// The age proof's scan: the first sequence in `from..=to` that is not
@@ -1242,9 +608,10 @@ impl Broker {
         ),
         String,
     > {
+        // Unproven: what the reader delivers is proven against the
+        // leader's last sequence by each caller.
         let s = self
-            .js
-            .get_stream(stream)
+            .stream_handle(stream)
             .await
             .map_err(|e| e.to_string())?;
         let consumer = s
@@ -1286,11 +653,12 @@ impl Broker {
             Ok { message: Msg },
         }
         let body = serde_json::json!({ "start_time": Timestamp(at).to_rfc3339() });
-        let request = self
-            .js
-            .request::<_, _, Reply>(format!("STREAM.MSG.GET.{stream}"), &body);
-        let reply = self
-            .bounded(&format!("age lookup on {stream}"), request)
+        let reply: Reply = self
+            .ask(
+                &format!("age lookup on {stream}"),
+                format!("STREAM.MSG.GET.{stream}"),
+                &body,
+            )
             .await?;
         match reply {
             Reply::Ok { message } => Ok(Some(message.seq)),
@@ -1328,11 +696,13 @@ impl Broker {
         }
         // The first record at or after `seq`: its sequence and time.
         let probe = |seq: u64| async move {
-            let subject = format!("STREAM.MSG.GET.{stream}");
             let body = serde_json::json!({"seq": seq, "next_by_subj": ">"});
-            let request = self.js.request::<_, _, serde_json::Value>(subject, &body);
-            let reply = self
-                .bounded(&format!("age lookup on {stream}"), request)
+            let reply: serde_json::Value = self
+                .ask(
+                    &format!("age lookup on {stream}"),
+                    format!("STREAM.MSG.GET.{stream}"),
+                    &body,
+                )
                 .await?;
             if let Some(err) = reply.get("error") {
                 if err.get("err_code").and_then(serde_json::Value::as_u64) == Some(10037) {
@@ -1377,146 +747,6 @@ impl Broker {
 
 #[cfg(test)]
 mod tests {
-    /// A clustered stream's answer without a leader proves nothing; a
-    /// single server's and an R1 stream's name the server that holds it.
-    #[test]
-    fn only_an_answer_that_names_a_leader_is_the_leaders_word() {
-        let ok = |v: serde_json::Value| super::led_raw("S", &v).is_ok();
-        assert!(ok(serde_json::json!({"cluster": {"leader": "n1"}})));
-        assert!(ok(
-            serde_json::json!({"cluster": {"name": "c", "leader": "n2"}})
-        ));
-        assert!(
-            ok(serde_json::json!({"state": {}})),
-            "no cluster: a plain server"
-        );
-        let leaderless = serde_json::json!({"cluster": {"name": "c", "raft_group": "S-R3F-x",
-            "replicas": [{"name": "n1", "current": true}]}});
-        assert!(!ok(leaderless.clone()));
-        assert!(!ok(
-            serde_json::json!({"cluster": {"name": "c", "leader": ""}})
-        ));
-        let said = super::led_raw("S", &leaderless)
-            .err()
-            .map(|f| f.to_string());
-        assert!(said.is_some_and(|s| s.contains("no leader for S")));
-    }
-
-    /// A listed stream as `STREAM.LIST` gives it: `cluster` and `ts` as
-    /// asked, `mirror` or `sources` as given.
-    fn listed(name: &str, cluster: serde_json::Value, ts: Option<&str>) -> serde_json::Value {
-        let mut v = serde_json::json!({
-            "config": {"name": name, "subjects": [format!("{name}.>")], "retention": "limits",
-                "max_consumers": -1, "max_msgs": -1, "max_bytes": 4194304, "max_age": 0,
-                "max_msgs_per_subject": -1, "max_msg_size": -1, "discard": "old",
-                "storage": "file", "num_replicas": 1, "duplicate_window": 120000000000u64},
-            "created": "2026-12-05T01:00:00.123456789Z",
-            "state": {"messages": 20, "bytes": 1000, "first_seq": 3, "first_ts": "2026-12-05T01:00:01Z",
-                "last_seq": 22, "last_ts": "2026-12-05T01:00:02Z", "consumer_count": 0},
-        });
-        if !cluster.is_null() {
-            v["cluster"] = cluster;
-        }
-        if let Some(ts) = ts {
-            v["ts"] = ts.into();
-        }
-        v
-    }
-
-    /// A consumer-info answer proves a floor only when it names the
-    /// consumer's leader: the answer of a member that has not joined the
-    /// group (exactly as nats-server sends it: configuration, zeroed state,
-    /// no `cluster`) read as a feed with nothing pending.
-    #[test]
-    fn a_consumer_info_answer_without_its_leader_proves_nothing() {
-        let member = serde_json::json!({
-            "stream_name": "L", "name": "feed", "created": "2026-12-05T01:00:00Z",
-            "config": {"durable_name": "feed", "ack_policy": "explicit", "deliver_policy": "all",
-                       "replay_policy": "instant"},
-            "delivered": {"consumer_seq": 0, "stream_seq": 0},
-            "ack_floor": {"consumer_seq": 0, "stream_seq": 0},
-            "num_ack_pending": 0, "num_redelivered": 0, "num_waiting": 0, "num_pending": 0,
-            "ts": "2026-12-05T01:00:01Z"
-        });
-        let parse = |v: &serde_json::Value| {
-            serde_json::from_value::<async_nats::jetstream::consumer::Info>(v.clone())
-                .expect("consumer info")
-        };
-        assert!(super::feed_of("L", "feed", &parse(&member), true).is_err());
-        let mut electing = member.clone();
-        electing["cluster"] = serde_json::json!({"name": "c", "leader": ""});
-        assert!(super::feed_of("L", "feed", &parse(&electing), true).is_err());
-        assert!(super::feed_of("L", "feed", &parse(&electing), false).is_err());
-        let mut led = member.clone();
-        led["cluster"] = serde_json::json!({"name": "c", "leader": "n2"});
-        led["ack_floor"] = serde_json::json!({"consumer_seq": 4, "stream_seq": 40});
-        let got = super::feed_of("L", "feed", &parse(&led), true).expect("the leader's word");
-        assert_eq!(got.ack_floor_seq, 40);
-        // A single server's answer carries no cluster: its own word.
-        let single = super::feed_of("L", "feed", &parse(&member), false).expect("one server");
-        assert_eq!(single.ack_floor_seq, 0);
-    }
-
-    /// A listing proves a log's state as the per-log read does: the
-    /// leader's word (or a single server's), with the broker's clock. Any
-    /// other item is left to be read alone; its copies are still said.
-    #[test]
-    fn a_listed_log_is_proven_only_by_its_leaders_answer_with_the_brokers_clock() {
-        let ts = Some("2026-12-05T01:00:05.5Z");
-        let mut mirror = listed("M", serde_json::Value::Null, ts);
-        mirror["config"]["mirror"] = serde_json::json!({"name": "A"});
-        let mut durable = listed("D", serde_json::Value::Null, ts);
-        durable["config"]["sources"] = serde_json::json!([{"name": "B", "consumer": {"name": "feed", "deliver_subject": "d.x"}}]);
-        let mut external = listed("X", serde_json::Value::Null, ts);
-        external["config"]["sources"] =
-            serde_json::json!([{"name": "A", "external": {"api": "$JS.hub.API"}}]);
-        // A stream this client cannot parse as stream info still copies.
-        let mut odd = listed("O", serde_json::Value::Null, ts);
-        odd["config"]["retention"] = "someday".into();
-        odd["config"]["mirror"] = serde_json::json!({"name": "B"});
-        let page = serde_json::json!({"total": 9, "offset": 0, "limit": 256, "streams": [
-            listed("A", serde_json::Value::Null, ts),
-            listed("B", serde_json::json!({"name": "c", "leader": "n1"}), ts),
-            listed("C", serde_json::json!({"name": "c", "raft_group": "S-R3F-x"}), ts),
-            listed("E", serde_json::json!({"name": "c", "leader": ""}), ts),
-            listed("F", serde_json::Value::Null, None),
-            mirror, durable, external, odd,
-        ]});
-        let local = "2026-12-05T01:00:04Z".parse().expect("a time");
-        let logs = ["A", "B", "C", "E", "F"].into_iter().collect();
-        let got = super::judge_page(page.to_string().as_bytes(), &logs, local).expect("a page");
-        assert_eq!((got.total, got.streams), (9, 9));
-        let proven: Vec<&str> = got.states.iter().map(|(n, _)| n.as_str()).collect();
-        assert_eq!(
-            proven,
-            ["A", "B"],
-            "no leader, an empty leader, no clock: read alone"
-        );
-        let (state, reading) = got.states[0].1.get();
-        assert_eq!(
-            (state.first_seq, state.last_seq, state.messages),
-            (3, 22, 20)
-        );
-        assert_eq!(state.created.to_rfc3339(), "2026-12-05T01:00:00.123456789Z");
-        assert_eq!(state.max_bytes, 4194304);
-        assert_eq!(reading.broker.to_rfc3339(), "2026-12-05T01:00:05.500+00:00");
-        assert_eq!(reading.local, local);
-        assert_eq!(
-            got.unprotected,
-            [
-                ("A".to_string(), "M".to_string()),
-                ("B".to_string(), "O".to_string())
-            ],
-            "an ephemeral mirror copies; one in another domain is not seen here"
-        );
-        assert_eq!(
-            got.feeds,
-            [(("B".to_string(), "feed".to_string()), "D".to_string())]
-        );
-        let refused = serde_json::json!({"error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}});
-        assert!(super::judge_page(refused.to_string().as_bytes(), &logs, local).is_err());
-    }
-
     use super::instant_of;
 
     /// The broker's times convert to the nanosecond, before the epoch too

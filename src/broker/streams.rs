@@ -1,9 +1,7 @@
 //! Reading stream and consumer settings for the checks in
 //! [`crate::stream_check`].
 
-use async_nats::jetstream::context::GetStreamErrorKind;
 use async_nats::jetstream::stream::{Config, DiscardPolicy, RetentionPolicy};
-use async_nats::jetstream::ErrorCode;
 
 use super::Broker;
 use crate::stream_check::{RetentionKind, StreamFacts};
@@ -46,6 +44,22 @@ pub struct ReadError {
     pub reason: String,
 }
 
+impl ReadError {
+    /// The read of `stream` that failed with `fault` (its sentence without
+    /// the stream's name, which the error says first).
+    fn of(stream: &str, fault: &super::Fault) -> ReadError {
+        let said = fault.to_string();
+        let reason = said
+            .strip_prefix(&format!("stream {stream}: "))
+            .unwrap_or(&said)
+            .to_string();
+        ReadError {
+            stream: stream.to_string(),
+            reason,
+        }
+    }
+}
+
 impl Broker {
     /// How many servers the connected broker's cluster has (its INFO's
     /// client URLs, which name every server that advertises one), or
@@ -62,19 +76,12 @@ impl Broker {
 
     /// The configuration of `stream`, or `None` when it does not exist.
     pub async fn stream_config(&self, stream: &str) -> Result<Option<Config>, ReadError> {
-        match self.js.get_stream(stream).await {
+        // Any member's answer: a configuration is the same on all of them
+        // once created, and nothing here decides how far a purge goes.
+        match self.stream_handle(stream).await {
             Ok(s) => Ok(Some(s.cached_info().config.clone())),
-            Err(e) => match e.kind() {
-                GetStreamErrorKind::JetStream(je)
-                    if je.error_code() == ErrorCode::STREAM_NOT_FOUND =>
-                {
-                    Ok(None)
-                }
-                _ => Err(ReadError {
-                    stream: stream.to_string(),
-                    reason: e.to_string(),
-                }),
-            },
+            Err(super::Fault::Missing(_)) => Ok(None),
+            Err(f) => Err(ReadError::of(stream, &f)),
         }
     }
 
@@ -88,23 +95,13 @@ impl Broker {
 
     /// Whether the durable consumer `name` exists on `stream`.
     pub async fn consumer_exists(&self, stream: &str, name: &str) -> Result<bool, ReadError> {
-        use async_nats::jetstream::context::ConsumerInfoErrorKind as K;
-        let err = |reason: String| ReadError {
-            stream: stream.to_string(),
-            reason,
-        };
-        let s = self
-            .js
-            .get_stream(stream)
+        self.stream_handle(stream)
             .await
-            .map_err(|e| err(e.to_string()))?;
-        match s.consumer_info(name).await {
+            .map_err(|f| ReadError::of(stream, &f))?;
+        match self.consumer_info(stream, name).await {
             Ok(_) => Ok(true),
-            Err(e) => match e.kind() {
-                K::NotFound => Ok(false),
-                K::JetStream(je) if je.error_code() == ErrorCode::CONSUMER_NOT_FOUND => Ok(false),
-                _ => Err(err(format!("consumer {name}: {e}"))),
-            },
+            Err(super::Fault::Missing(_)) => Ok(false),
+            Err(f) => Err(ReadError::of(stream, &f)),
         }
     }
 }

@@ -449,7 +449,7 @@ impl Broker {
             bucket: name.to_string(),
             reason,
         };
-        let reply = match self.stream_info_raw(&format!("KV_{name}")).await {
+        let reply = match self.stream_info_led(&format!("KV_{name}")).await {
             Ok(r) => r,
             Err(super::Fault::Missing(_)) => {
                 return Err(BucketError::Missing {

@@ -51,11 +51,7 @@ impl Broker {
         if let Some(s) = self.stores.lock().ok().and_then(|m| m.get(bucket).cloned()) {
             return Ok(s);
         }
-        let store = self
-            .js
-            .get_key_value(bucket)
-            .await
-            .map_err(|e| Fault::failed(format!("bucket {bucket}: {e}")))?;
+        let store = self.kv_handle(bucket).await?;
         if let Ok(mut m) = self.stores.lock() {
             m.insert(bucket.to_string(), store.clone());
         }
@@ -141,12 +137,14 @@ impl Broker {
         let left = permit
             .remaining()
             .ok_or_else(|| expired("before stream info"))?;
-        let s = tokio::time::timeout(left, self.js.get_stream(stream))
+        let s = self
+            .stream_led_within(stream, left)
             .await
-            .map_err(|_| expired("stream info outlived the fence"))?
-            .map_err(|e| refused(format!("stream info: {e}")))?;
+            .map_err(|f| match f {
+                Fault::Unanswered(_) => expired("stream info outlived the fence"),
+                f => refused(format!("stream info: {f}")),
+            })?;
         let info = s.cached_info();
-        super::read::led(stream, info).map_err(|f| refused(f.to_string()))?;
         let live_created = instant_of(info.created);
         if live_created != created {
             return Err(refused(format!(

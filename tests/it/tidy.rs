@@ -42,6 +42,61 @@ fn async_nats_is_used_only_in_src_broker() {
     );
 }
 
+/// One door for every JetStream request (docs/trim-floor.md, Proven
+/// current): the client's calls that ask the broker for an answer (a raw
+/// API request, a stream, consumer, KV or Object Store lookup, the
+/// account's info) appear in `src/broker/door.rs` only, where the proof
+/// against the leader is. The bench's fixture, which builds and inspects
+/// its own streams and decides nothing, is the one exception. A new read
+/// elsewhere fails here until it goes through the door.
+#[test]
+fn every_jetstream_request_goes_through_the_door() {
+    let mut files = Vec::new();
+    sources(&root().join("src").join("broker"), &mut files);
+    let asks = [
+        ".request(",
+        ".request::<",
+        "get_stream(",
+        "get_stream_no_info(",
+        "consumer_info(",
+        "query_account(",
+        "get_key_value(",
+        "get_object_store(",
+        "stream_by_subject(",
+        "stream_names(",
+        ".streams(",
+    ];
+    let mut offenders = Vec::new();
+    for f in &files {
+        let name = f.file_name().and_then(|n| n.to_str()).unwrap_or_default();
+        if name == "door.rs" || name == "fixture.rs" {
+            continue;
+        }
+        let text = std::fs::read_to_string(f).expect("read");
+        // Unit tests (after the file's `#[cfg(test)]`) may build answers.
+        let code = text.split("#[cfg(test)]").next().unwrap_or_default();
+        for (n, line) in code.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            // The door's own names (`self.consumer_info(...)`) are the door.
+            let asked = asks.iter().find(|a| {
+                line.match_indices(*a).any(|(i, _)| {
+                    let before = &line[..i];
+                    !(before.ends_with("self") || before.ends_with("self."))
+                })
+            });
+            if let Some(a) = asked {
+                offenders.push(format!("{}:{} {a}", f.display(), n + 1));
+            }
+        }
+    }
+    assert!(
+        offenders.is_empty(),
+        "JetStream asked outside src/broker/door.rs: {offenders:#?}"
+    );
+}
+
 /// Every alarm the code can raise has a runbook entry, and the list of
 /// alarms is the one the code raises.
 #[test]
