@@ -738,7 +738,8 @@ pub fn compute(
     if !set.ahead.is_empty() && not_ready.is_none() {
         not_ready = Some(NotReady::AheadOfLog);
     }
-    let carried_holds = super::remember::carried_holds(rows, stream, recalled.remembered(), now);
+    let carried_holds =
+        super::remember::carried_holds(rows, stream, recalled.remembered(), incarnation, now);
     // Holds that pin though the bucket does not show them live: carried
     // over a recreated bucket, or a join hold whose readmission is not
     // absorbed yet.
@@ -784,7 +785,10 @@ pub fn compute(
         rows,
         stream,
         &set,
-        &carried_holds,
+        (
+            &carried_holds,
+            &lapsed.iter().map(|(id, _, _)| *id).collect::<Vec<_>>(),
+        ),
         &recalled,
         (stood(TermName::Applied), stood(TermName::MinHold)),
         now,

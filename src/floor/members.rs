@@ -70,6 +70,11 @@ pub struct MemoryRecord {
 pub struct HoldMember {
     pub expires_at: Timestamp,
     pub carried: bool,
+    /// A readmission's join hold: carried, it pins until its readmission
+    /// is absorbed, past its `expires_at` too (the duty holder can no
+    /// longer extend a hold the bucket lost; docs/trim-floor.md, The
+    /// sidecar's memory).
+    pub until_absorbed: bool,
 }
 
 /// The membership: node → carried, hold id → its expiry and whether
@@ -100,6 +105,10 @@ pub struct ChunkHold {
     pub expires_at: Timestamp,
     #[serde(default)]
     pub carried: bool,
+    /// Written only when set: a join hold, held until its readmission is
+    /// absorbed.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub until_absorbed: bool,
 }
 
 impl MembersChunk {
@@ -142,8 +151,15 @@ impl Digester {
 
     pub fn hold(&mut self, id: &str, h: HoldMember) {
         use sha2::Digest;
-        self.hasher
-            .update(if h.carried { b"C " as &[u8] } else { b"h " });
+        // A lapsed join hold's line differs (`j`, `J` carried); every other
+        // hold's is as before, so a membership without one keeps its digest.
+        let lead: &[u8] = match (h.carried, h.until_absorbed) {
+            (false, false) => b"h ",
+            (true, false) => b"C ",
+            (false, true) => b"j ",
+            (true, true) => b"J ",
+        };
+        self.hasher.update(lead);
         self.hasher.update(id.as_bytes());
         self.hasher.update(b" ");
         h.expires_at.with_text(|t| self.hasher.update(t.as_bytes()));
@@ -221,6 +237,7 @@ impl Membership {
                 id: id.clone(),
                 expires_at: h.expires_at,
                 carried: h.carried,
+                until_absorbed: h.until_absorbed,
             });
         }
         flush(&mut chunk, &mut size);
@@ -253,6 +270,7 @@ impl Membership {
                     HoldMember {
                         expires_at: h.expires_at,
                         carried: h.carried,
+                        until_absorbed: h.until_absorbed,
                     },
                 )
             }));
@@ -302,6 +320,7 @@ impl Remembered {
                             HoldMember {
                                 expires_at: h.expires_at,
                                 carried: carried("holds", h.bucket_created),
+                                until_absorbed: false,
                             },
                         )
                     })
@@ -331,6 +350,7 @@ mod tests {
             HoldMember {
                 expires_at: at("2026-12-06T02:00:00Z"),
                 carried: false,
+                until_absorbed: false,
             },
         );
         m

@@ -70,13 +70,15 @@ pub fn recall(rows: &ParsedRows, stream: &str) -> Recalled {
 }
 
 /// The remembered holds a recreated holds bucket (or an earlier tick's
-/// carrying) no longer shows, live until their `expires_at`, each pinning
-/// at the remembered `min_hold` + 1. None while the holds bucket cannot be
-/// read (the term is then unreadable anyway).
+/// carrying) no longer shows, live until their `expires_at` (a lapsed join
+/// hold: until its readmission is absorbed), each pinning at the
+/// remembered `min_hold` + 1. None while the holds bucket cannot be read
+/// (the term is then unreadable anyway).
 pub fn carried_holds<'r>(
     rows: &ParsedRows,
     stream: &str,
     memory: Option<&'r Remembered>,
+    incarnation: Option<super::Incarnation>,
     now: DateTime<Utc>,
 ) -> Vec<(&'r str, u64)> {
     let (Some(memory), Ok(holds)) = (memory, &rows.holds) else {
@@ -94,7 +96,14 @@ pub fn carried_holds<'r>(
         .membership
         .holds
         .iter()
-        .filter(|(id, h)| (lost || h.carried) && h.expires_at.0 > now && !held(id))
+        .filter(|(id, h)| {
+            let live = h.expires_at.0 > now
+                || (h.until_absorbed
+                    && id
+                        .strip_prefix(crate::rows::JOIN_HOLD_PREFIX)
+                        .is_none_or(|op| !super::join_absorbed(rows, stream, incarnation, op)));
+            (lost || h.carried) && live && !held(id)
+        })
         .map(|(id, _)| (id.as_str(), seq))
         .collect()
 }
@@ -120,7 +129,7 @@ pub fn keep(
     rows: &ParsedRows,
     stream: &str,
     set: &CountedSet,
-    carried: &[(&str, u64)],
+    (carried, lapsed): (&[(&str, u64)], &[&str]),
     recalled: &Recalled,
     (applied, min_hold): (Stood, Stood),
     now: DateTime<Utc>,
@@ -186,12 +195,18 @@ pub fn keep(
     match (live_holds, &before) {
         (Some(current), _) => {
             for (k, h) in current.iter().filter_map(|h| h.as_ref().ok()) {
-                if h.expires_at.0 > now {
+                // A join hold past its expiry still pins while its
+                // readmission is unabsorbed: remembered like a live one.
+                // Carried, a join hold cannot be extended by the duty
+                // holder any more, so it pins until its readmission is
+                // absorbed, whatever its expiry.
+                if h.expires_at.0 > now || lapsed.contains(&k.hold_id.as_str()) {
                     m.holds.insert(
                         k.hold_id.clone(),
                         HoldMember {
                             expires_at: h.expires_at,
                             carried: false,
+                            until_absorbed: h.kind == crate::rows::HoldKind::Join,
                         },
                     );
                 }
@@ -204,6 +219,7 @@ pub fn keep(
                         HoldMember {
                             expires_at: h.expires_at,
                             carried: true,
+                            until_absorbed: h.until_absorbed,
                         },
                     );
                 }

@@ -439,3 +439,85 @@ async fn a_carried_holds_printed_remedies_work() {
     s.tick().await;
     assert_eq!(f.first_seq().await, 101, "released: the trim moves");
 }
+
+/// A readmission's join hold is remembered as one: lost with its holds
+/// bucket while the readmission is unabsorbed (its gate record not on the
+/// log yet), it pins past its own `expires_at` (the duty holder can no
+/// longer extend a hold the bucket lost) until the readmission is
+/// absorbed. Before, the carried hold ended at its remembered expiry and
+/// the purge passed the readmitted node's records.
+#[tokio::test]
+async fn a_lost_join_hold_pins_until_its_readmission_is_absorbed() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100)], 100).await;
+    f.position("node-4", 20).await;
+    f.snapshot("node-4", 20).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let op = operator(&f);
+    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 101, "node-4 no longer pins the log");
+
+    // node-4's readmission has placed its join hold; its gate record is
+    // not on the log yet.
+    f.position("node-4", 101).await;
+    let op_id = crewlet::rows::OpId::mint(chrono::Utc::now());
+    let key = format!("{STREAM}.join-{op_id}");
+    f.put(
+        "crewlet_holds",
+        &key,
+        serde_json::json!({"seq": 102, "owner": "alice", "kind": "join", "reason": "readmission of node-4", "expires_at": ts(3)}),
+    )
+    .await;
+    s.tick().await;
+    f.publish(60).await;
+    f.healthy(&[("node-1", 160)], 160).await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 102, "the join hold pins 102..");
+
+    lose(&f, &mut s, "crewlet_holds").await;
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    f.healthy(&[("node-1", 160)], 160).await;
+    s.tick().await;
+    // Past the expiry the memory remembers (the duty holder's last
+    // extension), and still unabsorbed.
+    let chunk = f
+        .get("crewlet_floors", &format!("_members.{STREAM}.0"))
+        .await
+        .expect("the membership");
+    let hold = chunk["holds"]
+        .as_array()
+        .and_then(|h| h.iter().find(|h| h["id"] == format!("join-{op_id}")))
+        .cloned()
+        .expect("the join hold is remembered");
+    let expiry = crewlet::rows::Timestamp::parse(hold["expires_at"].as_str().expect("expiry"))
+        .expect("an instant");
+    let wait = (expiry.0 - chrono::Utc::now()).num_milliseconds().max(0) as u64 + 1200;
+    tokio::time::sleep(Duration::from_millis(wait)).await;
+    for _ in 0..2 {
+        s.tick().await;
+    }
+    assert_eq!(
+        f.first_seq().await,
+        102,
+        "the lost join hold pins until its readmission is absorbed"
+    );
+
+    // The readmission's record lands and is absorbed: node-4 counts again
+    // at its own position and the carried hold ends.
+    f.raw_gate_as("node-4", crewlet::rows::GateSign::Readmit, &op_id)
+        .await;
+    for _ in 0..3 {
+        s.tick().await;
+    }
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(
+        row["memory"]["carried"].as_u64(),
+        Some(0),
+        "nothing carried: {}",
+        row["memory"]
+    );
+}

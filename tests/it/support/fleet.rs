@@ -583,8 +583,19 @@ impl Fleet {
         sign: crewlet::rows::GateSign,
     ) -> (crewlet::rows::OpId, u64) {
         let op = crewlet::rows::OpId::mint(Utc::now());
+        let seq = self.raw_gate_as(node, sign, &op).await;
+        (op, seq)
+    }
+
+    /// As [`Fleet::raw_gate`], for the operation `op`: its sequence.
+    pub async fn raw_gate_as(
+        &self,
+        node: &str,
+        sign: crewlet::rows::GateSign,
+        op: &crewlet::rows::OpId,
+    ) -> u64 {
         let g = crewlet::gate::Gesture {
-            op: &op,
+            op,
             sign,
             node,
             by: "alice",
@@ -592,13 +603,11 @@ impl Fleet {
             reason: "",
         };
         let (headers, body) = crewlet::gate::record(&g, STREAM, Utc::now());
-        let seq = self
-            .broker()
+        self.broker()
             .await
             .publish_gate("crewlet.tracker.gate", &headers, body)
             .await
-            .expect("publish gate record");
-        (op, seq)
+            .expect("publish gate record")
     }
 }
 
