@@ -71,6 +71,9 @@ pub struct Found {
     pub generation_opened_at: Option<Timestamp>,
     pub max_bytes: i64,
     pub now: DateTime<Utc>,
+    /// The memory the fresh row opens with: the adopted answer's (`None`:
+    /// that answer could not be computed; nothing is written then).
+    pub opened: Option<super::Opened>,
 }
 
 /// Why the gesture could not go on (exit 3): the broker's words.
@@ -147,6 +150,7 @@ pub async fn facts(
         generation_opened_at: adopted.as_ref().and_then(|a| a.generation_opened_at),
         max_bytes: answer.max_bytes,
         now,
+        opened: adopted.as_ref().map(|a| super::Opened::of(a, false)),
     })
 }
 
@@ -268,6 +272,12 @@ pub async fn apply(
             lost: false,
         };
     };
+    let Some(opened) = &found.opened else {
+        return Outcome::NotWritten {
+            message: "the answer with the adoption applied could not be computed; nothing written, run it again".into(),
+            lost: true,
+        };
+    };
     let live = found.facts.live_created;
     let now = Timestamp(found.now);
     let cap = u64::try_from(found.max_bytes).unwrap_or(0);
@@ -279,8 +289,19 @@ pub async fn apply(
         "would_purge": null, "terms": [], "blocked_by": [], "held_since": null,
         "soft_ceiling_bytes": cap - reserve, "max_bytes": found.max_bytes,
         "by": by, "session": "", "at": now,
+        "memory": opened.record, "format": crate::floor::members::FORMAT,
     });
     let body = serde_json::to_vec(&row).unwrap_or_default();
+    // The memory opened afresh: its membership before the row naming it.
+    if let Err(e) = opened
+        .write(broker, &config.buckets.floors, &domain.stream)
+        .await
+    {
+        return Outcome::NotWritten {
+            message: format!("{e}; nothing written, run it again"),
+            lost: true,
+        };
+    }
     if let Err(e) = broker
         .put_if(&config.buckets.floors, &domain.stream, body, found.revision)
         .await

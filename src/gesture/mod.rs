@@ -68,6 +68,48 @@ pub struct LiveRead {
     pub now: chrono::DateTime<chrono::Utc>,
 }
 
+/// The memory a gesture's fresh row opens with (`reanchor`, `adopt`): the
+/// membership of an answer computed from what the buckets hold now, so
+/// that a bucket lost before the next tick lifts no pin the row's
+/// predecessor would have kept (docs/trim-floor.md, The sidecar's memory).
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub record: crate::floor::members::MemoryRecord,
+    /// The `_members` values to write before the row (`None`: the keys in
+    /// the bucket already hold this membership).
+    pub write: Option<std::sync::Arc<crate::floor::remember::MembersWrite>>,
+}
+
+impl Opened {
+    /// PURE: the memory of `answer`; in a new generation (`reanchor`) the
+    /// `applied` and `min_hold` it stood on belong to the last one and are
+    /// not kept (a carried node then counts at 0, a carried hold at 1).
+    pub fn of(answer: &crate::floor::Answer, new_generation: bool) -> Opened {
+        let mut record = answer.memory.clone();
+        if new_generation {
+            record.applied = None;
+            record.min_hold = None;
+        }
+        Opened {
+            record,
+            write: answer.members_write.clone(),
+        }
+    }
+
+    /// APPLY (IO): the `_members` values, before the row that names them.
+    pub async fn write(
+        &self,
+        broker: &crate::broker::Broker,
+        bucket: &str,
+        stream: &str,
+    ) -> Result<(), String> {
+        match &self.write {
+            Some(w) => crate::tick::write_members(broker, bucket, stream, w).await,
+            None => Ok(()),
+        }
+    }
+}
+
 /// FACTS (IO), shared by `reanchor` and `adopt`: one fresh read, and the
 /// domain's live stream out of it (no second read); why not, in the
 /// broker's words.

@@ -55,6 +55,9 @@ pub struct Found {
     /// The floors bucket's `created`, for the log's mark.
     pub floors_created: Option<Timestamp>,
     pub now: DateTime<Utc>,
+    /// The memory the new generation's row opens with: the membership of
+    /// the answer read now.
+    pub opened: super::Opened,
 }
 
 /// Why the gesture could not go on (exit 3): the broker's words.
@@ -138,6 +141,7 @@ pub async fn facts(
         revision,
         floors_created: parsed.created.floors,
         now,
+        opened: super::Opened::of(&answer, true),
     })
 }
 
@@ -245,6 +249,7 @@ pub async fn apply(
         "would_purge": null, "terms": [], "blocked_by": [], "held_since": null,
         "soft_ceiling_bytes": cap - reserve, "max_bytes": live.max_bytes,
         "by": by, "session": "", "at": now,
+        "memory": found.opened.record, "format": crate::floor::members::FORMAT,
     });
     let body = serde_json::to_vec(&row).unwrap_or_default();
     let anchor = crate::gate::Anchor {
@@ -254,6 +259,18 @@ pub async fn apply(
         generation_opened_at: now,
         by: by.to_string(),
     };
+    // The membership before the row naming it: the nodes and holds seen
+    // now stay remembered across the new generation's first ticks.
+    if let Err(e) = found
+        .opened
+        .write(broker, &config.buckets.floors, &domain.stream)
+        .await
+    {
+        return Outcome::NotWritten {
+            message: format!("{e}; nothing written, run it again"),
+            lost: false,
+        };
+    }
     if let Err(e) = broker
         .kv_put(
             &config.buckets.gates,

@@ -183,6 +183,7 @@ mod fold;
 mod gates;
 mod join;
 mod publish;
+pub use publish::write_members;
 mod read;
 pub use read::*;
 

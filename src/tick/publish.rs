@@ -140,15 +140,7 @@ impl Sidecar {
         // last row does not name: its digest tells them apart, and the
         // next tick writes them again.
         if let Some(w) = &a.members_write {
-            let bucket = &self.config.buckets.floors;
-            for (n, chunk) in w.chunks.iter().enumerate() {
-                let key =
-                    floor::members::members_key(&a.stream, u32::try_from(n).unwrap_or(u32::MAX));
-                self.broker
-                    .kv_put(bucket, &key, chunk.clone())
-                    .await
-                    .map_err(|e| format!("the memory's key {key}: {e}"))?;
-            }
+            write_members(&self.broker, &self.config.buckets.floors, &a.stream, w).await?;
         }
         let written = self
             .broker
@@ -352,4 +344,23 @@ impl Sidecar {
             }
         }
     }
+}
+
+/// Writes the `_members` values of `stream`'s membership `w` into the
+/// floors bucket, in order; the first that fails ends it (the row that
+/// would name them is then not written).
+pub async fn write_members(
+    broker: &crate::broker::Broker,
+    bucket: &str,
+    stream: &str,
+    w: &floor::remember::MembersWrite,
+) -> Result<(), String> {
+    for (n, chunk) in w.chunks.iter().enumerate() {
+        let key = floor::members::members_key(stream, u32::try_from(n).unwrap_or(u32::MAX));
+        broker
+            .kv_put(bucket, &key, chunk.clone())
+            .await
+            .map_err(|e| format!("the memory's key {key}: {e}"))?;
+    }
+    Ok(())
 }

@@ -521,3 +521,44 @@ async fn a_lost_join_hold_pins_until_its_readmission_is_absorbed() {
         row["memory"]
     );
 }
+
+/// A reanchor's row opens the new generation's memory with the nodes and
+/// holds it sees now. Before, its row carried no memory: a positions
+/// bucket lost before a node reported in the new generation took that
+/// node's pin with it, and the next tick purged what it had not applied.
+#[tokio::test]
+async fn a_reanchor_remembers_the_nodes_and_holds_it_saw() {
+    let (f, mut s) = node_3_stalled_at_182().await;
+    // The log rebuilt from elsewhere: another incarnation, 212 records.
+    f.recreate_stream().await;
+    f.publish(212).await;
+    s.tick().await;
+    let op = operator(&f);
+    let created = f.created().await;
+    let run = op.reanchor(STREAM, &created);
+    assert_eq!(run.code, 0, "{run:?}");
+    let row = f.floors_row().await.expect("row");
+    assert_eq!(row["memory"]["members"], 3, "{}", row["memory"]);
+    assert_eq!(row["format"], 2);
+
+    // The live nodes report in the new generation; node-3 has not when
+    // the positions bucket is lost.
+    for n in ["node-1", "node-2"] {
+        f.position_at(n, 212, 1, &created, "ok").await;
+    }
+    lose(&f, &mut s, "crewlet_positions").await;
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    for n in ["node-1", "node-2"] {
+        f.position_at(n, 212, 1, &created, "ok").await;
+    }
+    for _ in 0..2 {
+        s.tick().await;
+    }
+    let (_, status) = op.json(&["retention", "status"]);
+    assert_eq!(
+        node_entry(&status, "node-3")["state"],
+        "carried",
+        "{status:#}"
+    );
+    assert_eq!(f.first_seq().await, 1, "node-3, remembered, pins the log");
+}

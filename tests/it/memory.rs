@@ -146,6 +146,11 @@ async fn floors_and_positions_lost_together_keep_a_stalled_nodes_records_until_a
         &created,
     ]);
     assert_eq!(run.code, 0, "{run:?}");
+    // The adopted row opens the memory with what the buckets hold now
+    // (node-1 and node-2), and says its format.
+    let row = f.floors_row().await.expect("the adopted row");
+    assert_eq!(row["memory"]["members"], 2, "{}", row["memory"]);
+    assert_eq!(row["format"], 2, "{row}");
     s.tick().await;
     s.tick().await;
     // node-3 is in no bucket now; the snapshots and the backup bind at 212.
