@@ -78,6 +78,7 @@ impl Lease<'_> {
             claimed_at: self.claimed_at,
             renewed_at: Some(Timestamp(now)),
             renewal: Some(renewal.to_string()),
+            format: crate::rows::FORMAT,
         };
         serde_json::to_vec(&row).unwrap_or_default()
     }

@@ -21,7 +21,7 @@ use crate::rows::{Timestamp, Unreadable};
 /// The format of the rows this release writes (the floors row, `_members`
 /// keys). A row without `format` is the previous release's (1: it carried
 /// `pins`).
-pub const FORMAT: u32 = 2;
+pub const FORMAT: u32 = crate::rows::FORMAT;
 
 /// `_members.<stream>.<n>`: the keys that hold a log's membership.
 pub const MEMBERS_PREFIX: &str = "_members.";

@@ -309,6 +309,10 @@ pub struct Cursor {
     pub stream_created: Option<Timestamp>,
     #[serde(default)]
     pub generation: Option<u64>,
+    /// The release's row format ([`crate::rows::FORMAT`]; 0: written
+    /// before rows carried it).
+    #[serde(default)]
+    pub format: u32,
 }
 
 impl crate::rows::Stamped for Cursor {
@@ -328,6 +332,7 @@ impl Cursor {
     pub fn parse(key: &str, body: &[u8]) -> Result<Cursor, Unreadable> {
         let c: Cursor =
             serde_json::from_slice(body).map_err(|e| format!("gates key {key}: {e}"))?;
+        crate::rows::known_format(&format!("gates key {key}"), c.format)?;
         if Cursor::key(&c.stream) != key {
             return Err(Unreadable(format!(
                 "gates key {key}: the row names stream {}",
@@ -353,6 +358,10 @@ pub struct Anchor {
     pub generation_opened_at: Timestamp,
     #[serde(default)]
     pub by: String,
+    /// The release's row format ([`crate::rows::FORMAT`]; 0: written
+    /// before rows carried it).
+    #[serde(default)]
+    pub format: u32,
 }
 
 impl Anchor {
@@ -364,6 +373,7 @@ impl Anchor {
     pub fn parse(key: &str, body: &[u8]) -> Result<Anchor, Unreadable> {
         let a: Anchor =
             serde_json::from_slice(body).map_err(|e| format!("gates key {key}: {e}"))?;
+        crate::rows::known_format(&format!("gates key {key}"), a.format)?;
         if Anchor::key(&a.stream) != key {
             return Err(Unreadable(format!(
                 "gates key {key}: the row names stream {}",
@@ -501,6 +511,7 @@ pub fn absorb(
                 reason: body.reason.clone(),
                 stream_created: Some(incarnation.stream_created),
                 generation: Some(incarnation.generation),
+                format: crate::rows::FORMAT,
             };
             gates.insert(body.node.clone(), row.clone());
             changed_gates.insert(body.node.clone(), row);
@@ -516,6 +527,7 @@ pub fn absorb(
         skipped: all_skipped[keep_from..].to_vec(),
         stream_created: Some(incarnation.stream_created),
         generation: Some(incarnation.generation),
+        format: crate::rows::FORMAT,
     };
     Absorbed {
         gates: changed_gates.into_values().collect(),

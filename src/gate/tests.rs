@@ -308,6 +308,7 @@ fn op_reuse_and_superseded() {
         reason: String::new(),
         stream_created: Some(inc(0).stream_created),
         generation: Some(0),
+        format: crate::rows::FORMAT,
     };
     assert_eq!(
         prior(&a, GateSign::Evict, "node-4", None, &BTreeMap::new()),

@@ -1015,6 +1015,7 @@ mod tests {
             reason: String::new(),
             stream_created: Some(at("2026-11-01T00:00:00Z")),
             generation: Some(0),
+            format: crate::rows::FORMAT,
         }
     }
 

@@ -258,6 +258,7 @@ pub async fn apply(
         stream_created: live.created,
         generation_opened_at: now,
         by: by.to_string(),
+        format: crate::rows::FORMAT,
     };
     // The membership before the row naming it: the nodes and holds seen
     // now stay remembered across the new generation's first ticks.

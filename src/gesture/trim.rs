@@ -287,6 +287,7 @@ pub fn judge(checked: &Checked, facts: &Facts) -> Result<Plan, AskError> {
             reason: checked.reason.clone(),
             stream_created: Some(incarnation.stream_created),
             generation: Some(incarnation.generation),
+            format: crate::rows::FORMAT,
         },
         clamped_from,
     })

@@ -341,6 +341,7 @@ fn evict(
                 reason: String::new(),
                 stream_created: Some(inc.stream_created),
                 generation: Some(inc.generation),
+                format: crate::rows::FORMAT,
             },
         );
     }

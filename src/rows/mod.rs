@@ -22,6 +22,25 @@ pub use node::*;
 pub use sidecar::*;
 pub use time::*;
 
+/// The format of the rows this release writes (the floors row, its
+/// `_members` keys, the gates view's rows, an explicit trim's watermark,
+/// the duty lease): raised whenever a field changes meaning. A row without
+/// `format` is an earlier release's (the floors row's previous release, 1,
+/// carried `pins`).
+pub const FORMAT: u32 = 2;
+
+/// A row of `format` this release can read: one written by a newer
+/// release (a higher format) is unreadable, never read as if it meant what
+/// this release's rows mean (docs/upgrading.md).
+pub fn known_format(key: &str, format: u32) -> Result<(), Unreadable> {
+    if format > FORMAT {
+        return Err(Unreadable(format!(
+            "{key} was written by a newer release (format {format}); this release reads up to format {FORMAT}"
+        )));
+    }
+    Ok(())
+}
+
 /// Why something a judgement stands on could not be read: the sentence an
 /// operator reads (a term's `unreadable` reason, a row that does not parse,
 /// a stream the broker did not answer for). A type of its own, so that the

@@ -22,6 +22,10 @@ pub struct DutyRow {
     /// whether this write is the one there (docs/trim-floor.md, Fencing).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub renewal: Option<String>,
+    /// The release's row format ([`crate::rows::FORMAT`]; 0: written
+    /// before rows carried it).
+    #[serde(default)]
+    pub format: u32,
 }
 
 /// The one key of the duty bucket.
@@ -66,6 +70,10 @@ pub struct GateRow {
     pub stream_created: Option<Timestamp>,
     #[serde(default)]
     pub generation: Option<u64>,
+    /// The release's row format ([`crate::rows::FORMAT`]; 0: written
+    /// before rows carried it).
+    #[serde(default)]
+    pub format: u32,
 }
 
 /// One incarnation of a log: the stream's `created` and the domain's
@@ -197,6 +205,10 @@ pub struct Requested {
     pub stream_created: Option<Timestamp>,
     #[serde(default)]
     pub generation: Option<u64>,
+    /// The release's row format ([`crate::rows::FORMAT`]; 0: written
+    /// before rows carried it).
+    #[serde(default)]
+    pub format: u32,
 }
 
 impl Stamped for Requested {
@@ -208,7 +220,9 @@ impl Stamped for Requested {
 impl Requested {
     /// Parses `_requested.<stream>`'s value.
     pub fn parse(key: &str, _stream: &str, body: &[u8]) -> Result<Requested, Unreadable> {
-        parse_json(key, body).map_err(|e| Unreadable(format!("floors {e}")))
+        let r: Requested = parse_json(key, body).map_err(|e| Unreadable(format!("floors {e}")))?;
+        super::known_format(&format!("floors key {key}"), r.format)?;
+        Ok(r)
     }
 
     pub fn key(stream: &str) -> String {

@@ -423,3 +423,38 @@ fn gate_rows() {
     assert!(OpRow::parse(&format!("_op.{op}"), op_body.as_bytes()).is_ok());
     assert!(OpRow::parse("_op.X", op_body.as_bytes()).is_err());
 }
+
+/// The sidecar's own rows carry `format`; one a newer release wrote (a
+/// higher format) is unreadable, never read as if it meant what this
+/// release's rows mean, and an older one (no `format`) reads as before.
+#[test]
+fn a_sidecar_row_of_a_newer_format_is_unreadable() {
+    let key = "_requested.S";
+    let older = r#"{"seq": 5, "by": "alice", "at": "2026-12-06T00:00:00Z"}"#;
+    let r = Requested::parse(key, "S", older.as_bytes()).expect("an older row reads");
+    assert_eq!(r.format, 0);
+    let newer = r#"{"seq": 5, "by": "alice", "at": "2026-12-06T00:00:00Z", "format": 99}"#;
+    let said = Requested::parse(key, "S", newer.as_bytes())
+        .err()
+        .map(|e| e.to_string())
+        .unwrap_or_default();
+    assert!(said.contains("newer release (format 99)"), "{said}");
+    let cursor = r#"{"stream": "S", "seq": 3, "format": 99}"#;
+    assert!(crate::gate::Cursor::parse("_absorbed.S", cursor.as_bytes()).is_err());
+    let cursor = r#"{"stream": "S", "seq": 3, "format": 2}"#;
+    assert!(crate::gate::Cursor::parse("_absorbed.S", cursor.as_bytes()).is_ok());
+    let anchor = r#"{"stream": "S", "generation": 1, "stream_created": "2026-12-06T00:00:00Z", "generation_opened_at": "2026-12-06T00:00:00Z", "format": 3}"#;
+    assert!(crate::gate::Anchor::parse("_anchor.S", anchor.as_bytes()).is_err());
+    // What this release writes, it reads.
+    let ours = Requested {
+        seq: 5,
+        by: "alice".into(),
+        at: Timestamp::parse("2026-12-06T00:00:00Z").expect("instant"),
+        reason: String::new(),
+        stream_created: None,
+        generation: None,
+        format: FORMAT,
+    };
+    let body = serde_json::to_vec(&ours).expect("json");
+    assert_eq!(Requested::parse(key, "S", &body).expect("reads"), ours);
+}
