@@ -378,3 +378,19 @@ fn outcomes() {
         "not_written"
     );
 }
+
+/// The gates view's cursor and a reanchor's anchor, written by a newer
+/// release (a higher `format`), are unreadable: the purge they guard waits
+/// (rows::tests::a_sidecar_row_of_a_newer_format_is_unreadable for the
+/// rule).
+#[test]
+fn a_gates_row_of_a_newer_format_is_unreadable() {
+    let cursor = r#"{"stream": "S", "seq": 3, "format": 99}"#;
+    assert!(Cursor::parse("_absorbed.S", cursor.as_bytes()).is_err());
+    let cursor = r#"{"stream": "S", "seq": 3, "format": 2}"#;
+    assert!(Cursor::parse("_absorbed.S", cursor.as_bytes()).is_ok());
+    let cursor = r#"{"stream": "S", "seq": 3}"#;
+    assert!(Cursor::parse("_absorbed.S", cursor.as_bytes()).is_ok());
+    let anchor = r#"{"stream": "S", "generation": 1, "stream_created": "2026-12-06T00:00:00Z", "generation_opened_at": "2026-12-06T00:00:00Z", "format": 3}"#;
+    assert!(Anchor::parse("_anchor.S", anchor.as_bytes()).is_err());
+}
