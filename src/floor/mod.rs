@@ -7,6 +7,7 @@
 mod answer;
 pub mod carried;
 mod counted;
+mod licensed;
 pub mod members;
 pub mod memory;
 pub mod parsed;
@@ -30,6 +31,7 @@ pub use answer::{
     explicit_point, Answer, Cause, FloorState, GateFault, GateView, Held, NodeRow, NodeState,
     NotReady, Outage, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
 };
+pub use licensed::Licensed;
 pub use parsed::ParsedRows;
 pub use pins::{clamp_to_pins, Pins, ReadPresence};
 pub use published::{PublishedBy, PublishedFloor};
@@ -323,8 +325,9 @@ impl PurgeTarget {
 }
 
 /// The purge `answer` licenses, as the type the purge takes: what
-/// [`purge_target`] gives.
-pub fn licensed_target(answer: &Answer) -> Option<PurgeTarget> {
+/// [`purge_target`] gives. Only an answer computed from rows proven
+/// current ([`Licensed`]) licenses one.
+pub fn licensed_target(answer: &Licensed) -> Option<PurgeTarget> {
     purge_target(answer).map(PurgeTarget)
 }
 

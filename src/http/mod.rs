@@ -85,7 +85,7 @@ impl Recorded {
     ) -> Recorded {
         Recorded {
             status: report.status(sidecar, server),
-            answers: report.domains.iter().map(|d| d.answer.clone()).collect(),
+            answers: report.domains.iter().map(|d| (*d.answer).clone()).collect(),
             alarms: report.alarms.clone(),
             duty_held: matches!(report.duty, crate::tick::duty::DutyStatus::Held),
         }

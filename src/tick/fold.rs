@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 
 use crate::failpoint::failpoint;
-use crate::floor::{self, Answer, DomainRead, ParsedRows, Policy};
+use crate::floor::{self, DomainRead, ParsedRows, Policy};
 
 use super::{archive_target, Sidecar};
 
@@ -17,9 +17,9 @@ impl Sidecar {
     pub(super) async fn fold_all(
         &self,
         policy: &Policy,
-        parsed: &ParsedRows,
+        parsed: &crate::proven::Proven<ParsedRows>,
         reads: &mut [DomainRead],
-        answers: &mut [Answer],
+        answers: &mut [floor::Licensed],
         now: DateTime<Utc>,
     ) {
         let mut folded = false;
@@ -43,7 +43,7 @@ impl Sidecar {
             if to <= from {
                 continue;
             }
-            let Some(target) = archive_target(parsed, d, read) else {
+            let Some(target) = archive_target(parsed.get(), d, read) else {
                 continue;
             };
             let Some(found) = read.archive.as_mut() else {
@@ -90,7 +90,7 @@ impl Sidecar {
             });
             let at = read.clock.map_or(now, |c| c.broker);
             if let Some(slot) = answers.get_mut(i) {
-                *slot = floor::compute(d, policy, parsed, read, at);
+                *slot = floor::Licensed::compute(d, policy, parsed, read, at);
             }
         }
         if folded {

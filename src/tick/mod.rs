@@ -35,7 +35,9 @@ pub const PUBLISH_CONCURRENCY: usize = 256;
 /// What happened to one domain in a tick.
 #[derive(Debug, Clone)]
 pub struct DomainTick {
-    pub answer: Answer,
+    /// Computed from rows proven current: the only answer a purge can be
+    /// taken from.
+    pub answer: crate::floor::Licensed,
     /// `None` when this sidecar did not hold the duty (or the answer was
     /// not publishable); else the new revision or why it failed.
     pub published: Option<Result<u64, String>>,
@@ -111,7 +113,7 @@ impl TickReport {
                         serde_json::to_value(row).ok()
                     })
                     .flatten(),
-                answer: d.answer.clone(),
+                answer: (*d.answer).clone(),
             })
             .collect();
         let (duty_holder, duty_claimed_at) = match &self.duty {
@@ -273,13 +275,13 @@ impl Sidecar {
         )
         .await;
         let mut answers = compute_all(&self.config, &policy, &parsed, &reads, now);
-        let parsed = parsed.into_inner();
         if self.duty.holds() {
             // Fold before the publish: the answer published is the one the
             // archive's new frontier bounds.
             self.fold_all(&policy, &parsed, &mut reads, &mut answers, now)
                 .await;
         }
+        let parsed = parsed.into_inner();
         let mut domains: Vec<DomainTick> = answers
             .into_iter()
             .map(|answer| DomainTick {
@@ -349,7 +351,7 @@ impl Sidecar {
         policy.session = Some((self.duty.sessions(), self.duty.started()));
         let view = duty_view(&duty, &self.duty);
         // Borrowed: an answer carries every counted node's pin.
-        let all: Vec<&Answer> = domains.iter().map(|d| &d.answer).collect();
+        let all: Vec<&Answer> = domains.iter().map(|d| &*d.answer).collect();
         let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());
         self.log_alarm_changes(&alarms, outage.is_some());
         self.last_took = started.elapsed();

@@ -55,7 +55,7 @@ impl Sidecar {
             if let Some((at, revision)) = published {
                 d.published = Some(Ok(revision));
                 d.stood = Some(at);
-                d.answer.published_at = Some(at);
+                d.answer.set_published_at(at);
             }
             return;
         }
@@ -67,7 +67,10 @@ impl Sidecar {
             // The row now written is this answer: what it says of the last
             // publish (the kept answer, its alarms) is this one, as status
             // reading the row afresh says.
-            Some(Ok(_)) => d.answer.published_at = Some(d.answer.at),
+            Some(Ok(_)) => {
+                let at = d.answer.at;
+                d.answer.set_published_at(at);
+            }
             Some(Err(e)) => {
                 tracing::warn!(event = "publish_failed", domain = %d.answer.domain, error = %e, "the answer was not published; nothing is purged this tick");
             }
@@ -294,7 +297,7 @@ impl Sidecar {
             // The row says what bounded the purge; the answer and its `at`
             // are the same, so a hold waiting for a later tick is not
             // misled by this write.
-            d.answer.purge_clamped_by = Some(by);
+            d.answer.set_purge_clamped_by(by);
             match self.write_row(&d.answer, Some(revision)).await {
                 Ok(rev) => d.published = Some(Ok(rev)),
                 Err(e) => {

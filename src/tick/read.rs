@@ -128,7 +128,11 @@ pub async fn answers(broker: &Broker, config: &Config, session: &str, now: DateT
     let policy = Policy::from_config(config, session);
     let mut reads = read_domains(broker, config, &policy, now).await;
     read_archives(broker, config, parsed.get(), &mut reads, listings).await;
-    let answers = compute_all(config, &policy, &parsed, &reads, now);
+    // What status and the gestures read: answers to show, never to purge by.
+    let answers = compute_all(config, &policy, &parsed, &reads, now)
+        .into_iter()
+        .map(floor::Licensed::into_answer)
+        .collect();
     Fresh {
         raw,
         parsed: parsed.into_inner(),
@@ -276,8 +280,21 @@ pub fn compute_all(
     parsed: &crate::proven::Proven<ParsedRows>,
     reads: &[DomainRead],
     now: DateTime<Utc>,
-) -> Vec<Answer> {
-    compute_each(config, policy, parsed.get(), reads, now)
+) -> Vec<floor::Licensed> {
+    config
+        .domains
+        .iter()
+        .zip(reads)
+        .map(|(d, read)| {
+            floor::Licensed::compute(
+                d,
+                policy,
+                parsed,
+                read,
+                read.clock.map_or(now, |c| c.broker),
+            )
+        })
+        .collect()
 }
 
 /// Every domain's answer from `rows` and its reads, each at the broker's

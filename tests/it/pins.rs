@@ -96,7 +96,7 @@ async fn a_pin_says_what_it_holds_and_since_when_as_it_moves_and_across_a_restar
     assert_eq!(t["held_records"], 40, "{t}");
     assert_eq!(t["pinned_since"], first.to_rfc3339(), "{t}");
     let metrics =
-        crewlet::http::metrics::encode(&[r.domains[0].answer.clone()], &[], &Default::default());
+        crewlet::http::metrics::encode(&[(*r.domains[0].answer).clone()], &[], &Default::default());
     let d = format!("domain=\"tracker\",stream=\"{STREAM}\"");
     assert!(
         metrics

@@ -205,6 +205,49 @@ fn only_the_broker_vouches() {
     );
 }
 
+/// A purge target is taken only from an answer computed from rows proven
+/// current (`floor::Licensed`, docs/trim-floor.md, Proven current):
+/// `floor::licensed_target` takes nothing else, the type's one field is
+/// private to `src/floor/licensed.rs`, and only the tick computes one (its
+/// answers, and the fold's recomputed ones). A preview's answer, computed
+/// from rows changed in memory, is a plain `Answer`.
+#[test]
+fn only_proven_rows_license_a_purge() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let rel = |f: &PathBuf| f.strip_prefix(root()).unwrap_or(f).display().to_string();
+    let with = |needle: &str| -> Vec<String> {
+        let mut found: Vec<String> = files
+            .iter()
+            .filter(|f| {
+                std::fs::read_to_string(f)
+                    .expect("read")
+                    .lines()
+                    .filter(|l| !l.trim_start().starts_with("//"))
+                    .any(|l| l.contains(needle))
+            })
+            .map(rel)
+            .collect();
+        found.sort();
+        found
+    };
+    assert_eq!(
+        with("Licensed("),
+        ["src/floor/licensed.rs"],
+        "a Licensed answer is made in one place"
+    );
+    assert_eq!(
+        with("Licensed::compute("),
+        ["src/tick/fold.rs", "src/tick/read.rs"],
+        "only the tick computes the answers it purges by"
+    );
+    let licensed = std::fs::read_to_string(root().join("src/floor/mod.rs")).expect("read");
+    assert!(
+        licensed.contains("pub fn licensed_target(answer: &Licensed)"),
+        "the purge's target is taken from a Licensed answer only"
+    );
+}
+
 /// Comments and messages in `src/` cite documents a user of the
 /// repository has: `README.md` or a file under `docs/` that exists, never
 /// the product's specification outside it.
