@@ -83,6 +83,11 @@ enum Floors {
     /// Generation 1 on this stream, opened 30 s ago (positions and
     /// snapshots of generation 1 are current).
     Reanchored,
+    /// The previous release's row (format 1: no `format`, no `memory`, its
+    /// `pins` naming the counted nodes and live holds as read from the
+    /// buckets there now): read as that release wrote it, it changes no
+    /// answer while no bucket was recreated, and the tick replaces it.
+    OldFormat,
 }
 
 #[derive(Debug, Clone)]
@@ -129,6 +134,10 @@ struct Scenario {
     /// ticks of a fleet judged twice (docs/trim-floor.md, A lost bucket
     /// lifts no pin): the pins the first tick published are carried.
     lost: Lost,
+    /// The floors bucket was lost from a log that carried the adoption
+    /// mark: the log lost the sidecar's memory (NOT READY `memory_lost`),
+    /// and nothing goes until `adopt`.
+    memory_lost: bool,
 }
 
 /// Which bucket is lost and recreated empty before the second tick.
@@ -137,6 +146,22 @@ enum Lost {
     None,
     Positions,
     Holds,
+    /// The positions bucket, while every live data node goes down (its
+    /// lease deleted) before it reports into the recreated bucket.
+    PositionsAndLeases,
+    /// The floors bucket (recreated empty, as `init` would).
+    Floors,
+    FloorsAndPositions,
+    FloorsAndHolds,
+}
+
+impl Lost {
+    fn floors(self) -> bool {
+        matches!(
+            self,
+            Lost::Floors | Lost::FloorsAndPositions | Lost::FloorsAndHolds
+        )
+    }
 }
 
 /// An archived domain's archive.
@@ -288,6 +313,7 @@ fn scenario(seed: u64) -> Scenario {
         archive: None,
         stall: false,
         lost: Lost::None,
+        memory_lost: false,
     };
     // Record gates only on a gated log; elsewhere they are rows or nothing.
     for (i, n) in s.nodes.iter_mut().enumerate() {
@@ -306,6 +332,10 @@ fn scenario(seed: u64) -> Scenario {
     s.last += s.records.len() as u64;
     // Drawn last, so that every earlier draw of a seed is as it was.
     s.stall = r.chance(8);
+    // Apart from the draws above, so that a seed's fleet is as it was.
+    if s.floors == Floors::None && Rng(seed ^ 0x01df).chance(10) {
+        s.floors = Floors::OldFormat;
+    }
     s
 }
 
@@ -347,9 +377,25 @@ fn evicted(s: &Scenario, n: &Node) -> bool {
 /// be read (a malformed row or presence lease) remembers no node.
 fn after_loss(s: &Scenario) -> Scenario {
     let mut t = s.clone();
+    if s.lost.floors() {
+        // Lost with the log's mark in place: nothing goes. Without one (the
+        // first tick never published), the log is adopted afresh from what
+        // the buckets hold: nothing is remembered.
+        if s.memory_lost {
+            return t;
+        }
+        t.floors = Floors::None;
+        match s.lost {
+            Lost::FloorsAndPositions => t.nodes.iter_mut().for_each(|n| n.row = Row::None),
+            Lost::FloorsAndHolds => t.holds.clear(),
+            _ => {}
+        }
+        return t;
+    }
     match s.lost {
-        Lost::None => {}
-        Lost::Positions => {
+        Lost::None | Lost::Floors | Lost::FloorsAndPositions | Lost::FloorsAndHolds => {}
+        Lost::Positions | Lost::PositionsAndLeases => {
+            let leases_gone = s.lost == Lost::PositionsAndLeases;
             let readable = !s.nodes.iter().any(|n| {
                 !evicted(s, n) && (n.row == Row::Malformed || n.presence == Presence::Malformed)
             });
@@ -377,11 +423,16 @@ fn after_loss(s: &Scenario) -> Scenario {
                 s.nodes.iter().filter_map(counted_at).min().unwrap_or(0)
             };
             for (n, was) in t.nodes.iter_mut().zip(&s.nodes) {
+                // A live data node counts at 0 by its lease; one whose
+                // lease went too is carried like any other member.
                 n.row = match was.presence {
-                    Presence::Data => Row::None,
+                    Presence::Data if !leases_gone => Row::None,
                     _ if readable && counted_at(was).is_some() => Row::At(applied),
                     _ => Row::None,
                 };
+                if leases_gone && was.presence == Presence::Data {
+                    n.presence = Presence::Absent;
+                }
             }
         }
         Lost::Holds => {
@@ -412,7 +463,8 @@ fn may_go(s: &Scenario, r: u64) -> bool {
     }
     // Nothing goes on a log the floor does not belong to, nor past a gate
     // record the view cannot absorb.
-    if s.floors == Floors::Recreated || (s.gated && s.cursor == Cursor::Malformed) {
+    if s.memory_lost || s.floors == Floors::Recreated || (s.gated && s.cursor == Cursor::Malformed)
+    {
         return false;
     }
     let counted: Vec<&Node> = s
@@ -820,6 +872,51 @@ async fn build(
             let row = json!({"stream": stream, "generation": 1, "stream_created": &created, "generation_opened_at": ts(-30), "floor": null, "trim_floor_state": "none_at_generation", "at": ts(-5)});
             put(&floors_store, stream.clone(), row.to_string()).await
         }
+        Floors::OldFormat => {
+            let created_of = |bucket: String| async move {
+                let st = js.get_stream(format!("KV_{bucket}")).await.expect("bucket");
+                crewlet::broker::read::instant_of(st.cached_info().created).to_string()
+            };
+            let positions_created = created_of(b.positions.clone()).await;
+            let holds_created = created_of(b.holds.clone()).await;
+            let mut buckets = serde_json::Map::new();
+            for (role, bucket) in [
+                ("presence", &b.presence),
+                ("positions", &b.positions),
+                ("holds", &b.holds),
+                ("backups", &b.backups),
+                ("snapshots", &b.snapshots),
+            ] {
+                buckets.insert(role.into(), created_of(bucket.clone()).await.into());
+            }
+            let mut nodes = serde_json::Map::new();
+            for (i, n) in s.nodes.iter().enumerate() {
+                let seq = match n.row {
+                    Row::At(seq) => seq,
+                    Row::OldGeneration(_) | Row::Diverged(_) => 0,
+                    Row::None | Row::Malformed => continue,
+                };
+                nodes.insert(
+                    format!("node-{i}"),
+                    json!({"seq": seq, "generation": 0, "bucket_created": positions_created}),
+                );
+            }
+            let mut holds = serde_json::Map::new();
+            for (i, h) in s.holds.iter().enumerate() {
+                if let Ok((seq, true)) = h {
+                    holds.insert(
+                        format!("h{i}"),
+                        json!({"seq": seq, "owner": "t", "expires_at": ts(3600), "bucket_created": holds_created}),
+                    );
+                }
+            }
+            // As the previous release wrote it: no `format`, no `memory`.
+            let row = json!({"domain": "model", "stream": stream, "generation": 0, "stream_created": &created,
+                "floor": null, "trim_to": 0, "trim_floor_state": "none", "terms": [], "blocked_by": [],
+                "at": ts(-5), "by": "old-sidecar", "session": "",
+                "pins": {"buckets": buckets, "nodes": nodes, "holds": holds}});
+            put(&floors_store, stream.clone(), row.to_string()).await
+        }
     }
     if let Some(Some((delivered, acked))) = s.feed {
         let c = st
@@ -1059,7 +1156,12 @@ async fn run_model_lagging(
     let mut kept_views = 0;
     let mut behind_runs = 0;
     let mut lost_runs = 0;
+    let mut floors_lost_runs = 0;
+    let mut memory_lost_runs = 0;
+    let mut leases_gone_runs = 0;
+    let mut old_format_runs = 0;
     let mut leaderless_runs = 0;
+    let mut leaderless_feeds = 0;
     for n in 0..count {
         let seed = base.wrapping_add(n);
         let s = draw(seed);
@@ -1079,6 +1181,16 @@ async fn run_model_lagging(
         let lost = match Rng(seed ^ 0x105e).range(0, 5) {
             0 if viewed => Lost::Positions,
             1 if viewed => Lost::Holds,
+            // Drawn apart: the fleets that lost none before still do, but
+            // for these (the floors bucket, alone or with a node-written
+            // one, and live nodes going down during a loss).
+            _ if viewed => match Rng(seed ^ 0xf1005).range(0, 9) {
+                0 => Lost::Floors,
+                1 => Lost::FloorsAndPositions,
+                2 => Lost::FloorsAndHolds,
+                3 => Lost::PositionsAndLeases,
+                _ => Lost::None,
+            },
             _ => Lost::None,
         };
         let late_hold = lagging
@@ -1116,25 +1228,56 @@ async fn run_model_lagging(
         }
         let mut s = s;
         s.lost = lost;
-        let lost_bucket = match s.lost {
-            Lost::None => None,
-            Lost::Positions => Some(config.buckets.positions.clone()),
-            Lost::Holds => Some(config.buckets.holds.clone()),
+        // Whether the first tick left the adoption mark on the log.
+        s.memory_lost = s.lost.floors() && {
+            let st = js.get_stream(&config.domains[0].stream).await.expect("log");
+            st.cached_info()
+                .config
+                .metadata
+                .contains_key("crewlet.adopted_at")
         };
-        if let Some(bucket) = lost_bucket {
-            js.delete_key_value(&bucket)
+        let b = &config.buckets;
+        let lost_buckets: Vec<String> = match s.lost {
+            Lost::None => vec![],
+            Lost::Positions | Lost::PositionsAndLeases => vec![b.positions.clone()],
+            Lost::Holds => vec![b.holds.clone()],
+            Lost::Floors => vec![b.floors.clone()],
+            Lost::FloorsAndPositions => vec![b.floors.clone(), b.positions.clone()],
+            Lost::FloorsAndHolds => vec![b.floors.clone(), b.holds.clone()],
+        };
+        for bucket in &lost_buckets {
+            // Recreated with the settings it had (as `init` creates it).
+            let was = js
+                .get_stream(format!("KV_{bucket}"))
+                .await
+                .expect("the bucket")
+                .cached_info()
+                .config
+                .clone();
+            js.delete_key_value(bucket)
                 .await
                 .expect("delete the bucket");
-            js.create_key_value(async_nats::jetstream::kv::Config {
-                bucket: bucket.clone(),
-                history: 1,
-                num_replicas: replicas,
-                ..Default::default()
-            })
-            .await
-            .expect("recreate the bucket");
+            create_stream(js, was).await;
             crate::support::wait_for_leader(js, &format!("KV_{bucket}")).await;
+        }
+        if !lost_buckets.is_empty() {
             lost_runs += 1;
+        }
+        if s.lost.floors() {
+            floors_lost_runs += 1;
+            memory_lost_runs += usize::from(s.memory_lost);
+        }
+        if s.lost == Lost::PositionsAndLeases {
+            let presence = js.get_key_value(&b.presence).await.expect("presence");
+            for (i, n) in s.nodes.iter().enumerate() {
+                if n.presence == Presence::Data {
+                    presence
+                        .delete(format!("node-{i}"))
+                        .await
+                        .expect("lease gone");
+                }
+            }
+            leases_gone_runs += 1;
         }
         let s = after_loss(&s);
         if behind {
@@ -1171,6 +1314,7 @@ async fn run_model_lagging(
                 tokio::time::sleep(Duration::from_millis(500)).await;
             }
             leaderless_runs += 1;
+            leaderless_feeds += usize::from(matches!(s.feed, Some(Some(_))));
         }
         let report = sidecar.tick().await;
         if let (true, Some(c)) = (leaderless, cluster) {
@@ -1314,6 +1458,7 @@ async fn run_model_lagging(
                 }
             }
         }
+        old_format_runs += usize::from(s.floors == Floors::OldFormat);
         if after > first {
             purged_some += 1;
         } else {
@@ -1322,7 +1467,7 @@ async fn run_model_lagging(
         sidecar.duty.release(&sidecar.broker).await;
         teardown(js, &config).await;
     }
-    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({late_holds} with a hold landing late: between two ticks, or past a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views, {behind_runs} with the watchers behind a late hold, {lost_runs} with a positions or holds bucket lost and recreated between the ticks, {leaderless_runs} judged while the log and buckets had no leader), 0 violations");
+    println!("model (R{replicas}): {count} scenarios from seed {base}: {purged_some} purged, {blocked} purged nothing ({late_holds} with a hold landing late: between two ticks, or past a lagging follower on a cluster), {viewed_runs} judged on a second tick ({kept_views} of them answered from kept views, {behind_runs} with the watchers behind a late hold, {lost_runs} with a bucket lost and recreated between the ticks: {floors_lost_runs} of them the floors bucket, alone or with positions or holds, {memory_lost_runs} of those from a marked log, and {leases_gone_runs} with the live nodes going down during the loss; {old_format_runs} starting from the previous release's row; {leaderless_runs} judged while the log and buckets had no leader, {leaderless_feeds} of them with a feed consumer whose leader was gone), 0 violations");
     assert!(
         viewed_runs == 0 || kept_views * 2 > viewed_runs,
         "the views must be exercised: {kept_views} of {viewed_runs} second ticks kept a view"
