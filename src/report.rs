@@ -63,7 +63,7 @@ pub fn not_trimming(a: &Answer, now: DateTime<Utc>) -> Option<String> {
 }
 
 fn not_ready_sentence(a: &Answer, why: &NotReady) -> String {
-    if let NotReady::MemoryLost { lost } = why {
+    if let NotReady::MemoryLost { lost, .. } = why {
         return format!(
             "NOT READY {}: {why} — nothing is published or purged on a guess; {}",
             a.domain,

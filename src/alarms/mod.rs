@@ -1217,7 +1217,7 @@ fn not_ready_remedy(a: &Answer) -> String {
                 a.stream
             ),
         },
-        Some(NotReady::MemoryLost { lost }) => memory_lost_remedy(a, lost),
+        Some(NotReady::MemoryLost { lost, .. }) => memory_lost_remedy(a, lost),
         None => "see the status of this domain".into(),
     }
 }

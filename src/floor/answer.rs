@@ -340,7 +340,15 @@ pub enum NotReady {
     /// The log carries the sidecar's adoption mark, but the floors bucket
     /// that held its memory is missing, was recreated, or holds no row for
     /// it: the pins that memory carried are unknown ([`super::memory`]).
-    MemoryLost { lost: super::memory::Lost },
+    MemoryLost {
+        lost: super::memory::Lost,
+        /// The broker time of the first tick that found it lost (its note
+        /// in the gates bucket), or this answer's own instant when no
+        /// earlier tick noted it.
+        since: Timestamp,
+        /// Whether a note of an earlier tick says so (`since` is then its).
+        noted: bool,
+    },
 }
 
 impl std::fmt::Display for NotReady {
@@ -353,8 +361,11 @@ impl std::fmt::Display for NotReady {
                 f,
                 "generation_unknown (there is no floors row, but positions name generation {highest})"
             ),
-            NotReady::MemoryLost { lost } => {
-                write!(f, "memory_lost ({lost}: the pins it kept are unknown)")
+            NotReady::MemoryLost { lost, since, .. } => {
+                write!(
+                    f,
+                    "memory_lost ({lost}, since {since}: the pins it kept are unknown)"
+                )
             }
         }
     }
@@ -721,18 +732,23 @@ pub fn compute(
         Some(s) => super::memory_of(rows, stream, s),
         None => super::memory::Memory::Unknown,
     };
+    // Since when: the note an earlier tick left, or this answer's instant.
+    let note = rows.gates.as_ref().ok().and_then(|g| g.lost.get(stream));
+    let lost_since = |lost| NotReady::MemoryLost {
+        lost,
+        since: note.map_or(at, |n| n.since),
+        noted: note.is_some(),
+    };
     if let super::memory::Memory::Lost(lost) = memory {
         if not_ready.is_none() {
-            not_ready = Some(NotReady::MemoryLost { lost });
+            not_ready = Some(lost_since(lost));
         }
     }
     // A memory needed (a bucket it names recreated, or members it carries)
     // that cannot be read back whole has lost what it kept.
     if let super::remember::Recalled::Unreadable = &recalled {
         if not_ready.is_none() {
-            not_ready = Some(NotReady::MemoryLost {
-                lost: super::memory::Lost::MembershipUnreadable,
-            });
+            not_ready = Some(lost_since(super::memory::Lost::MembershipUnreadable));
         }
     }
     if !set.ahead.is_empty() && not_ready.is_none() {

@@ -110,6 +110,10 @@ pub struct Gates {
     pub ops: BTreeMap<String, OpRow>,
     /// The generation each log's last reanchor opened, by stream.
     pub anchors: BTreeMap<String, Anchor>,
+    /// Since when each log has lost the sidecar's memory, by stream (a
+    /// note that does not parse says nothing: the answer's own instant is
+    /// then the earliest known).
+    pub lost: BTreeMap<String, crate::gate::LostNote>,
 }
 
 /// Stream → the holds on it.
@@ -286,6 +290,10 @@ pub fn add_gate(g: &mut Gates, k: &str, v: &[u8], _: u64) {
         if let Ok(row) = OpRow::parse(k, v) {
             g.ops.insert(op.to_string(), row);
         }
+    } else if let Some(stream) = k.strip_prefix(crate::gate::LOST_PREFIX) {
+        if let Ok(n) = crate::gate::LostNote::parse(k, v) {
+            g.lost.insert(stream.to_string(), n);
+        }
     } else {
         // A gate row that does not parse evicts nobody: the safe way.
         if let Ok(row) = GateRow::parse(k, v) {
@@ -455,6 +463,8 @@ impl Patch for Gates {
                 self.anchors.remove(stream);
             } else if let Some(op) = key.strip_prefix(OP_PREFIX) {
                 self.ops.remove(op);
+            } else if let Some(stream) = key.strip_prefix(crate::gate::LOST_PREFIX) {
+                self.lost.remove(stream);
             } else if let Some((stream, node)) = split_stream(key) {
                 // A gate row is taken only under its own key,
                 // `<stream>.<node>` (GateRow::parse checks it).

@@ -384,6 +384,45 @@ impl Anchor {
     }
 }
 
+/// Where the duty holder notes when a log was first found to have lost
+/// the sidecar's memory (docs/trim-floor.md, The log remembers that it was
+/// adopted): the gates bucket, which is not the floors bucket that was
+/// lost, so that status says since when whoever asks.
+pub const LOST_PREFIX: &str = "_lost.";
+
+/// The note under `_lost.<stream>`: the broker time of the first tick that
+/// found the log's memory lost, and what was lost then. Written once (by
+/// create), deleted by the first tick that finds the memory intact again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LostNote {
+    pub stream: String,
+    pub since: Timestamp,
+    #[serde(default)]
+    pub lost: String,
+    #[serde(default)]
+    pub format: u32,
+}
+
+impl LostNote {
+    pub fn key(stream: &str) -> String {
+        format!("{LOST_PREFIX}{stream}")
+    }
+
+    /// Parses a note strictly (its key must name its stream).
+    pub fn parse(key: &str, body: &[u8]) -> Result<LostNote, Unreadable> {
+        let n: LostNote =
+            serde_json::from_slice(body).map_err(|e| format!("gates key {key}: {e}"))?;
+        crate::rows::known_format(&format!("gates key {key}"), n.format)?;
+        if LostNote::key(&n.stream) != key {
+            return Err(Unreadable(format!(
+                "gates key {key}: the row names stream {}",
+                n.stream
+            )));
+        }
+        Ok(n)
+    }
+}
+
 /// The part of the gates view one log's absorption reads.
 #[derive(Debug, Clone, Default)]
 pub struct View {

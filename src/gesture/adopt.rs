@@ -101,7 +101,7 @@ pub async fn facts(
     } = fresh;
     let answer = &answer;
     let (lost, other) = match &answer.not_ready {
-        Some(NotReady::MemoryLost { lost }) => (Some(*lost), None),
+        Some(NotReady::MemoryLost { lost, .. }) => (Some(*lost), None),
         Some(n @ NotReady::GenerationUnknown { .. }) => (None, Some(n.to_string())),
         _ => (None, None),
     };
@@ -127,7 +127,7 @@ pub async fn facts(
             Err(_) => None,
         };
     let seen = match &answer.not_ready {
-        Some(NotReady::MemoryLost { lost }) => crate::alarms::memory_lost_remedy(answer, lost),
+        Some(NotReady::MemoryLost { lost, .. }) => crate::alarms::memory_lost_remedy(answer, lost),
         _ => String::new(),
     };
     let facts = Facts {

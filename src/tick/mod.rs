@@ -311,6 +311,7 @@ impl Sidecar {
                 })
                 .await;
             self.purge_all(&parsed, &mut domains).await;
+            self.note_memory(&parsed, &domains).await;
             self.retire_join_holds(&parsed, &domains).await;
             self.extend_join_holds(&parsed, &domains).await;
         }

@@ -120,6 +120,51 @@ impl Sidecar {
         }
     }
 
+    /// Notes since when each log has lost the sidecar's memory (the gates
+    /// bucket's `_lost.<stream>`, by create: the first tick's instant
+    /// stays), and drops the note of a log whose memory is intact again, so
+    /// that a later loss is dated afresh.
+    pub(super) async fn note_memory(&self, rows: &ParsedRows, domains: &[DomainTick]) {
+        let Ok(gates) = &rows.gates else {
+            return;
+        };
+        let bucket = &self.config.buckets.gates;
+        for d in domains {
+            let a = &d.answer;
+            let key = crate::gate::LostNote::key(&a.stream);
+            match &a.not_ready {
+                Some(floor::NotReady::MemoryLost {
+                    lost,
+                    since,
+                    noted: false,
+                }) => {
+                    let note = crate::gate::LostNote {
+                        stream: a.stream.clone(),
+                        since: *since,
+                        lost: lost.to_string(),
+                        format: crate::rows::FORMAT,
+                    };
+                    let body = serde_json::to_vec(&note).unwrap_or_default();
+                    match self.broker.kv_create(bucket, &key, body).await {
+                        Ok(_) => {
+                            tracing::warn!(event = "memory_lost", domain = %a.domain, stream = %a.stream, since = %since, lost = %lost, "the log lost the sidecar's memory; nothing is published or purged until adopt")
+                        }
+                        Err(e) => {
+                            tracing::debug!(event = "memory_lost_note_kept", key = %key, error = %e, "the note of a lost memory was not written (another tick's may be there)")
+                        }
+                    }
+                }
+                Some(floor::NotReady::MemoryLost { .. }) => {}
+                _ if gates.lost.contains_key(&a.stream) && a.not_ready.is_none() => {
+                    if let Err(e) = self.broker.kv_delete(bucket, &key).await {
+                        tracing::debug!(event = "memory_lost_note_kept", key = %key, error = %e, "the note of a memory lost earlier was not deleted; the next tick tries again");
+                    }
+                }
+                _ => {}
+            }
+        }
+    }
+
     /// Writes the answer's row on `revision`, and remembers what it wrote.
     pub(super) async fn write_row(&self, a: &Answer, revision: Option<u64>) -> Result<u64, String> {
         let row = floor::FloorsRow::from(a);

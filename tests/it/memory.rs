@@ -232,6 +232,46 @@ async fn the_floors_bucket_lost_alone_is_said_in_one_sentence() {
         assert!(sentence.contains(want), "{want}: {sentence}");
     }
     assert_eq!(f.first_seq().await, 183);
+    // Since when: the broker time of the first tick that found it lost,
+    // the same whenever status is asked (noted in the gates bucket).
+    let first = sentence
+        .split("since ")
+        .nth(1)
+        .and_then(|t| t.split(": ").next())
+        .unwrap_or_default()
+        .to_string();
+    let note = f
+        .get("crewlet_gates", &format!("_lost.{STREAM}"))
+        .await
+        .expect("the note of the loss");
+    assert_eq!(note["since"], first.as_str(), "{note} {sentence}");
+    tokio::time::sleep(std::time::Duration::from_millis(1100)).await;
+    s.tick().await;
+    let run = op.status();
+    assert!(
+        run.stdout.contains(&format!("since {first}")),
+        "the same instant later: {run:?}"
+    );
+    // Adopted (the bucket recreated first), the memory is intact and the
+    // note goes: a later loss is dated afresh.
+    assert_eq!(op.run(&["retention", "init"]).code, 0);
+    let created = f.created().await;
+    let run = op.run(&[
+        "retention",
+        "adopt",
+        "-stream",
+        STREAM,
+        "-confirm",
+        &created,
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    s.tick().await;
+    assert!(
+        f.get("crewlet_gates", &format!("_lost.{STREAM}"))
+            .await
+            .is_none(),
+        "the note is gone once the memory is intact"
+    );
 }
 
 /// A mark removed by a declarative tool while the memory is intact is
