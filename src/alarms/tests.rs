@@ -7,6 +7,8 @@ use serde_json::json;
 
 use super::*;
 use crate::floor::tests::{now, ts, World, CREATED, S};
+use crate::floor::Cause;
+use crate::rows::Timestamp;
 
 fn policy() -> AlarmPolicy {
     AlarmPolicy {
