@@ -528,6 +528,7 @@ pub fn absorb(
                 sign: body.kind,
                 node: body.node.clone(),
                 logs: BTreeMap::new(),
+                format: crate::rows::FORMAT,
             });
             op.logs.insert(stream.to_string(), r.seq);
             ops.insert(op.op_id.clone(), op.clone());

@@ -295,6 +295,7 @@ fn op_reuse_and_superseded() {
         sign: GateSign::Evict,
         node: "node-4".into(),
         logs: [("S".to_string(), 10)].into(),
+        format: crate::rows::FORMAT,
     };
     let gate = |op: &OpId, seq| GateRow {
         node: "node-4".into(),

@@ -1111,6 +1111,7 @@ mod tests {
             sign,
             node: node.into(),
             logs: logs.iter().map(|(s, q)| (s.to_string(), *q)).collect(),
+            format: crate::rows::FORMAT,
         };
         type Case = (
             &'static str,

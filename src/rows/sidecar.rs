@@ -158,6 +158,10 @@ pub struct OpRow {
     pub node: String,
     /// Where the gesture's record stands on each log it reached.
     pub logs: BTreeMap<String, u64>,
+    /// The release's row format ([`crate::rows::FORMAT`]; 0: written
+    /// before rows carried it).
+    #[serde(default)]
+    pub format: u32,
 }
 
 impl OpRow {
