@@ -85,7 +85,7 @@ pub fn evaluate(
     let stale_after = policy.tick * 3;
     let fresh_row = answers
         .iter()
-        .filter_map(|a| a.borrow().published_at)
+        .filter_map(|a| a.borrow().current_at)
         .any(|at| since(now, at) <= stale_after);
     match duty {
         DutyView::Held { .. } => {}
@@ -540,13 +540,14 @@ fn floor_stale(c: &Ctx) -> Vec<Alarm> {
     let duty = c.duty;
     let d = || Some(c.a.domain.clone());
     let mut found = Vec::new();
-    // floor_stale: the newest floors row is older than 3 ticks. Without a
-    // lease and without a row it is duty_unheld's to say.
+    // floor_stale: the floors row is not known to stand within 3 ticks
+    // (the holder's `_tick`, or the row's own time). Without a lease and
+    // without a row it is duty_unheld's to say.
     let stale_after = p.tick * 3;
-    let stale = match (a.published_at, duty) {
+    let stale = match (a.current_at.or(a.published_at), duty) {
         (Some(at), _) => (since(now, at) > stale_after).then(|| {
             format!(
-                "the floors row was last written {} ago (3 ticks is {})",
+                "the floors row was last confirmed {} ago, by a write or the duty holder's tick (3 ticks is {})",
                 human::age(since(now, at)),
                 Dur(stale_after)
             )

@@ -282,7 +282,7 @@ fn floor_stale() {
     assert_eq!(names(&a), ["floor_stale"]);
     assert_eq!(
         a[0].measurement,
-        "the floors row was last written 2 minutes ago (3 ticks is 30s)"
+        "the floors row was last confirmed 2 minutes ago, by a write or the duty holder's tick (3 ticks is 30s)"
     );
     // Nobody holds the duty and the row is stale: nobody trims, and if it
     // is cron that runs the ticks, they are further apart than 3 ticks.
@@ -295,6 +295,29 @@ fn floor_stale() {
         None,
     );
     assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
+    // The holder's tick a few seconds ago vouches for the unchanged row,
+    // however old it is; a tick that names the log as unpublished does not.
+    let row = json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-120)});
+    let tick = |unpublished: serde_json::Value| json!({"at": ts(-5), "by": "node-1", "session": "s", "format": 2, "unpublished": unpublished});
+    w.floors = Some(vec![
+        (S.into(), row.to_string()),
+        ("_tick".into(), tick(json!([])).to_string()),
+    ]);
+    assert_eq!(names(&alarms(&w)), Vec::<String>::new());
+    w.floors = Some(vec![
+        (S.into(), row.to_string()),
+        ("_tick".into(), tick(json!([S])).to_string()),
+    ]);
+    assert_eq!(names(&alarms(&w)), ["floor_stale"]);
+    // A tick of a newer release vouches for nothing.
+    w.floors = Some(vec![
+        (S.into(), row.to_string()),
+        (
+            "_tick".into(),
+            json!({"at": ts(-5), "format": 99}).to_string(),
+        ),
+    ]);
+    assert_eq!(names(&alarms(&w)), ["floor_stale"]);
 }
 
 /// A floors row that is there but does not parse is not "nothing

@@ -43,9 +43,12 @@ impl Licensed {
         self.0
     }
 
-    /// Records when the row saying this answer was published (or stood).
+    /// Records when the row saying this answer was published (or stood):
+    /// this tick stands behind it, so it is current at the tick's instant
+    /// (its `_tick` follows).
     pub fn set_published_at(&mut self, at: Timestamp) {
         self.0.published_at = Some(at);
+        self.0.current_at = Some(self.0.at.max(at));
     }
 
     /// Records what lowered the purge after the answer (the pins re-read,

@@ -132,6 +132,8 @@ pub struct Floors {
     /// Stream → chunk number → its `_members` value (docs/trim-floor.md,
     /// The sidecar's memory).
     pub members: BTreeMap<String, BTreeMap<u32, Result<super::members::MembersChunk, Unreadable>>>,
+    /// The duty holder's last tick (`_tick`), or why it does not parse.
+    pub tick: Option<Result<crate::rows::TickRow, Unreadable>>,
 }
 
 impl Floors {
@@ -316,6 +318,10 @@ pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
         }
         return;
     }
+    if k == crate::rows::TICK_KEY {
+        m.tick = Some(crate::rows::TickRow::parse(k, v));
+        return;
+    }
     match k.strip_prefix(crate::rows::REQUESTED_PREFIX) {
         Some(stream) => {
             m.requested.insert(
@@ -489,6 +495,10 @@ impl Patch for Floors {
                         self.members.remove(stream);
                     }
                 }
+                continue;
+            }
+            if key == crate::rows::TICK_KEY {
+                self.tick = None;
                 continue;
             }
             match key.strip_prefix(crate::rows::REQUESTED_PREFIX) {

@@ -289,35 +289,21 @@ pub struct WrittenRow {
 ///   `at`: no other writer, no recreated bucket);
 /// - the answer says what that row says (the same digest);
 /// - the answer licenses no purge (a purge follows a row written by its
-///   own tick, as the hold handshake relies on);
-/// - the row is younger than a tick and a quarter (and not from the
-///   future), and the last tick took under a quarter of a tick.
+///   own tick, as the hold handshake relies on).
 ///
-/// Why those two numbers: the loop sleeps a tick after each tick, so the
-/// next tick reads at an age under a tick and a quarter plus a tick and
-/// its own length, and writes (its age is past a tick and a quarter); its
-/// row lands within that tick's length. No reader then sees a row older
-/// than about two and three quarter ticks, under `floor_stale`'s three,
-/// and a quiet fleet's rows are written every other tick. A holder whose
-/// ticks are slower writes every tick.
+/// Its age does not matter: the holder's `_tick`, written every tick,
+/// says the row still stands, so a quiet fleet of any size costs one
+/// write a tick.
 pub fn row_stands(
     written: Option<&WrittenRow>,
     published: Option<(Timestamp, u64)>,
     digest: Option<RowDigest>,
     purges: bool,
-    now: Timestamp,
-    tick: std::time::Duration,
-    last_took: std::time::Duration,
 ) -> bool {
     let (Some(w), Some((at, revision)), Some(digest)) = (written, published, digest) else {
         return false;
     };
-    // A row from the future (the broker's clock stepped back) is written
-    // again: its age could not be told.
-    let young = now.0 >= at.0
-        && chrono::Duration::from_std(tick + tick / 4).is_ok_and(|limit| now.0 - at.0 < limit);
-    let quick = last_took < tick / 4;
-    w.revision == revision && w.at == at && w.digest == digest && !purges && young && quick
+    w.revision == revision && w.at == at && w.digest == digest && !purges
 }
 
 #[cfg(test)]
@@ -427,8 +413,10 @@ mod tests {
         }
     }
 
+    /// A row stands as written while its answer is unchanged and licenses
+    /// nothing, however old: its currency is `_tick`'s to say.
     #[test]
-    fn a_row_stands_only_as_written_unchanged_young_quick_and_licensing_nothing() {
+    fn a_row_stands_only_as_written_unchanged_and_licensing_nothing() {
         let at = Timestamp::parse("2026-12-04T12:00:00Z").expect("instant");
         let w = crate::floor::tests::World::new();
         let digest = FloorsRow::from(&w.answer()).digest();
@@ -437,83 +425,40 @@ mod tests {
             at,
             digest: digest.expect("digest"),
         };
-        let tick = std::time::Duration::from_secs(10);
         let secs = |s: i64| Timestamp(at.0 + chrono::Duration::seconds(s));
-        let quick = std::time::Duration::from_millis(200);
-        let stands = |written: Option<&WrittenRow>, published, digest, purges, now| {
-            row_stands(written, published, digest, purges, now, tick, quick)
-        };
-        assert!(stands(
-            Some(&written),
-            Some((at, 7)),
-            digest,
-            false,
-            secs(12)
-        ));
+        assert!(row_stands(Some(&written), Some((at, 7)), digest, false));
         assert!(
-            !stands(Some(&written), Some((at, 7)), digest, false, secs(13)),
-            "a tick and a quarter old: written again"
+            !row_stands(None, Some((at, 7)), digest, false),
+            "not written by this process (a new holder first answers the log)"
         );
         assert!(
-            !row_stands(
-                Some(&written),
-                Some((at, 7)),
-                digest,
-                false,
-                secs(10),
-                tick,
-                std::time::Duration::from_millis(2500)
-            ),
-            "after a tick that took a quarter of a tick: written every tick"
-        );
-        assert!(stands(
-            Some(&written),
-            Some((at, 7)),
-            digest,
-            false,
-            secs(10)
-        ));
-        assert!(
-            !stands(Some(&written), Some((at, 7)), digest, false, secs(15)),
-            "past a tick and a quarter: written again"
-        );
-        assert!(
-            !stands(Some(&written), Some((at, 7)), digest, false, secs(-1)),
-            "a row from the future: written again"
-        );
-        assert!(
-            !stands(None, Some((at, 7)), digest, false, secs(10)),
-            "not written by this process"
-        );
-        assert!(
-            !stands(Some(&written), Some((at, 8)), digest, false, secs(10)),
+            !row_stands(Some(&written), Some((at, 8)), digest, false),
             "another writer"
         );
         assert!(
-            !stands(Some(&written), Some((secs(1), 7)), digest, false, secs(10)),
+            !row_stands(Some(&written), Some((secs(1), 7)), digest, false),
             "a recreated bucket"
         );
         assert!(
-            !stands(Some(&written), None, digest, false, secs(10)),
+            !row_stands(Some(&written), None, digest, false),
             "the row is gone"
         );
         assert!(
-            !stands(Some(&written), Some((at, 7)), None, false, secs(10)),
+            !row_stands(Some(&written), Some((at, 7)), None, false),
             "no digest"
         );
         assert!(
-            !stands(Some(&written), Some((at, 7)), digest, true, secs(10)),
+            !row_stands(Some(&written), Some((at, 7)), digest, true),
             "a purge"
         );
         let mut other = w.answer();
         other.floor = Some(other.floor.unwrap_or(0) + 1);
         assert!(
-            !stands(
+            !row_stands(
                 Some(&written),
                 Some((at, 7)),
                 FloorsRow::from(&other).digest(),
-                false,
-                secs(10)
+                false
             ),
             "a changed answer"
         );

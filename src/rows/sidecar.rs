@@ -189,6 +189,37 @@ pub struct GateRecordBody {
     pub reason: String,
 }
 
+/// The key of the duty holder's tick row in the floors bucket.
+pub const TICK_KEY: &str = "_tick";
+
+/// The duty holder's word that it ticked (floors bucket, key `_tick`),
+/// written every tick as its last write: a log's row is current while
+/// `_tick` is under three ticks old and does not name the log in
+/// `unpublished` (docs/contract.md, `crewlet_floors` — the published answer). A quiet fleet's
+/// rows are not rewritten; this one key says they still stand.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TickRow {
+    pub at: Timestamp,
+    #[serde(default)]
+    pub by: String,
+    #[serde(default)]
+    pub session: String,
+    #[serde(default)]
+    pub format: u32,
+    /// The logs whose answer this tick could not publish.
+    #[serde(default)]
+    pub unpublished: Vec<String>,
+}
+
+impl TickRow {
+    /// Parses `_tick`'s value (one of a newer format is unreadable).
+    pub fn parse(key: &str, body: &[u8]) -> Result<TickRow, Unreadable> {
+        let t: TickRow = parse_json(key, body).map_err(|e| Unreadable(format!("floors {e}")))?;
+        super::known_format(&format!("floors key {key}"), t.format)?;
+        Ok(t)
+    }
+}
+
 /// The key prefix of a requested watermark in the floors bucket.
 pub const REQUESTED_PREFIX: &str = "_requested.";
 

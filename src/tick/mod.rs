@@ -314,6 +314,8 @@ impl Sidecar {
             self.note_memory(&parsed, &domains).await;
             self.retire_join_holds(&parsed, &domains).await;
             self.extend_join_holds(&parsed, &domains).await;
+            // The tick's last write (docs/contract.md, `crewlet_floors` — the published answer).
+            self.write_tick(&domains).await;
         }
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let failing_since = *self.failing_since.get_or_insert(now);

@@ -48,9 +48,6 @@ impl Sidecar {
             published,
             digest,
             floor::purge_target(a).is_some(),
-            a.at,
-            self.config.retention.tick.0,
-            self.last_took,
         ) {
             if let Some((at, revision)) = published {
                 d.published = Some(Ok(revision));
@@ -162,6 +159,32 @@ impl Sidecar {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// The tick's last write: `_tick`, which keeps every row it does not
+    /// name current (docs/contract.md, `crewlet_floors` — the published answer). The logs whose
+    /// answer this tick did not publish are named (a row not written, held
+    /// back, or not READY to be written), so their rows go stale.
+    pub(super) async fn write_tick(&self, domains: &[DomainTick]) {
+        let row = crate::rows::TickRow {
+            at: crate::rows::Timestamp(crate::clock::broker_now(self.offset, Utc::now())),
+            by: self.config.node.id.clone(),
+            session: self.duty.session().to_string(),
+            format: crate::rows::FORMAT,
+            unpublished: domains
+                .iter()
+                .filter(|d| !matches!(d.published, Some(Ok(_))))
+                .map(|d| d.answer.stream.clone())
+                .collect(),
+        };
+        let body = serde_json::to_vec(&row).unwrap_or_default();
+        if let Err(e) = self
+            .broker
+            .kv_put(&self.config.buckets.floors, crate::rows::TICK_KEY, body)
+            .await
+        {
+            tracing::warn!(event = "tick_row_failed", error = %e, "the tick's row was not written; the floors rows go stale unless the next tick writes it");
         }
     }
 

@@ -178,7 +178,7 @@ async fn each_alarm_fires_and_clears() {
     let run = op.status();
     assert!(
         run.stderr
-            .contains("ALARM floor_stale tracker: the floors row was last written"),
+            .contains("ALARM floor_stale tracker: the floors row was last confirmed"),
         "{run:?}"
     );
     holder.tick().await;

@@ -450,9 +450,9 @@ async fn the_tick_s_answer_says_its_own_publish() {
     assert_eq!(r.domains[0].answer.published_at, Some(at));
 }
 
-/// The floors row is written when its answer changes and, unchanged, every
-/// other tick: a fleet of many quiet logs is not rewritten every tick, and
-/// no reader sees a row older than `floor_stale` allows.
+/// The floors row is written when its answer changes, never to say it is
+/// still there: a fleet of many quiet logs is not rewritten, and the
+/// holder's `_tick` keeps `floor_stale` quiet.
 #[tokio::test]
 async fn an_unchanged_answer_stands_and_a_change_is_written_at_once() {
     let mut f = Fleet::new(100).await;
@@ -513,18 +513,24 @@ async fn an_unchanged_answer_stands_and_a_change_is_written_at_once() {
     );
     let written = revision(&r);
 
-    // Unchanged, it is written again once a tick and a quarter old, so
-    // that floor_stale (three ticks) stays quiet.
+    // Unchanged, it is never written again to say it is still there: the
+    // holder's `_tick` says so, and floor_stale (three ticks) stays quiet
+    // however old the row is.
     let r = s.tick().await;
     assert_eq!(revision(&r), written);
-    tokio::time::sleep(std::time::Duration::from_millis(2600)).await;
-    let r = s.tick().await;
-    assert!(
-        revision(&r) > written,
-        "a row a tick and a quarter old is written again"
-    );
-    assert!(r.domains[0].stood.is_none());
-    assert!(!stale(&r), "{:?}", r.alarms);
+    for _ in 0..3 {
+        tokio::time::sleep(std::time::Duration::from_millis(2600)).await;
+        let r = s.tick().await;
+        assert_eq!(revision(&r), written, "an unchanged row stands");
+        assert!(r.domains[0].stood.is_some());
+        assert!(!stale(&r), "{:?}", r.alarms);
+    }
+    let tick = f
+        .get("crewlet_floors", "_tick")
+        .await
+        .expect("the tick's row");
+    assert_eq!(tick["by"], "node-1", "{tick}");
+    assert_eq!(tick["unpublished"], json!([]), "{tick}");
 
     // A row another writer put there is never taken for the one written.
     let mut other = f.floors_row().await.expect("row");
@@ -583,4 +589,51 @@ async fn a_listed_logs_state_is_what_its_own_stream_info_says() {
         );
     }
     assert_eq!(listing.states["L003"].get().0.last_seq, 3);
+}
+
+/// A quiet fleet costs the broker one write a tick: the holder's `_tick`
+/// (its row stands unchanged), and `floor_stale` rises three ticks after
+/// the holder stops ticking, though the row itself never changed.
+#[tokio::test]
+async fn a_quiet_fleet_writes_one_key_a_tick_and_goes_stale_when_its_holder_stops() {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100), ("node-2", 100)], 100).await;
+    let mut s = f.sidecar().await;
+    // The first ticks purge the log and settle the answer.
+    for _ in 0..3 {
+        s.tick().await;
+    }
+    let writes = || async {
+        f.js.get_stream("KV_crewlet_floors")
+            .await
+            .expect("floors")
+            .cached_info()
+            .state
+            .last_sequence
+    };
+    let row = f.floors_row().await.expect("row");
+    for _ in 0..3 {
+        let before = writes().await;
+        let r = s.tick().await;
+        assert!(r.domains[0].stood.is_some(), "the row stands");
+        assert_eq!(writes().await - before, 1, "one write a tick: _tick");
+    }
+    assert_eq!(f.floors_row().await.expect("row"), row, "the row as it was");
+    let tick = f
+        .get("crewlet_floors", "_tick")
+        .await
+        .expect("the tick's row");
+    assert!(tick["at"].as_str() > row["at"].as_str(), "{tick} {row}");
+
+    // The holder stops: three ticks later (3 s here) the row is stale.
+    let op = crate::carried::operator(&f);
+    let quiet = op.status();
+    assert!(!quiet.stderr.contains("floor_stale"), "{quiet:?}");
+    tokio::time::sleep(std::time::Duration::from_millis(3300)).await;
+    let run = op.status();
+    assert!(
+        run.stderr
+            .contains("ALARM floor_stale tracker: the floors row was last confirmed"),
+        "{run:?}"
+    );
 }

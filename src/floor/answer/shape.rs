@@ -444,6 +444,11 @@ pub struct Answer {
     pub unprotected_copies: Vec<String>,
     /// When the floors row this answer follows was written (null if none).
     pub published_at: Option<Timestamp>,
+    /// Until when that row is known to stand: the duty holder's last
+    /// `_tick`, where it does not name this log as unpublished, or the
+    /// row's own `at` (null without a row). `floor_stale` is judged on it.
+    #[serde(skip)]
+    pub current_at: Option<Timestamp>,
     /// For a domain with a `gate_subject`: how far the gates view has
     /// absorbed the log, and records it skipped. The purge never passes an
     /// unabsorbed gate record.
