@@ -283,6 +283,23 @@ async fn published(broker: &Broker, config: &Config, stream: &str) -> Result<See
     }
 }
 
+/// The duty holder's last `_tick` (its `at`), as the floors bucket's
+/// leader has it; `None` when there is none (or it does not parse: it then
+/// proves nothing).
+async fn ticked(broker: &Broker, config: &Config) -> Result<Option<Timestamp>, String> {
+    match broker
+        .kv_entry_proven(&config.buckets.floors, crate::rows::TICK_KEY)
+        .await
+    {
+        Ok(e) => Ok(e
+            .into_inner()
+            .and_then(|e| crate::rows::TickRow::parse(crate::rows::TICK_KEY, &e.value).ok())
+            .map(|t| t.at)),
+        Err(LeaderReadError::BucketMissing { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 /// Whether a duty lease is held, as the duty bucket's leader has it: no
 /// bucket and no key are no lease (no tick is in flight).
 async fn lease_held(broker: &Broker, config: &Config) -> Result<bool, String> {
@@ -403,17 +420,32 @@ pub async fn confirm(
     let budget = tick * 2 + Duration::from_secs(2);
     let poll = (tick / 10).clamp(Duration::from_millis(50), Duration::from_millis(500));
     let started = Instant::now();
+    // The holder's ticks since the write, by their `_tick`: an unchanged
+    // answer is not written again, and the second `_tick` seen after the
+    // write closes a tick that read the buckets after it (the first may
+    // close one that read before it). docs/contract.md, `crewlet_floors` —
+    // the published answer.
+    let first_tick = ticked(broker, config).await.ok().flatten();
+    let mut ticks_since: Vec<Timestamp> = Vec::new();
     while started.elapsed() < budget {
         tokio::time::sleep(poll).await;
         // A read that fails proves nothing: poll again.
         let Ok(now) = published(broker, config, p.stream).await else {
             continue;
         };
+        if let Ok(Some(t)) = ticked(broker, config).await {
+            if Some(t) != first_tick && !ticks_since.contains(&t) {
+                ticks_since.push(t);
+            }
+        }
         let later = match (&before, &now) {
             (_, None) => false,
             (None, Some(_)) => true,
             (Some(b), Some(n)) => n.0 != b.0,
         };
+        // Two ticks closed since the write stand behind the row as it is
+        // (a join hold's own answer must show it in force: below).
+        let later = later || (in_force.is_none() && now.is_some() && ticks_since.len() >= 2);
         let shown = match (in_force, &now) {
             (None, _) => true,
             (Some(p_max), Some(n)) => n.2.is_some_and(|m| m <= p_max),
