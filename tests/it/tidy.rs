@@ -172,7 +172,11 @@ fn only_the_tick_sends_a_purge() {
     );
     assert_eq!(
         with(".purge_to("),
-        ["src/bench.rs", "src/tick/publish.rs"],
+        [
+            "src/bench/archive.rs",
+            "src/bench/mod.rs",
+            "src/tick/publish.rs"
+        ],
         "the fenced purge is sent by the tick (and timed by the bench, with a real lease's permit)"
     );
     assert_eq!(

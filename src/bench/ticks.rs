@@ -1,0 +1,229 @@
+//! The tick at one log: against its bare full read, as the views churn,
+//! and the pure computation alone.
+
+use std::time::{Duration, Instant};
+
+use chrono::Utc;
+use serde_json::json;
+
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::floor::{self, DomainRead, ParsedRows, Policy, StreamState};
+use crate::rows::Timestamp;
+use crate::tick::Sidecar;
+
+use super::measure::*;
+use super::world::*;
+
+/// Rows changed before each measured read at 100,000 rows.
+pub(super) const CHURN: [usize; 6] = [0, 1_000, 5_000, 10_000, 30_000, 100_000];
+
+/// The views at 100,000 position rows: for each count of [`CHURN`], that
+/// many rows written again, then the views read (`Mode::Kept`), against
+/// the full bare read of the same buckets interleaved with them; and the
+/// plot of the one against the other (docs/views-churn.svg).
+pub(super) async fn churn(
+    js: &Broker,
+    broker: &Broker,
+    url: &str,
+    samples: usize,
+) -> Result<Vec<Line>, String> {
+    use crate::broker::view::Mode;
+    eprintln!("building 100,000 position rows …");
+    let c = bench_config(url, "ch", 1)?;
+    build(js, &c, 100_000).await?;
+    let rows = broker
+        .read_rows(&c.buckets)
+        .await
+        .positions
+        .map_err(|e| e.to_string())?;
+    let rows: Vec<(String, String)> = rows
+        .into_iter()
+        .map(|e| (e.key, String::from_utf8_lossy(&e.value).into_owned()))
+        .collect();
+    broker.read_all_viewed(&c.buckets, Mode::Fresh).await;
+    let mut full = Vec::new();
+    let mut by_churn: Vec<Vec<f64>> = vec![Vec::new(); CHURN.len()];
+    for _ in 0..samples {
+        for (i, n) in CHURN.iter().enumerate() {
+            let t = Instant::now();
+            std::hint::black_box(broker.read_rows(&c.buckets).await);
+            full.push(ms(t.elapsed()));
+            js.fill(
+                &c.buckets.positions,
+                rows.iter().take(*n).cloned().collect(),
+            )
+            .await?;
+            let t = Instant::now();
+            let (_, _, took) = broker.read_all_viewed(&c.buckets, Mode::Kept).await;
+            by_churn[i].push(ms(t.elapsed()));
+            if took.kept != 7 {
+                return Err(format!(
+                    "a view was rebuilt after {n} rows changed: {took:?}"
+                ));
+            }
+        }
+    }
+    for (_, bucket) in c.buckets.all() {
+        let _ = js.delete_bucket(bucket).await;
+    }
+    let full = stats(full);
+    let medians: Vec<(usize, f64)> = CHURN
+        .iter()
+        .zip(&by_churn)
+        .map(|(n, t)| (*n, stats(t.clone()).median))
+        .collect();
+    let points: Vec<(f64, f64)> = medians.iter().map(|(n, t)| (*n as f64, *t)).collect();
+    write_plot(
+        "views-churn.svg",
+        &plot_svg(&Plot {
+            title: "Reading 7 buckets at 100,000 position rows (crewlet-bench --only churn)",
+            x_label: "rows changed since the last read",
+            points: &points,
+            beside: None,
+            level: Some((
+                format!("full read of every row: {:.0} ms", full.median),
+                full.median,
+            )),
+        }),
+    );
+    let mut lines = Vec::new();
+    for (n, t) in CHURN.iter().zip(by_churn) {
+        let target = match n {
+            0 => None,
+            1_000 => Some(0.25),
+            _ => None,
+        };
+        lines.push(line(
+            &format!("views, {n} of 100,000 rows changed"),
+            &stats(t),
+            Some(&full),
+            target,
+            None,
+        ));
+    }
+    Ok(lines)
+}
+
+/// Median of the tick and of its baseline, interleaved so that noise hits both.
+pub(super) async fn tick_vs_bare(
+    broker: &Broker,
+    config: &Config,
+    samples: usize,
+) -> Result<(Stats, Stats), String> {
+    let mut sidecar = Sidecar::new(config.clone(), broker.clone());
+    let mut ticks = Vec::new();
+    let mut bares = Vec::new();
+    holding(&mut sidecar).await?;
+    broker.bare_read(config).await?;
+    for _ in 0..samples {
+        let t = Instant::now();
+        let r = writing_tick(&mut sidecar).await;
+        ticks.push(ms(t.elapsed()));
+        // A figure over failed work is not a figure: every log's row must
+        // have been written (at 100,000 rows the row once passed the
+        // broker's max_payload, and the line timed a failing publish).
+        if let Some(d) = r
+            .domains
+            .iter()
+            .find(|d| !matches!(d.published, Some(Ok(_))))
+        {
+            return Err(format!(
+                "the tick did not publish {}: {:?}",
+                d.answer.stream, d.published
+            ));
+        }
+        let t = Instant::now();
+        broker.bare_read(config).await?;
+        bares.push(ms(t.elapsed()));
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+    Ok((stats(ticks), stats(bares)))
+}
+
+/// The pure computation for `nodes` nodes on one log, in memory.
+pub(super) fn pure_floor(nodes: usize, samples: usize) -> Stats {
+    let now = Utc::now();
+    let created = Timestamp(now - chrono::Duration::days(1));
+    let stream = "PURE";
+    let entry = |key: String, value: serde_json::Value, revision| floor::Entry {
+        key,
+        value: value.to_string().into_bytes(),
+        revision,
+    };
+    let ts = Timestamp(now).to_rfc3339();
+    let rows = floor::Rows {
+        presence: Ok((0..nodes / 10).map(|i| entry(format!("node-{i}"), json!({"node": format!("node-{i}"), "roles": ["data"], "started_at": ts}), 1)).collect()),
+        positions: Ok((0..nodes)
+            .map(|i| {
+                entry(
+                    format!("{stream}.node-{i}"),
+                    json!({"node": format!("node-{i}"), "stream": stream, "seq": 1000 + i, "generation": 0, "stream_created": created, "updated_at": ts, "status": "ok"}),
+                    1,
+                )
+            })
+            .collect()),
+        holds: Ok(vec![]),
+        backups: Ok(vec![entry("node-0.b".into(), json!({"id": "b", "node": "node-0", "taken_at": ts, "completed_at": ts, "verified": true, "positions": {stream: 5000}}), 1)]),
+        snapshots: Ok((0..nodes / 10)
+            .map(|i| entry(format!("node-{i}"), json!({"node": format!("node-{i}"), "updated_at": ts, "skip_reason": "", "artefacts": {stream: {"position": 2000, "generation": 0, "taken_at": ts, "verified": true}}}), 1))
+            .collect()),
+        gates: Ok(vec![]),
+        floors: Ok(vec![]),
+    };
+    // Parsing happens once per tick when the rows are read; the figure is
+    // the computation over parsed rows.
+    let parsed = ParsedRows::from_rows(&rows);
+    let domain = crate::config::Domain {
+        name: "pure".into(),
+        stream: stream.into(),
+        gate_subject: None,
+        gate_reserve: true,
+        feed_consumer: None,
+        archive: None,
+        replicas: Default::default(),
+    };
+    let policy = Policy {
+        min_age: Duration::ZERO,
+        backup_floor: crate::config::BackupPolicy::Engine,
+        backup_max_age: Duration::from_secs(86400),
+        snapshot_quorum: 2,
+        fence_window: Duration::from_secs(60),
+        tick: Duration::from_secs(10),
+        trim_enabled: true,
+        by: "bench".into(),
+        session: String::new(),
+    };
+    let read = DomainRead {
+        stream: Ok(StreamState {
+            first_seq: 1,
+            last_seq: 200_000,
+            bytes: 1,
+            messages: 200_000,
+            consumers: 0,
+            max_bytes: 1 << 30,
+            created,
+            first_ts: created,
+            last_ts: created,
+            facts: Default::default(),
+            clustered: false,
+            mark: None,
+        }),
+        feed: None,
+        replicas: None,
+        unprotected: Vec::new(),
+        young_seq: Ok(None),
+        absorbed: None,
+        clock: None,
+        archive: None,
+    };
+    let mut out = Vec::new();
+    let _ = floor::compute(&domain, &policy, &parsed, &read, now);
+    for _ in 0..samples {
+        let t = Instant::now();
+        let a = floor::compute(&domain, &policy, &parsed, &read, now);
+        out.push(ms(t.elapsed()));
+        std::hint::black_box(a);
+    }
+    stats(out)
+}
