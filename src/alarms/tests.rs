@@ -297,7 +297,7 @@ fn floor_stale() {
     assert_eq!(names(&a), ["duty_unheld", "floor_stale"]);
     // The holder's tick a few seconds ago vouches for the unchanged row,
     // however old it is; a tick that names the log as unpublished does not.
-    let row = json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-120)});
+    let row = json!({"stream": S, "generation": 0, "stream_created": CREATED, "floor": 1, "trim_floor_state": "published", "at": ts(-120), "by": "node-1", "session": "s"});
     let tick = |unpublished: serde_json::Value| json!({"at": ts(-5), "by": "node-1", "session": "s", "format": 2, "unpublished": unpublished});
     w.floors = Some(vec![
         (S.into(), row.to_string()),
@@ -307,6 +307,16 @@ fn floor_stale() {
     w.floors = Some(vec![
         (S.into(), row.to_string()),
         ("_tick".into(), tick(json!([S])).to_string()),
+    ]);
+    assert_eq!(names(&alarms(&w)), ["floor_stale"]);
+    // A tick of another duty session vouches only for the rows it wrote.
+    w.floors = Some(vec![
+        (S.into(), row.to_string()),
+        (
+            "_tick".into(),
+            json!({"at": ts(-5), "by": "node-1", "session": "later", "format": 2, "unpublished": []})
+                .to_string(),
+        ),
     ]);
     assert_eq!(names(&alarms(&w)), ["floor_stale"]);
     // A tick of a newer release vouches for nothing.

@@ -222,7 +222,7 @@ pub async fn holds(cli: &Cli, args: &HoldsArgs) -> Outcome {
             let seq = memory.min_hold.map_or(1, |m| m.saturating_add(1));
             for (id, h) in &memory.membership.holds {
                 let key = format!("{}.{id}", d.stream);
-                if entries.iter().any(|e| e.key == key) || h.expires_at.0 <= now {
+                if entries.iter().any(|e| e.key == key) || !h.kept_at(now) {
                     continue;
                 }
                 rows.push(serde_json::json!({

@@ -183,6 +183,9 @@ pub enum CarriedOver<'a> {
         /// The remembered `min_hold` + 1 it pins at.
         seq: u64,
         expires_at: Timestamp,
+        /// A readmission's join hold: it pins until its readmission is
+        /// absorbed, past its expiry too.
+        until_absorbed: bool,
     },
 }
 
@@ -214,12 +217,13 @@ pub fn carried_over<'a>(
                     .membership
                     .holds
                     .iter()
-                    .filter(|(_, h)| h.expires_at.0 > now)
+                    .filter(|(_, h)| h.kept_at(now))
                     .map(|(id, h)| CarriedOver::Hold {
                         stream,
                         id,
                         seq,
                         expires_at: h.expires_at,
+                        until_absorbed: h.until_absorbed,
                     }),
             );
         }
@@ -239,9 +243,17 @@ impl CarriedOver<'_> {
                 id,
                 seq,
                 expires_at,
-            } => format!(
-                "hold {id} keeps {stream} from {seq} until it expires at {expires_at}; to end it sooner: crewlet retention release -stream {stream} {id}"
-            ),
+                until_absorbed,
+            } => {
+                let until = if *until_absorbed {
+                    "until its readmission is absorbed".to_string()
+                } else {
+                    format!("until it expires at {expires_at}")
+                };
+                format!(
+                    "hold {id} keeps {stream} from {seq} {until}; to end it sooner: crewlet retention release -stream {stream} {id}"
+                )
+            }
         }
     }
 }

@@ -77,6 +77,17 @@ pub struct HoldMember {
     pub until_absorbed: bool,
 }
 
+impl HoldMember {
+    /// Whether the memory may still keep this hold at `now`: before its
+    /// expiry, or a readmission's join hold (which, carried, pins until its
+    /// readmission is absorbed: the tick decides that, and drops it from
+    /// the membership once it is). What `holds` lists, what `release` may
+    /// end and what `init` says carries over all ask this.
+    pub fn kept_at(&self, now: chrono::DateTime<chrono::Utc>) -> bool {
+        self.expires_at.0 > now || self.until_absorbed
+    }
+}
+
 /// The membership: node → carried, hold id → its expiry and whether
 /// carried.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -335,6 +346,22 @@ impl Remembered {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A remembered hold is kept until its expiry, and a readmission's
+    /// join hold past it too (the tick drops it once its readmission is
+    /// absorbed): what `holds`, `release` and `init` all ask.
+    #[test]
+    fn a_join_hold_is_kept_past_its_expiry_and_any_other_until_it() {
+        let now = at("2026-12-06T01:00:00Z");
+        let h = |expires: &str, until_absorbed| HoldMember {
+            expires_at: at(expires),
+            carried: true,
+            until_absorbed,
+        };
+        assert!(h("2026-12-06T02:00:00Z", false).kept_at(now.0));
+        assert!(!h("2026-12-06T00:00:00Z", false).kept_at(now.0));
+        assert!(h("2026-12-06T00:00:00Z", true).kept_at(now.0));
+    }
 
     fn at(s: &str) -> Timestamp {
         Timestamp::parse(s).expect("instant")

@@ -101,7 +101,7 @@ pub fn carried_holds<'r>(
                 || (h.until_absorbed
                     && id
                         .strip_prefix(crate::rows::JOIN_HOLD_PREFIX)
-                        .is_none_or(|op| !super::join_absorbed(rows, stream, incarnation, op)));
+                        .is_some_and(|op| !super::join_absorbed(rows, stream, incarnation, op)));
             (lost || h.carried) && live && !held(id)
         })
         .map(|(id, _)| (id.as_str(), seq))
@@ -206,7 +206,10 @@ pub fn keep(
                         HoldMember {
                             expires_at: h.expires_at,
                             carried: false,
-                            until_absorbed: h.kind == crate::rows::HoldKind::Join,
+                            // Only a readmission's own join hold (named by
+                            // its operation) has a readmission to wait for.
+                            until_absorbed: h.kind == crate::rows::HoldKind::Join
+                                && k.hold_id.starts_with(crate::rows::JOIN_HOLD_PREFIX),
                         },
                     );
                 }

@@ -681,8 +681,9 @@ pub async fn apply(
 
 /// Waits, on an archived domain, until a fold that read the live log
 /// before the purge has written its segments: a floors row published after
-/// the purge (a tick folds before it publishes). No duty holder: no fold
-/// in flight.
+/// the purge, or the duty holder's `_tick` written after it (a tick folds
+/// before it publishes, and writes `_tick` last; a quiet log's row is not
+/// rewritten). No duty holder: no fold in flight.
 async fn settle(config: &Config, broker: &Broker, stream: &str) -> Result<(), String> {
     let held = broker
         .kv_entry(&config.buckets.duty, crate::rows::DUTY_KEY)
@@ -698,12 +699,26 @@ async fn settle(config: &Config, broker: &Broker, stream: &str) -> Result<(), St
             .await
             .map_err(|e| format!("reading the floors row: {e}"))?,
     );
+    let tick_before = revision(
+        broker
+            .kv_entry(&config.buckets.floors, crate::rows::TICK_KEY)
+            .await
+            .map_err(|e| format!("reading the duty holder's tick: {e}"))?,
+    );
     let wait = config.retention.tick.0 * 3 + std::time::Duration::from_secs(5);
     let deadline = tokio::time::Instant::now() + wait;
     while tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
         if let Ok(e) = broker.kv_entry(&config.buckets.floors, stream).await {
             if revision(e) > before {
+                return Ok(());
+            }
+        }
+        if let Ok(e) = broker
+            .kv_entry(&config.buckets.floors, crate::rows::TICK_KEY)
+            .await
+        {
+            if revision(e) > tick_before {
                 return Ok(());
             }
         }

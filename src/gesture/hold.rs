@@ -283,18 +283,17 @@ async fn published(broker: &Broker, config: &Config, stream: &str) -> Result<See
     }
 }
 
-/// The duty holder's last `_tick` (its `at`), as the floors bucket's
-/// leader has it; `None` when there is none (or it does not parse: it then
-/// proves nothing).
-async fn ticked(broker: &Broker, config: &Config) -> Result<Option<Timestamp>, String> {
+/// The duty holder's last `_tick`, as the floors bucket's leader has it;
+/// `None` when there is none (or it does not parse: it then proves
+/// nothing).
+async fn ticked(broker: &Broker, config: &Config) -> Result<Option<crate::rows::TickRow>, String> {
     match broker
         .kv_entry_proven(&config.buckets.floors, crate::rows::TICK_KEY)
         .await
     {
         Ok(e) => Ok(e
             .into_inner()
-            .and_then(|e| crate::rows::TickRow::parse(crate::rows::TICK_KEY, &e.value).ok())
-            .map(|t| t.at)),
+            .and_then(|e| crate::rows::TickRow::parse(crate::rows::TICK_KEY, &e.value).ok())),
         Err(LeaderReadError::BucketMissing { .. }) => Ok(None),
         Err(e) => Err(e.to_string()),
     }
@@ -425,7 +424,9 @@ pub async fn confirm(
     // write closes a tick that read the buckets after it (the first may
     // close one that read before it). docs/contract.md, `crewlet_floors` —
     // the published answer.
-    let first_tick = ticked(broker, config).await.ok().flatten();
+    // A first read that fails proves nothing about which `_tick` came
+    // after the write: then only a rewritten row confirms.
+    let first_tick = ticked(broker, config).await.map(|t| t.map(|t| t.at));
     let mut ticks_since: Vec<Timestamp> = Vec::new();
     while started.elapsed() < budget {
         tokio::time::sleep(poll).await;
@@ -433,9 +434,11 @@ pub async fn confirm(
         let Ok(now) = published(broker, config, p.stream).await else {
             continue;
         };
-        if let Ok(Some(t)) = ticked(broker, config).await {
-            if Some(t) != first_tick && !ticks_since.contains(&t) {
-                ticks_since.push(t);
+        if let (Ok(first), Ok(Some(t))) = (&first_tick, ticked(broker, config).await) {
+            // A tick that could not publish this log stands behind nothing.
+            let stood = !t.unpublished.iter().any(|s| s == p.stream);
+            if stood && Some(t.at) != *first && !ticks_since.contains(&t.at) {
+                ticks_since.push(t.at);
             }
         }
         let later = match (&before, &now) {
@@ -614,12 +617,7 @@ async fn lift_carried(broker: &Broker, config: &Config, stream: &str, id: &str) 
         return Released::NoSuchHold;
     };
     let now = chrono::Utc::now();
-    let Some(held) = memory
-        .membership
-        .holds
-        .get(id)
-        .filter(|h| h.expires_at.0 > now)
-    else {
+    let Some(held) = memory.membership.holds.get(id).filter(|h| h.kept_at(now)) else {
         return Released::NoSuchHold;
     };
     let row = serde_json::json!({

@@ -326,6 +326,20 @@ pub async fn apply(
         if crate::failpoint::is_set("requested_race") {
             let _ = broker.kv_put(bucket, &key, race_row(&plan.row)).await;
         }
+        // A watermark a newer release wrote is never replaced by this one
+        // (docs/upgrading.md): what it means is that release's to say.
+        if let Some(newer) = current
+            .as_ref()
+            .and_then(|e| serde_json::from_slice::<serde_json::Value>(&e.value).ok())
+            .and_then(|v| v.get("format").and_then(serde_json::Value::as_u64))
+            .filter(|f| *f > u64::from(crate::rows::FORMAT))
+        {
+            return Err(AskError::NotTaken(format!(
+                "the requested watermark on {} was written by a newer release (format {newer}; this one writes {}): nothing written; run the request with that release",
+                domain.stream,
+                crate::rows::FORMAT
+            )));
+        }
         if let Some(seq) = stands(&plan, current.as_ref().map(|e| e.value.as_slice())) {
             taken = Some((seq, true));
             break;

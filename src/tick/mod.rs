@@ -311,11 +311,22 @@ impl Sidecar {
                 })
                 .await;
             self.purge_all(&parsed, &mut domains).await;
-            self.note_memory(&parsed, &domains).await;
-            self.retire_join_holds(&parsed, &domains).await;
-            self.extend_join_holds(&parsed, &domains).await;
-            // The tick's last write (docs/contract.md, `crewlet_floors` — the published answer).
-            self.write_tick(&domains).await;
+            // A fence that found the duty gone ends the holder's writes.
+            if self.duty.holds() {
+                self.note_memory(&parsed, &domains).await;
+                self.retire_join_holds(&parsed, &domains).await;
+                self.extend_join_holds(&parsed, &domains).await;
+                // The tick's last write (docs/contract.md, `crewlet_floors`
+                // — the published answer).
+                let read = match raw.floors() {
+                    Some(Ok(entries)) => entries
+                        .iter()
+                        .find(|e| e.key == crate::rows::TICK_KEY)
+                        .map(|e| e.revision),
+                    _ => None,
+                };
+                self.write_tick(&domains, read).await;
+            }
         }
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let failing_since = *self.failing_since.get_or_insert(now);

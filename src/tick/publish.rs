@@ -43,12 +43,21 @@ impl Sidecar {
             .lock()
             .ok()
             .and_then(|w| w.get(&a.stream).copied());
-        if floor::row_stands(
-            written.as_ref(),
-            published,
-            digest,
-            floor::purge_target(a).is_some(),
-        ) {
+        // A row stands only in the duty session that wrote it: `_tick`
+        // vouches for the rows of its own session, so a new session (the
+        // duty lost and claimed again) writes each row once.
+        let same_session = matches!(
+            rows.published(&a.stream),
+            Ok(Some((p, _))) if p.session == self.duty.session()
+        );
+        if same_session
+            && floor::row_stands(
+                written.as_ref(),
+                published,
+                digest,
+                floor::purge_target(a).is_some(),
+            )
+        {
             if let Some((at, revision)) = published {
                 d.published = Some(Ok(revision));
                 d.stood = Some(at);
@@ -166,7 +175,7 @@ impl Sidecar {
     /// name current (docs/contract.md, `crewlet_floors` — the published answer). The logs whose
     /// answer this tick did not publish are named (a row not written, held
     /// back, or not READY to be written), so their rows go stale.
-    pub(super) async fn write_tick(&self, domains: &[DomainTick]) {
+    pub(super) async fn write_tick(&self, domains: &[DomainTick], revision: Option<u64>) {
         let row = crate::rows::TickRow {
             at: crate::rows::Timestamp(crate::clock::broker_now(self.offset, Utc::now())),
             by: self.config.node.id.clone(),
@@ -179,9 +188,16 @@ impl Sidecar {
                 .collect(),
         };
         let body = serde_json::to_vec(&row).unwrap_or_default();
+        // On the revision this tick read: a holder that lost the duty
+        // mid-tick never overwrites its successor's `_tick`.
         if let Err(e) = self
             .broker
-            .kv_put(&self.config.buckets.floors, crate::rows::TICK_KEY, body)
+            .put_if(
+                &self.config.buckets.floors,
+                crate::rows::TICK_KEY,
+                body,
+                revision,
+            )
             .await
         {
             tracing::warn!(event = "tick_row_failed", error = %e, "the tick's row was not written; the floors rows go stale unless the next tick writes it");

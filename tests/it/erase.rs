@@ -530,3 +530,37 @@ async fn an_erasure_on_a_log_without_an_archive_says_there_is_none() {
     );
     assert!(!run.stdout.contains("record(s) removed"), "{run:?}");
 }
+
+/// With a duty holder running on a quiet archived log, the erasure waits
+/// for a tick after its live purge (a fold in flight may still write the
+/// erased records) and then rewrites the archive. A quiet log's row is no
+/// longer rewritten every other tick: the holder's `_tick` is what says a
+/// tick ran. Before, the erasure waited for the row to move and stopped
+/// with "published nothing".
+#[tokio::test]
+async fn with_a_holder_running_on_a_quiet_log_the_erasure_finishes() {
+    let scratch = Scratch::new();
+    let store = Store::Dir(scratch.dir.path().join("archive"));
+    let (f, _) = fleet(Some(&store)).await;
+    let l = Loop::start(&f).await;
+    // The loop's first ticks settle the answer; then the row stands.
+    tokio::time::sleep(Duration::from_millis(3500)).await;
+    let op = operator(&f, Some(&store));
+    let (run, v) = op.json(&erase(&[
+        "-subject",
+        PERSON,
+        "-reason",
+        "GDPR request 9",
+        "-confirm",
+        PERSON,
+        "-by",
+        "dpo",
+    ]));
+    let tick = f.get("crewlet_floors", "_tick").await;
+    let duty = f.get("crewlet_duty", "retention").await;
+    l.stop().await;
+    assert_eq!(run.code, 0, "{run:?} tick {tick:?} duty {duty:?}");
+    assert_eq!(v["segments_rewritten"], 4, "{v}");
+    let (_, records) = archived(&f, &store).await;
+    assert!(records.iter().all(|(_, s)| s != PERSON), "{records:?}");
+}

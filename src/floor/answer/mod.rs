@@ -267,17 +267,21 @@ pub fn compute(
             .collect(),
         unprotected_copies: read.unprotected.clone(),
         published_at: published.map(|(p, _)| p.at),
-        current_at: published.map(|(p, _)| p.at).map(|at| {
-            // The holder's last tick vouches for every row it did not
-            // name as unpublished (docs/contract.md, `crewlet_floors` — the published answer).
+        current_at: published.map(|(p, _)| {
+            // The holder's last tick vouches for every row it did not name
+            // as unpublished, and that it wrote in the same duty session
+            // (docs/contract.md, `crewlet_floors` — the published answer):
+            // a row of a log no longer configured, or of an earlier
+            // holder, is not its to vouch for.
             let ticked = rows
                 .floors
                 .as_ref()
                 .ok()
                 .and_then(|f| f.tick.as_ref()?.as_ref().ok())
+                .filter(|t| !t.session.is_empty() && t.session == p.session)
                 .filter(|t| !t.unpublished.iter().any(|s| s == stream))
                 .map(|t| t.at);
-            ticked.map_or(at, |t| t.max(at))
+            ticked.map_or(p.at, |t| t.max(p.at))
         }),
         gate_view: domain.gate_subject.as_ref().map(|_| {
             gate_view(
