@@ -134,6 +134,8 @@ pub struct Floors {
     pub members: BTreeMap<String, BTreeMap<u32, Result<super::members::MembersChunk, Unreadable>>>,
     /// The duty holder's last tick (`_tick`), or why it does not parse.
     pub tick: Option<Result<crate::rows::TickRow, Unreadable>>,
+    /// Its revision: the next `_tick` is written on it.
+    pub tick_revision: Option<u64>,
 }
 
 impl Floors {
@@ -320,6 +322,7 @@ pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
     }
     if k == crate::rows::TICK_KEY {
         m.tick = Some(crate::rows::TickRow::parse(k, v));
+        m.tick_revision = Some(rev);
         return;
     }
     match k.strip_prefix(crate::rows::REQUESTED_PREFIX) {
@@ -499,6 +502,7 @@ impl Patch for Floors {
             }
             if key == crate::rows::TICK_KEY {
                 self.tick = None;
+                self.tick_revision = None;
                 continue;
             }
             match key.strip_prefix(crate::rows::REQUESTED_PREFIX) {

@@ -318,13 +318,7 @@ impl Sidecar {
                 self.extend_join_holds(&parsed, &domains).await;
                 // The tick's last write (docs/contract.md, `crewlet_floors`
                 // — the published answer).
-                let read = match raw.floors() {
-                    Some(Ok(entries)) => entries
-                        .iter()
-                        .find(|e| e.key == crate::rows::TICK_KEY)
-                        .map(|e| e.revision),
-                    _ => None,
-                };
+                let read = parsed.floors.as_ref().ok().and_then(|f| f.tick_revision);
                 self.write_tick(&domains, read).await;
             }
         }

@@ -546,20 +546,23 @@ async fn with_a_holder_running_on_a_quiet_log_the_erasure_finishes() {
     // The loop's first ticks settle the answer; then the row stands.
     tokio::time::sleep(Duration::from_millis(3500)).await;
     let op = operator(&f, Some(&store));
-    let (run, v) = op.json(&erase(&[
-        "-subject",
-        PERSON,
-        "-reason",
-        "GDPR request 9",
-        "-confirm",
-        PERSON,
-        "-by",
-        "dpo",
-    ]));
-    let tick = f.get("crewlet_floors", "_tick").await;
-    let duty = f.get("crewlet_duty", "retention").await;
+    // Off the test's runtime, so that the loop keeps ticking meanwhile.
+    let (run, v) = tokio::task::spawn_blocking(move || {
+        op.json(&erase(&[
+            "-subject",
+            PERSON,
+            "-reason",
+            "GDPR request 9",
+            "-confirm",
+            PERSON,
+            "-by",
+            "dpo",
+        ]))
+    })
+    .await
+    .expect("join");
     l.stop().await;
-    assert_eq!(run.code, 0, "{run:?} tick {tick:?} duty {duty:?}");
+    assert_eq!(run.code, 0, "{run:?}");
     assert_eq!(v["segments_rewritten"], 4, "{v}");
     let (_, records) = archived(&f, &store).await;
     assert!(records.iter().all(|(_, s)| s != PERSON), "{records:?}");

@@ -41,14 +41,16 @@ async fn the_broker_killed_during_ticks_never_licenses_more() {
     }
     let js = f.server.js().await;
     f.js = js;
-    // The loop recovers: it publishes again after the last restart.
+    // The loop recovers: it ticks again after the last restart (its
+    // `_tick`, or a row, written since; an unchanged row stands).
     let restarted = chrono::Utc::now();
     let fresh = eventually(30, || async {
-        f.floors_row()
-            .await
-            .and_then(|r| r["at"].as_str().map(str::to_string))
-            .and_then(|a| crewlet::rows::Timestamp::parse(&a).ok())
-            .is_some_and(|at| at.0 > restarted)
+        let at = |v: Option<serde_json::Value>| {
+            v.and_then(|r| r["at"].as_str().map(str::to_string))
+                .and_then(|a| crewlet::rows::Timestamp::parse(&a).ok())
+                .is_some_and(|at| at.0 > restarted)
+        };
+        at(f.floors_row().await) || at(f.get("crewlet_floors", "_tick").await)
     })
     .await;
     assert!(
