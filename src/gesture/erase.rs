@@ -636,7 +636,7 @@ pub async fn apply(
         let store = archive.store();
         // Every generation's segments hold the subject's records: one that
         // cannot be known would be skipped, so it stops here instead.
-        let generation = match broker.kv_entry(&config.buckets.floors, &stream).await {
+        let generation = match leader_entry(broker, &config.buckets.floors, &stream).await {
             Ok(Some(e)) => match crate::floor::PublishedFloor::parse(&stream, &e.value) {
                 Ok(p) => p.generation,
                 Err(e) => {
@@ -684,9 +684,24 @@ pub async fn apply(
 /// the purge, or the duty holder's `_tick` written after it (a tick folds
 /// before it publishes, and writes `_tick` last; a quiet log's row is not
 /// rewritten). No duty holder: no fold in flight.
+/// A key as its bucket's leader has it (docs/trim-floor.md, Proven
+/// current): a replica behind could show no lease, or an old row, and let
+/// the erasure rewrite the archive while a fold is still writing it. A
+/// missing bucket is no key.
+async fn leader_entry(
+    broker: &Broker,
+    bucket: &str,
+    key: &str,
+) -> Result<Option<crate::broker::kv::KvEntry>, String> {
+    match broker.kv_entry_proven(bucket, key).await {
+        Ok(e) => Ok(e.into_inner()),
+        Err(crate::broker::kv::LeaderReadError::BucketMissing { .. }) => Ok(None),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
 async fn settle(config: &Config, broker: &Broker, stream: &str) -> Result<(), String> {
-    let held = broker
-        .kv_entry(&config.buckets.duty, crate::rows::DUTY_KEY)
+    let held = leader_entry(broker, &config.buckets.duty, crate::rows::DUTY_KEY)
         .await
         .map_err(|e| format!("reading the duty lease: {e}"))?;
     if held.is_none() {
@@ -694,14 +709,12 @@ async fn settle(config: &Config, broker: &Broker, stream: &str) -> Result<(), St
     }
     let revision = |e: Option<crate::broker::kv::KvEntry>| e.map_or(0, |e| e.revision);
     let before = revision(
-        broker
-            .kv_entry(&config.buckets.floors, stream)
+        leader_entry(broker, &config.buckets.floors, stream)
             .await
             .map_err(|e| format!("reading the floors row: {e}"))?,
     );
     let tick_before = revision(
-        broker
-            .kv_entry(&config.buckets.floors, crate::rows::TICK_KEY)
+        leader_entry(broker, &config.buckets.floors, crate::rows::TICK_KEY)
             .await
             .map_err(|e| format!("reading the duty holder's tick: {e}"))?,
     );
@@ -709,15 +722,12 @@ async fn settle(config: &Config, broker: &Broker, stream: &str) -> Result<(), St
     let deadline = tokio::time::Instant::now() + wait;
     while tokio::time::Instant::now() < deadline {
         tokio::time::sleep(std::time::Duration::from_millis(200)).await;
-        if let Ok(e) = broker.kv_entry(&config.buckets.floors, stream).await {
+        if let Ok(e) = leader_entry(broker, &config.buckets.floors, stream).await {
             if revision(e) > before {
                 return Ok(());
             }
         }
-        if let Ok(e) = broker
-            .kv_entry(&config.buckets.floors, crate::rows::TICK_KEY)
-            .await
-        {
+        if let Ok(e) = leader_entry(broker, &config.buckets.floors, crate::rows::TICK_KEY).await {
             if revision(e) > tick_before {
                 return Ok(());
             }
