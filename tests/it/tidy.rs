@@ -135,6 +135,26 @@ fn every_alarm_has_a_runbook_entry() {
     assert!(missing.is_empty(), "no runbook entry for {missing:?}");
 }
 
+/// The files under `src/` whose code (not a comment line) contains
+/// `needle`, relative to the repository, in order.
+fn files_with(needle: &str) -> Vec<String> {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let mut found: Vec<String> = files
+        .iter()
+        .filter(|f| {
+            std::fs::read_to_string(f)
+                .expect("read")
+                .lines()
+                .filter(|l| !l.trim_start().starts_with("//"))
+                .any(|l| l.contains(needle))
+        })
+        .map(|f| f.strip_prefix(root()).unwrap_or(f).display().to_string())
+        .collect();
+    found.sort();
+    found
+}
+
 /// Every place a purge can be sent, by file: the tick's fenced purge
 /// (`Broker::purge_to`, which takes a fence permit), an erasure's filtered
 /// purge, and the bench's fixture on its own publisher stream. A new one
@@ -142,24 +162,7 @@ fn every_alarm_has_a_runbook_entry() {
 /// stands before it, names it and its guard.
 #[test]
 fn only_the_tick_sends_a_purge() {
-    let mut files = Vec::new();
-    sources(&root().join("src"), &mut files);
-    let rel = |f: &PathBuf| f.strip_prefix(root()).unwrap_or(f).display().to_string();
-    let with = |needle: &str| -> Vec<String> {
-        let mut found: Vec<String> = files
-            .iter()
-            .filter(|f| {
-                std::fs::read_to_string(f)
-                    .expect("read")
-                    .lines()
-                    .filter(|l| !l.trim_start().starts_with("//"))
-                    .any(|l| l.contains(needle))
-            })
-            .map(rel)
-            .collect();
-        found.sort();
-        found
-    };
+    let with = files_with;
     assert_eq!(
         with(".purge()"),
         ["src/broker/fixture.rs", "src/broker/write.rs"],
@@ -224,24 +227,7 @@ fn only_the_broker_vouches() {
 /// from rows changed in memory, is a plain `Answer`.
 #[test]
 fn only_proven_rows_license_a_purge() {
-    let mut files = Vec::new();
-    sources(&root().join("src"), &mut files);
-    let rel = |f: &PathBuf| f.strip_prefix(root()).unwrap_or(f).display().to_string();
-    let with = |needle: &str| -> Vec<String> {
-        let mut found: Vec<String> = files
-            .iter()
-            .filter(|f| {
-                std::fs::read_to_string(f)
-                    .expect("read")
-                    .lines()
-                    .filter(|l| !l.trim_start().starts_with("//"))
-                    .any(|l| l.contains(needle))
-            })
-            .map(rel)
-            .collect();
-        found.sort();
-        found
-    };
+    let with = files_with;
     assert_eq!(
         with("Licensed("),
         ["src/floor/licensed.rs"],
