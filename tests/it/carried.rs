@@ -448,18 +448,7 @@ async fn a_carried_holds_printed_remedies_work() {
 /// the purge passed the readmitted node's records.
 #[tokio::test]
 async fn a_lost_join_hold_pins_until_its_readmission_is_absorbed() {
-    let f = Fleet::new(100).await;
-    f.healthy(&[("node-1", 100)], 100).await;
-    f.position("node-4", 20).await;
-    f.snapshot("node-4", 20).await;
-    let mut s = f.sidecar().await;
-    s.tick().await;
-    let op = operator(&f);
-    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    tokio::time::sleep(Duration::from_millis(2200)).await;
-    s.tick().await;
-    assert_eq!(f.first_seq().await, 101, "node-4 no longer pins the log");
+    let (f, mut s, op) = with_node_4_evicted(operator).await;
 
     // node-4's readmission has placed its join hold; its gate record is
     // not on the log yet.

@@ -538,18 +538,7 @@ async fn on_a_cluster_a_hold_is_held_only_against_a_later_answer() {
 /// The duty holder extends it every tick until the record is absorbed.
 #[tokio::test]
 async fn a_join_hold_is_extended_while_its_readmission_is_unabsorbed() {
-    let f = Fleet::new(100).await;
-    f.healthy(&[("node-1", 100)], 100).await;
-    f.position("node-4", 20).await;
-    f.snapshot("node-4", 20).await;
-    let mut s = f.sidecar().await;
-    s.tick().await;
-    let op = operator(&f);
-    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
-    assert_eq!(run.code, 0, "{run:?}");
-    tokio::time::sleep(Duration::from_millis(2200)).await;
-    s.tick().await;
-    assert_eq!(f.first_seq().await, 101, "node-4 no longer pins the log");
+    let (f, mut s, _) = with_node_4_evicted(operator).await;
 
     // Absorbing now fails, and node-4's readmission lands on the log with
     // its join hold, as the gesture writes them.

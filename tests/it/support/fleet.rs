@@ -664,3 +664,25 @@ pub async fn assert_not_lowered(f: &Fleet, run: &super::Run, in_force: u64) {
         .expect("ack row");
     assert_eq!(row["position"], in_force, "nothing written: {row}");
 }
+
+/// node-1 live at 100 and node-4 stalled at 20, then node-4 evicted by
+/// `operator(f)` (whose fence window has passed 2.2 s later) and the trim
+/// moved past it: the start of every readmission test. The fleet, its
+/// sidecar (holding the duty) and the operator.
+pub async fn with_node_4_evicted(
+    operator: impl Fn(&Fleet) -> super::Operator,
+) -> (Fleet, Sidecar, super::Operator) {
+    let f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 100)], 100).await;
+    f.position("node-4", 20).await;
+    f.snapshot("node-4", 20).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let op = operator(&f);
+    let run = op.run(&["retention", "evict", "node-4", "-confirm", "node-4"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    tokio::time::sleep(Duration::from_millis(2200)).await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 101, "node-4 no longer pins the log");
+    (f, s, op)
+}
