@@ -66,6 +66,17 @@ pub(super) fn bench_config(url: &str, suffix: &str, domains: usize) -> Result<Co
         .ok_or_else(|| "the bench configuration is invalid".to_string())
 }
 
+/// Every bucket of the contract, created where missing.
+async fn ensure_buckets(broker: &Broker, config: &Config) -> Result<(), String> {
+    for spec in crate::buckets::contract_buckets(config) {
+        broker
+            .ensure_bucket(&spec)
+            .await
+            .map_err(|e| format!("bucket {}: {e}", spec.name))?;
+    }
+    Ok(())
+}
+
 /// The state of the tick scenario: `positions` position rows over
 /// `domains` streams, 1,000 holds (half expired), 100 presence leases,
 /// 100 snapshot rows, 50 backup manifests, a feed consumer per stream.
@@ -75,12 +86,7 @@ pub(super) async fn build(
     positions: usize,
 ) -> Result<(), String> {
     let b = &config.buckets;
-    for spec in crate::buckets::contract_buckets(config) {
-        broker
-            .ensure_bucket(&spec)
-            .await
-            .map_err(|e| format!("bucket {}: {e}", spec.name))?;
-    }
+    ensure_buckets(broker, config).await?;
     let now = Utc::now();
     let ts = |secs: i64| Timestamp(now + chrono::Duration::seconds(secs)).to_rfc3339();
     let per_domain = positions.div_ceil(config.domains.len().max(1));
@@ -152,12 +158,7 @@ pub(super) fn fleet_config(url: &str, suffix: &str, domains: usize) -> Result<Co
 /// snapshot registers naming every log.
 pub(super) async fn build_fleet(broker: &Broker, config: &Config) -> Result<(), String> {
     let b = &config.buckets;
-    for spec in crate::buckets::contract_buckets(config) {
-        broker
-            .ensure_bucket(&spec)
-            .await
-            .map_err(|e| format!("bucket {}: {e}", spec.name))?;
-    }
+    ensure_buckets(broker, config).await?;
     let now = Utc::now();
     let ts = |secs: i64| Timestamp(now + chrono::Duration::seconds(secs)).to_rfc3339();
     let (mut pos, mut holds, mut backups) = (Vec::new(), Vec::new(), Vec::new());
