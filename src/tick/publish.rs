@@ -14,8 +14,13 @@ impl Sidecar {
     /// tick, unless the row already says it ([`floor::row_stands`]).
     pub(super) async fn publish(&self, rows: &ParsedRows, d: &mut DomainTick) {
         let a = &d.answer;
-        let published = match rows.published(&a.stream) {
-            Ok(p) => p.map(|(p, rev)| (p.at, rev)),
+        // The row read this tick: its time and revision, and whether this
+        // duty session wrote it.
+        let (published, same_session) = match rows.published(&a.stream) {
+            Ok(p) => (
+                p.map(|(p, rev)| (p.at, rev)),
+                p.is_some_and(|(p, _)| p.session == self.duty.session()),
+            ),
             // An unreadable floors row is never overwritten: the floor it
             // holds may be above anything this tick could conclude.
             Err(_) => return,
@@ -46,10 +51,6 @@ impl Sidecar {
         // A row stands only in the duty session that wrote it: `_tick`
         // vouches for the rows of its own session, so a new session (the
         // duty lost and claimed again) writes each row once.
-        let same_session = matches!(
-            rows.published(&a.stream),
-            Ok(Some((p, _))) if p.session == self.duty.session()
-        );
         if same_session
             && floor::row_stands(
                 written.as_ref(),
