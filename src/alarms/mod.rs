@@ -532,7 +532,9 @@ fn broker_retention_bypass(c: &Ctx) -> Vec<Alarm> {
     found
 }
 
-/// `floor_stale`: the newest floors row is older than three ticks.
+/// `floor_stale`: the floors row is not known to stand within three ticks
+/// (its own `at`, or the duty holder's `_tick` of the same session that
+/// does not name it).
 fn floor_stale(c: &Ctx) -> Vec<Alarm> {
     let a = c.a;
     let p = c.p;
