@@ -574,8 +574,8 @@ fn replica_behind_names_the_consumer_and_how_far_short() {
 fn config_drift_names_the_fields_and_a_shared_node_id() {
     let mut a = World::new().answer();
     let mut theirs = a.config.clone();
-    theirs.insert("min_age".into(), Some("3d".into()));
-    theirs.insert("tick".into(), Some("5s".into()));
+    std::sync::Arc::make_mut(&mut theirs).insert("min_age".into(), Some("3d".into()));
+    std::sync::Arc::make_mut(&mut theirs).insert("tick".into(), Some("5s".into()));
     a.published_config = Some(("node-2".into(), "0123456789abcdef".into()));
     a.published_by = Some(crate::floor::PublishedBy {
         by: "node-2".into(),

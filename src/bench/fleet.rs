@@ -87,13 +87,6 @@ pub(super) async fn fleet_tick_vs_bare(
         .map_err(|e| format!("bucket {}: {e}", scratch.name))?;
     let mut revisions: Vec<Option<u64>> = vec![None; config.domains.len()];
     let floors_stream = format!("KV_{}", config.buckets.floors);
-    let floors_written = || async {
-        broker
-            .stream_state(&floors_stream)
-            .await
-            .map(|s| s.last_seq)
-            .map_err(|e| format!("the floors bucket's stream: {e}"))
-    };
     let mut quiet_writes = Vec::new();
     // Two kinds of tick: one that writes every floors row (as a new holder
     // does, or a tick where every answer changed), and the quiet one that
@@ -118,14 +111,9 @@ pub(super) async fn fleet_tick_vs_bare(
                 config.domains.len()
             ));
         }
-        let before = floors_written().await?;
-        let t = Instant::now();
-        let r = sidecar.tick().await;
-        standing.push(ms(t.elapsed()));
-        if r.domains.iter().any(|d| d.stood.is_none()) {
-            return Err("a quiet fleet's rows were written again the tick after".into());
-        }
-        quiet_writes.push(floors_written().await?.saturating_sub(before));
+        let (took, writes) = quiet_tick(broker, &mut sidecar, &floors_stream).await?;
+        standing.push(took);
+        quiet_writes.push(writes);
         let t = Instant::now();
         std::hint::black_box(broker.read_all_viewed(&config.buckets, Mode::Kept).await);
         broker.list_streams().await?;
@@ -142,6 +130,188 @@ pub(super) async fn fleet_tick_vs_bare(
         bare_and_writes: stats(both),
         quiet_writes,
     })
+}
+
+/// A quiet tick of a fleet whose last tick may have written rows, timed,
+/// and the floors-bucket writes it cost. The tick after a writing tick
+/// takes the rows it wrote into its views: not yet quiet. The one after
+/// that, from views kept (not a whole read, which comes every
+/// `full_read_every` ticks), is what a quiet fleet runs every tick. Every
+/// row must stand, confirmed.
+pub(super) async fn quiet_tick(
+    broker: &Broker,
+    sidecar: &mut Sidecar,
+    floors_stream: &str,
+) -> Result<(f64, u64), String> {
+    let floors_written = || async {
+        broker
+            .stream_state(floors_stream)
+            .await
+            .map(|s| s.last_seq)
+            .map_err(|e| format!("the floors bucket's stream: {e}"))
+    };
+    for settled in 1..=5 {
+        let before = floors_written().await?;
+        let t = Instant::now();
+        let r = sidecar.tick().await;
+        let took = ms(t.elapsed());
+        let writes = floors_written().await?.saturating_sub(before);
+        if r.domains.iter().any(|d| d.stood.is_none()) {
+            return Err("a quiet fleet's rows were written again the tick after".into());
+        }
+        if r.domains
+            .iter()
+            .any(|d| !matches!(d.published, Some(Ok(_))))
+        {
+            return Err("a quiet tick left a row unconfirmed".into());
+        }
+        if settled >= 2 && r.views.rebuilt == 0 {
+            return Ok((took, writes));
+        }
+    }
+    Err("no quiet tick read its views kept in five".into())
+}
+
+/// The quiet tick of the fleet `c` (already built and published), on a
+/// sidecar of its own, `samples` times.
+async fn quiet_ticks(broker: &Broker, c: &Config, samples: usize) -> Result<Stats, String> {
+    let mut sidecar = Sidecar::new(c.clone(), broker.clone());
+    holding(&mut sidecar).await?;
+    let floors_stream = format!("KV_{}", c.buckets.floors);
+    let mut took = Vec::new();
+    for _ in 0..samples {
+        took.push(quiet_tick(broker, &mut sidecar, &floors_stream).await?.0);
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+    Ok(stats(took))
+}
+
+/// How many of the fleet's answers change each tick in [`changing`].
+const CHANGING: usize = 100;
+
+/// The fleet's tick when [`CHANGING`] of its answers change (a hold moved
+/// on each of those logs: their `min_hold` term changes), against the bare
+/// reads of the same changes followed by bare writes of that many rows.
+/// Each takes in one change of the same hundred holds: the holds are moved
+/// before each (docs/performance.md, The scenarios).
+async fn changing(broker: &Broker, c: &Config, samples: usize) -> Result<Line, String> {
+    use crate::broker::view::Mode;
+    let mut sidecar = Sidecar::new(c.clone(), broker.clone());
+    holding(&mut sidecar).await?;
+    let scratch = scratch_floors(c).ok_or("no floors bucket in the contract")?;
+    broker
+        .ensure_bucket(&scratch)
+        .await
+        .map_err(|e| format!("bucket {}: {e}", scratch.name))?;
+    let expires = crate::rows::Timestamp(chrono::Utc::now() + chrono::Duration::hours(1));
+    let move_holds = |seq: u64| {
+        let rows: Vec<(String, String)> = c
+            .domains
+            .iter()
+            .take(CHANGING)
+            .map(|d| {
+                (
+                    format!("{}.h0", d.stream),
+                    serde_json::json!({"seq": seq, "owner": "bench", "expires_at": expires.to_rfc3339()})
+                        .to_string(),
+                )
+            })
+            .collect();
+        broker.fill(&c.buckets.holds, rows)
+    };
+    let floors_stream = format!("KV_{}", c.buckets.floors);
+    let mut revisions: Vec<Option<u64>> = vec![None; CHANGING];
+    let (mut ticks, mut bares) = (Vec::new(), Vec::new());
+    for i in 0..=samples {
+        move_holds(4 + (i as u64 % 2) * 2).await?;
+        let before = broker
+            .stream_state(&floors_stream)
+            .await
+            .map_err(|e| e.to_string())?
+            .last_seq;
+        let t = Instant::now();
+        let r = sidecar.tick().await;
+        let took = ms(t.elapsed());
+        let writes = broker
+            .stream_state(&floors_stream)
+            .await
+            .map_err(|e| e.to_string())?
+            .last_seq
+            .saturating_sub(before);
+        let rows: Vec<(String, Vec<u8>)> = r
+            .domains
+            .iter()
+            .filter(|d| d.stood.is_none() && matches!(d.published, Some(Ok(_))))
+            .filter_map(|d| {
+                let body = floor::FloorsRow::from(&d.answer).to_bytes().ok()?;
+                Some((d.answer.stream.clone(), body))
+            })
+            .collect();
+        if rows.len() != CHANGING || writes != CHANGING as u64 + 1 {
+            return Err(format!(
+                "a tick with {CHANGING} answers changed wrote {} rows ({writes} floors-bucket writes)",
+                rows.len()
+            ));
+        }
+        // The bare reads take in the same kind of change: the holds moved
+        // back.
+        move_holds(5).await?;
+        let t = Instant::now();
+        std::hint::black_box(broker.read_all_viewed(&c.buckets, Mode::Kept).await);
+        broker.list_streams().await?;
+        bare_writes(broker, &scratch.name, rows, &mut revisions).await?;
+        let bare = ms(t.elapsed());
+        // The first of each is a warm-up (the scratch rows are new).
+        if i > 0 {
+            ticks.push(took);
+            bares.push(bare);
+        }
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+    let _ = broker.delete_bucket(&scratch.name).await;
+    Ok(line(
+        &format!("fleet: tick, {CHANGING} answers changing (1000 logs)"),
+        &stats(ticks),
+        Some(&stats(bares)),
+        Some(1.25),
+        None,
+    ))
+}
+
+/// How many streams the sidecar does not manage share the account with
+/// the fleet in [`unmanaged`].
+const UNMANAGED: usize = 10_000;
+
+/// The fleet's quiet tick with [`UNMANAGED`] streams on the account that
+/// the sidecar does not manage, against the same fleet's quiet tick just
+/// before they were made (docs/decisions.md, Streams the sidecar does
+/// not manage). They are deleted again after.
+async fn unmanaged(js: &Broker, c: &Config, samples: usize) -> Result<Line, String> {
+    use futures::StreamExt;
+    let without = quiet_ticks(js, c, samples).await?;
+    eprintln!("adding {UNMANAGED} streams the sidecar does not manage …");
+    let names: Vec<String> = (0..UNMANAGED).map(|i| format!("A_{i:05}")).collect();
+    let made: Vec<Result<_, String>> = futures::stream::iter(&names)
+        .map(|n| js.create_plain_stream(n, None, 1))
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    let with = match made.into_iter().collect::<Result<Vec<_>, String>>() {
+        Ok(_) => quiet_ticks(js, c, samples).await,
+        Err(e) => Err(e),
+    };
+    let _: Vec<Result<(), String>> = futures::stream::iter(&names)
+        .map(|n| js.delete_stream(n))
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    Ok(line(
+        &format!("fleet: quiet tick, {UNMANAGED} other streams (1000 logs)"),
+        &with?,
+        Some(&without),
+        Some(1.1),
+        None,
+    ))
 }
 
 /// A fleet of many logs: the tick at 10, 100 and 1,000 logs against its
@@ -271,6 +441,8 @@ pub(super) async fn fleet(
     )
     .map_err(|e| e.to_string())?;
     let (rss_kib, took) = peak_rss(bin, &mem_path, 50)?;
+    lines.push(changing(js, &c, samples.min(5)).await?);
+    lines.push(unmanaged(js, &c, samples.min(5)).await?);
     lines.push(Line {
         name: "fleet: peak RSS, run × 50 ticks (1,000 logs)".into(),
         value: format!(

@@ -193,6 +193,7 @@ pub(super) fn pure_floor(nodes: usize, samples: usize) -> Stats {
         trim_enabled: true,
         by: "bench".into(),
         session: String::new(),
+        settings: Default::default(),
     };
     let read = DomainRead {
         stream: Ok(StreamState {

@@ -35,10 +35,16 @@ pub struct Listing {
     /// Each listed log's state and the broker's clock as its leader
     /// answered, where the listing proves it.
     pub states: std::collections::HashMap<String, Proven<(StreamState, Reading)>>,
+    /// Every stream listed, in the listing's (name) order: where each log
+    /// stands in it ([`super::pages::Index`]).
+    pub names: Vec<String>,
+    /// How many streams the account had.
+    pub total: usize,
 }
 
 impl Listing {
-    fn take(&mut self, page: Page) {
+    pub(super) fn take(&mut self, page: Page) {
+        self.names.extend(page.names);
         for (log, copy) in page.unprotected {
             self.copies.unprotected.entry(log).or_default().push(copy);
         }
@@ -49,14 +55,16 @@ impl Listing {
 
 /// One page of the listing, judged.
 #[derive(Debug, Default)]
-struct Page {
+pub(super) struct Page {
     /// How many streams the account has, and how many this page listed.
-    total: usize,
-    streams: usize,
+    pub(super) total: usize,
+    pub(super) streams: usize,
+    /// The names listed, in order ("" for one that does not parse).
+    pub(super) names: Vec<String>,
     /// (log, copy) for each ephemeral copy of one of the logs.
     unprotected: Vec<(String, String)>,
     feeds: Vec<((String, String), String)>,
-    states: Vec<(String, Proven<(StreamState, Reading)>)>,
+    pub(super) states: Vec<(String, Proven<(StreamState, Reading)>)>,
 }
 
 impl Page {
@@ -89,7 +97,11 @@ impl Page {
 /// the copies of `logs` it names, and the state of each of `logs` it
 /// proves (the leader's word, with the broker's clock). A stream whose
 /// item does not parse as stream info is still read for its copies.
-fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Result<Page, String> {
+pub(super) fn judge_page(
+    payload: &[u8],
+    logs: &HashSet<&str>,
+    local: DateTime<Utc>,
+) -> Result<Page, String> {
     #[derive(Deserialize)]
     struct Raw<'a> {
         #[serde(default)]
@@ -121,6 +133,7 @@ fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Res
         match serde_json::from_str::<Item>(item.get()) {
             Ok(item) => {
                 let name = item.config.name.as_str();
+                page.names.push(name.to_string());
                 let origins = item
                     .config
                     .mirror
@@ -166,6 +179,8 @@ fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Res
             Err(_) => {
                 let v: serde_json::Value =
                     serde_json::from_str(item.get()).map_err(|e| e.to_string())?;
+                page.names
+                    .push(v["config"]["name"].as_str().unwrap_or_default().to_string());
                 lenient_origins(&v, logs, &mut page);
             }
         }
@@ -455,7 +470,10 @@ impl Broker {
                         .map(page),
                 )
                 .await;
-                let mut out = Listing::default();
+                let mut out = Listing {
+                    total,
+                    ..Listing::default()
+                };
                 let mut listed = 0;
                 for p in std::iter::once(Ok(first)).chain(rest) {
                     let p = p?;

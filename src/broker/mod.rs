@@ -17,6 +17,7 @@ pub mod kv;
 pub mod lease;
 pub mod listing;
 mod mark;
+pub mod pages;
 pub mod read;
 pub mod streams;
 pub mod view;

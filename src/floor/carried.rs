@@ -154,6 +154,13 @@ pub struct BucketsCreated {
 impl BucketsCreated {
     /// By role, as the row records them (the node-written buckets only).
     pub fn by_role(&self) -> BTreeMap<String, Timestamp> {
+        self.roles()
+            .map(|(role, c)| (role.to_string(), c))
+            .collect()
+    }
+
+    /// The same, borrowed: nothing allocated for a role already recorded.
+    pub fn roles(&self) -> impl Iterator<Item = (&'static str, Timestamp)> {
         [
             ("presence", self.presence),
             ("positions", self.positions),
@@ -162,8 +169,7 @@ impl BucketsCreated {
             ("snapshots", self.snapshots),
         ]
         .into_iter()
-        .filter_map(|(role, c)| Some((role.to_string(), c?)))
-        .collect()
+        .filter_map(|(role, c)| Some((role, c?)))
     }
 }
 

@@ -28,8 +28,8 @@ use std::time::Duration;
 /// The retention answer for one domain.
 pub use answer::compute;
 pub use answer::{
-    explicit_point, Answer, Cause, FloorState, GateFault, GateView, Held, NodeRow, NodeState,
-    NotReady, Outage, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
+    explicit_point, Answer, Cause, ConfigFields, FloorState, GateFault, GateView, Held, NodeRow,
+    NodeState, NotReady, Outage, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
 };
 pub use licensed::Licensed;
 pub use parsed::ParsedRows;
@@ -245,12 +245,14 @@ pub struct Policy {
     pub by: String,
     /// The duty session the answer is published under ("" when none).
     pub session: String,
+    /// Each configured domain's digest and fields under this policy.
+    pub settings: answer::Settings,
 }
 
 impl Policy {
     pub fn from_config(config: &Config, session: &str) -> Self {
         let r = &config.retention;
-        Policy {
+        let mut policy = Policy {
             min_age: r.min_age.0,
             backup_floor: r.backup_floor,
             backup_max_age: r.backup_max_age.0,
@@ -260,7 +262,10 @@ impl Policy {
             trim_enabled: config.trim.enabled,
             by: config.node.id.clone(),
             session: session.to_string(),
-        }
+            settings: Default::default(),
+        };
+        policy.settings = answer::Settings::of(&config.domains, &policy);
+        policy
     }
 }
 

@@ -16,7 +16,7 @@ pub struct PublishedBy {
     pub session: String,
     pub at: Timestamp,
     /// Its `config` fields (empty in a row of an older version).
-    pub config: std::collections::BTreeMap<String, Option<String>>,
+    pub config: crate::floor::ConfigFields,
 }
 
 /// The fields of a published floors row that the next tick needs.
@@ -47,7 +47,7 @@ pub struct PublishedFloor {
     /// The configuration fields it was published under (read leniently:
     /// a row of an older version has none).
     #[serde(default, deserialize_with = "lenient")]
-    pub config: Option<std::collections::BTreeMap<String, Option<String>>>,
+    pub config: Option<crate::floor::ConfigFields>,
     /// The holder's gates view as published: its fault carries over to
     /// readers that do not absorb (status, other sidecars). Read leniently:
     /// a field that only informs must never make the row unreadable.

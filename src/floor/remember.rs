@@ -136,7 +136,13 @@ pub fn keep(
 ) -> (MemoryRecord, Option<Arc<MembersWrite>>) {
     let kept = rows.published_memory(stream);
     let mut buckets = kept.map(|k| k.buckets().clone()).unwrap_or_default();
-    buckets.extend(rows.created.by_role());
+    // Each tick of a quiet log finds every role recorded as it is: no
+    // key is copied for it.
+    for (role, created) in rows.created.roles() {
+        if buckets.get(role) != Some(&created) {
+            buckets.insert(role.to_string(), created);
+        }
+    }
     let nodes_read = set.unreadable.is_none() && rows.created.positions.is_some();
     let live_holds = match (&rows.holds, rows.created.holds) {
         (Ok(h), Some(_)) => Some(h.get(stream).map(Vec::as_slice).unwrap_or_default()),

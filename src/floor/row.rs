@@ -355,7 +355,7 @@ mod tests {
             ("by", |a| a.by.push('x')),
             ("session", |a| a.session.push('x')),
             ("config", |a| {
-                a.config.insert("tick".into(), Some("11s".into()));
+                std::sync::Arc::make_mut(&mut a.config).insert("tick".into(), Some("11s".into()));
             }),
             ("would_purge", |a| {
                 a.would_purge = Some(WouldPurge {
@@ -391,7 +391,7 @@ mod tests {
         let w = crate::floor::tests::World::new();
         let mut a = w.answer();
         for i in 0..600 {
-            a.config.insert(
+            std::sync::Arc::make_mut(&mut a.config).insert(
                 format!("hold-{i:04}"),
                 Some(
                     "a value long enough to fill a chunk of the digest's buffer, eight KiB".into(),
@@ -406,7 +406,7 @@ mod tests {
         assert_eq!(d, FloorsRow::from(&later).digest());
         for (i, hold) in [(0, "hold-0000"), (1, "hold-0300"), (2, "hold-0599")] {
             let mut moved = a.clone();
-            if let Some(h) = moved.config.get_mut(hold) {
+            if let Some(h) = std::sync::Arc::make_mut(&mut moved.config).get_mut(hold) {
                 *h = Some("another value".into());
             }
             assert_ne!(d, FloorsRow::from(&moved).digest(), "change {i}: {hold}");

@@ -91,6 +91,7 @@ impl World {
                 trim_enabled: true,
                 by: "node-1".into(),
                 session: "sess".into(),
+                settings: Default::default(),
             },
             domain: Domain {
                 name: "tracker".into(),

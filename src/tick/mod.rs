@@ -49,6 +49,9 @@ pub struct DomainTick {
     /// `None` when no adoption mark was due; else whether it was written
     /// (a purge waits for it).
     pub mark: Option<Result<(), String>>,
+    /// The digest of the row this answer would write, taken just before
+    /// the publish ([`floor::row_stands`]); `None` until then.
+    pub digest: Option<floor::RowDigest>,
 }
 
 /// What a tick did, for logs, `--once` and the demo.
@@ -178,8 +181,11 @@ pub struct Sidecar {
     written: std::sync::Mutex<std::collections::HashMap<String, floor::WrittenRow>>,
     /// How long the last tick took ([`floor::row_stands`]).
     last_took: Duration,
+    /// The account's stream listing as kept between ticks.
+    account: account::AccountStreams,
 }
 
+mod account;
 pub mod duty;
 mod fold;
 mod gates;
@@ -187,6 +193,7 @@ mod join;
 mod publish;
 pub use publish::write_members;
 mod read;
+pub mod spread;
 pub use read::*;
 
 impl Sidecar {
@@ -215,6 +222,7 @@ impl Sidecar {
             logged: BTreeMap::new(),
             written: Default::default(),
             last_took: Duration::ZERO,
+            account: Default::default(),
         }
     }
 
@@ -239,10 +247,13 @@ impl Sidecar {
         let now = crate::clock::broker_now(self.offset, Utc::now());
         let mode = self.read_mode();
         let held_before = self.duty.holds();
-        let (duty, (mut raw, mut parsed, mut views), mut listings) = tokio::join!(
+        // The presence bucket's age limit (for the alarms) beside them: a
+        // round trip a tick is worth hiding on a quiet fleet.
+        let (duty, (mut raw, mut parsed, mut views), mut listings, presence_max_age) = tokio::join!(
             self.duty.claim_or_renew(&self.broker, now),
             self.broker.read_all_viewed(&self.config.buckets, mode),
-            prefetch_archives(&self.broker, &self.config)
+            prefetch_archives(&self.broker, &self.config),
+            self.broker.lease_max_age(&self.config.buckets.presence)
         );
         // A sidecar that newly claims the duty reads every bucket whole
         // before it acts on them (docs/trim-floor.md, Incremental views).
@@ -255,7 +266,22 @@ impl Sidecar {
         }
         self.ticks += 1;
         let policy = Policy::from_config(&self.config, self.duty.session());
-        let mut reads = read_domains(&self.broker, &self.config, &policy, now).await;
+        let logs: Vec<&str> = self
+            .config
+            .domains
+            .iter()
+            .map(|d| d.stream.as_str())
+            .collect();
+        let (states, index) = self.account.read(&self.broker, &logs).await;
+        let mut reads = read_listed(
+            &self.broker,
+            &self.config,
+            &policy,
+            now,
+            states,
+            index.as_deref().map(|i| &i.copies),
+        )
+        .await;
         crate::failpoint::failpoint("after_stream_info").await;
         let offset = clock_offset(&reads);
         if offset.is_some() {
@@ -290,6 +316,7 @@ impl Sidecar {
                 purged: None,
                 stood: None,
                 mark: None,
+                digest: None,
             })
             .collect();
         if self.duty.holds() {
@@ -300,12 +327,32 @@ impl Sidecar {
             // otherwise wait a round trip per log, docs/performance.md);
             // none is purged before every write has answered.
             use futures::StreamExt;
+            // Each row's digest first, on every core: whether the row
+            // stands is decided from it, and the answers do not change
+            // between here and the publish.
+            let digests = spread::map(domains.len(), |i| {
+                floor::FloorsRow::from(&domains[i].answer).digest()
+            });
+            for (d, digest) in domains.iter_mut().zip(digests) {
+                d.digest = digest;
+            }
             let this: &Sidecar = self;
-            futures::stream::iter(domains.iter_mut())
-                .for_each_concurrent(PUBLISH_CONCURRENCY, |d| {
+            // Only the answers with a write due (a row, an adoption mark)
+            // become a task: the rows left standing are settled here.
+            let due: Vec<(&mut DomainTick, Option<Option<u64>>)> = domains
+                .iter_mut()
+                .filter_map(|d| {
+                    let row = this.row_due(&parsed, d);
+                    (row.is_some() || d.answer.mark_due.is_some()).then_some((d, row))
+                })
+                .collect();
+            futures::stream::iter(due)
+                .for_each_concurrent(PUBLISH_CONCURRENCY, |(d, row)| {
                     let parsed = &parsed;
                     async move {
-                        this.publish(parsed, d).await;
+                        if let Some(revision) = row {
+                            this.publish(d, revision).await;
+                        }
                         this.mark(parsed, d).await;
                     }
                 })
@@ -349,12 +396,7 @@ impl Sidecar {
         let mut policy = AlarmPolicy::from_config(&self.config);
         policy.duty_max_age = self.duty.bucket_max_age();
         if outage.is_none() {
-            policy.presence_max_age = self
-                .broker
-                .lease_max_age(&self.config.buckets.presence)
-                .await
-                .ok()
-                .flatten();
+            policy.presence_max_age = presence_max_age.ok().flatten();
         }
         policy.session = Some((self.duty.sessions(), self.duty.started()));
         let view = duty_view(&duty, &self.duty);

@@ -159,10 +159,25 @@ pub async fn read_domains(
     // inside the tick's budget (docs/decisions.md, A fleet of many logs).
     let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
     let listing = broker.listing(&streams, broker.read_timeout() / 4).await;
-    let (mut states, copies) = match listing {
-        Ok(l) => (l.states, Ok(l.copies)),
-        Err(e) => (Default::default(), Err(e)),
+    let (states, copies) = match listing {
+        Ok(l) => (l.states, Some(l.copies)),
+        Err(_) => (Default::default(), None),
     };
+    read_listed(broker, config, policy, now, states, copies.as_ref()).await
+}
+
+/// Every domain's reads beyond the buckets, concurrently, given what a
+/// listing proved: `states` (a log not among them is read on its own)
+/// and what copies each log (`None`: unknown, so nothing is said of
+/// copies).
+pub async fn read_listed(
+    broker: &Broker,
+    config: &Config,
+    policy: &Policy,
+    now: DateTime<Utc>,
+    mut states: super::account::States,
+    copies: Option<&crate::broker::listing::Copies>,
+) -> Vec<DomainRead> {
     let mut reads = futures::future::join_all(
         config
             .domains
@@ -170,7 +185,7 @@ pub async fn read_domains(
             .map(|d| read_domain(broker, d, states.remove(&d.stream), policy.min_age, now)),
     )
     .await;
-    if let Ok(copies) = copies {
+    if let Some(copies) = copies {
         for (read, d) in reads.iter_mut().zip(&config.domains) {
             read.unprotected = copies
                 .unprotected
@@ -224,6 +239,10 @@ fn published_archive(
 /// the tick, it can only miss a segment written since (a lower archive
 /// floor, never a higher one).
 pub async fn prefetch_archives(broker: &Broker, config: &Config) -> Vec<Option<Listing>> {
+    // A fleet without an archive is spared a thousand empty tasks a tick.
+    if config.domains.iter().all(|d| d.archive.is_none()) {
+        return Vec::new();
+    }
     futures::future::join_all(config.domains.iter().map(|d| async move {
         let archive = d.archive.as_ref()?;
         archive.store().prefetch(broker).await
@@ -244,6 +263,9 @@ pub async fn read_archives(
     reads: &mut [DomainRead],
     listings: Vec<Option<Listing>>,
 ) {
+    if config.domains.iter().all(|d| d.archive.is_none()) {
+        return;
+    }
     let found = futures::future::join_all(
         config
             .domains
@@ -281,20 +303,19 @@ pub fn compute_all(
     reads: &[DomainRead],
     now: DateTime<Utc>,
 ) -> Vec<floor::Licensed> {
-    config
-        .domains
-        .iter()
-        .zip(reads)
-        .map(|(d, read)| {
-            floor::Licensed::compute(
-                d,
-                policy,
-                parsed,
-                read,
-                read.clock.map_or(now, |c| c.broker),
-            )
-        })
-        .collect()
+    // Each log's answer on its own, so on every core (a fleet's answers
+    // were half its quiet tick on one).
+    let domains = &config.domains;
+    super::spread::map(domains.len().min(reads.len()), |i| {
+        let read = &reads[i];
+        floor::Licensed::compute(
+            &domains[i],
+            policy,
+            parsed,
+            read,
+            read.clock.map_or(now, |c| c.broker),
+        )
+    })
 }
 
 /// Every domain's answer from `rows` and its reads, each at the broker's

@@ -412,3 +412,86 @@ async fn a_replica_a_listing_skips_is_unreadable_until_its_deletion_is_confirmed
     );
     assert!(f.first_seq().await > 51);
 }
+
+/// A plain stream in memory named `name`, on `<name>.>`.
+async fn memory_stream(f: &Fleet, name: &str) {
+    api(
+        f,
+        &format!("STREAM.CREATE.{name}"),
+        json!({"name": name, "storage": "memory", "num_replicas": 1, "subjects": [format!("{name}.>")]}),
+    )
+    .await;
+}
+
+/// A running sidecar lists the whole account only now and then, and between
+/// those reads only the pages that hold its logs: streams made since, even
+/// ones that move the logs' place in the listing, never leave a log's state
+/// unproven or old, and a mirror through an ephemeral consumer made after
+/// the first tick is said within a few ticks (the whole listing is read
+/// again in the background once a page shows the account changed).
+#[tokio::test]
+async fn a_running_tick_keeps_its_logs_state_and_sees_a_copy_made_after_it_started() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    // Thirty logs side by side: their page is read, not each log alone.
+    let mut config = f.config.clone();
+    for i in 0..29 {
+        let name = format!("M{i:02}");
+        memory_stream(&f, &name).await;
+        let mut d = config.domains[0].clone();
+        d.name = format!("m{i:02}");
+        d.stream = name;
+        config.domains.push(d);
+    }
+    let mut s = crewlet::tick::Sidecar::new(config, f.broker().await);
+    let said = |r: &crewlet::tick::TickReport| {
+        r.alarms.iter().any(|a| {
+            a.line()
+                .starts_with("ALARM replica_unprotected tracker: OLDDR copies CREWLET_TRACKER_LOG")
+        })
+    };
+    let r = s.tick().await;
+    assert!(!said(&r), "{:?}", r.alarms);
+    // Streams whose names sort before every log's: the logs' place in the
+    // listing moves by 300.
+    for i in 0..300 {
+        memory_stream(&f, &format!("A{i:03}")).await;
+    }
+    api(
+        &f,
+        "STREAM.CREATE.OLDDR",
+        json!({"name": "OLDDR", "storage": "file", "num_replicas": 1,
+               "mirror": {"name": STREAM}}),
+    )
+    .await;
+    let mut seen = false;
+    for round in 0..6u64 {
+        f.publish(1).await;
+        let (_, last, _) = f.state().await;
+        let r = s.tick().await;
+        for d in &r.domains {
+            let a = &d.answer;
+            assert!(
+                a.stream_error.is_none(),
+                "round {round}, {}: {:?}",
+                a.stream,
+                a.stream_error
+            );
+        }
+        let a = &r.domains[0].answer;
+        assert_eq!(
+            a.last_seq, last,
+            "round {round}: the log's state as it is now"
+        );
+        assert!(
+            matches!(r.domains[0].published, Some(Ok(_))),
+            "round {round}"
+        );
+        seen = said(&r);
+        if seen {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    assert!(seen, "the copy made after the first tick was never said");
+}

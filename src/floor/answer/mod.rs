@@ -32,6 +32,7 @@ pub fn compute(
 ) -> Answer {
     let stream = domain.stream.as_str();
     let at = Timestamp(now);
+    let (config_digest, config) = policy.settings.get(domain, policy);
     let previous = rows.published(stream);
     let published = previous.as_ref().ok().and_then(|p| p.as_ref());
     let line = lineage(rows, read, &previous);
@@ -297,10 +298,10 @@ pub fn compute(
         purge_clamped_by: None,
         archive,
         requested,
-        config_digest: config_digest(domain, policy),
+        config_digest,
         published_config: published
             .and_then(|(p, _)| p.config_digest.clone().map(|d| (p.by.clone(), d))),
-        config: config_fields(domain, policy),
+        config,
         published_by: published.map(|(p, _)| PublishedBy {
             by: p.by.clone(),
             session: p.session.clone(),

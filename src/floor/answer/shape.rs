@@ -474,7 +474,7 @@ pub struct Answer {
     /// The configuration fields the digest is made of, as this sidecar
     /// has them (published with the row: `config_drift` names the ones
     /// that differ).
-    pub config: std::collections::BTreeMap<String, Option<String>>,
+    pub config: ConfigFields,
     /// The floors row this answer read: its `config` fields, `session`
     /// and `at` (what `config_drift` compares, and how another sidecar
     /// with this one's node id shows itself).
@@ -510,6 +510,78 @@ pub struct Answer {
 /// `min_age`): two sidecars whose digests differ would not trim the log
 /// alike (the `config_drift` alarm). The first 16 hex digits of SHA-256
 /// over a canonical JSON of those settings.
+/// A domain's configuration fields as its answers and rows say them:
+/// shared, since a fleet's thousand answers each carry one every tick.
+pub type ConfigFields = std::sync::Arc<std::collections::BTreeMap<String, Option<String>>>;
+
+/// The configuration digest and fields of each domain under one policy,
+/// computed once ([`crate::floor::Policy::from_config`]) rather than for
+/// every answer of every tick. An entry answers only for the domain and
+/// policy settings it was computed from; anything else is computed afresh.
+#[derive(Debug, Clone, Default)]
+pub struct Settings(std::sync::Arc<std::collections::HashMap<String, Setting>>);
+
+#[derive(Debug)]
+struct Setting {
+    domain: Domain,
+    inputs: SettingInputs,
+    digest: String,
+    fields: ConfigFields,
+}
+
+/// The policy's share of a domain's settings.
+type SettingInputs = (
+    crate::config::BackupPolicy,
+    std::time::Duration,
+    std::time::Duration,
+    std::time::Duration,
+);
+
+fn setting_inputs(policy: &crate::floor::Policy) -> SettingInputs {
+    (
+        policy.backup_floor,
+        policy.backup_max_age,
+        policy.min_age,
+        policy.tick,
+    )
+}
+
+impl Settings {
+    /// Every domain's settings under `policy`.
+    pub fn of(domains: &[Domain], policy: &crate::floor::Policy) -> Settings {
+        Settings(std::sync::Arc::new(
+            domains
+                .iter()
+                .map(|d| {
+                    (
+                        d.stream.clone(),
+                        Setting {
+                            domain: d.clone(),
+                            inputs: setting_inputs(policy),
+                            digest: config_digest(d, policy),
+                            fields: std::sync::Arc::new(config_fields(d, policy)),
+                        },
+                    )
+                })
+                .collect(),
+        ))
+    }
+
+    /// `domain`'s digest and fields under `policy`: kept where they were
+    /// computed from the same, else computed now.
+    pub fn get(&self, domain: &Domain, policy: &crate::floor::Policy) -> (String, ConfigFields) {
+        match self.0.get(&domain.stream) {
+            Some(s) if s.domain == *domain && s.inputs == setting_inputs(policy) => {
+                (s.digest.clone(), s.fields.clone())
+            }
+            _ => (
+                config_digest(domain, policy),
+                std::sync::Arc::new(config_fields(domain, policy)),
+            ),
+        }
+    }
+}
+
 pub fn config_digest(domain: &Domain, policy: &crate::floor::Policy) -> String {
     use sha2::Digest;
     // The canonical JSON is written from a struct whose fields are in the
