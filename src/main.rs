@@ -42,7 +42,7 @@ fn main() -> ExitCode {
 /// threshold after the first such buffer is freed, and from then on they
 /// come from the heap, which keeps the high-water mark of every tick
 /// resident: the sidecar's peak RSS was a fifth higher for it
-/// (docs/performance.md, Memory: large buffers apart). An operator who
+/// (docs/performance.md, Memory). An operator who
 /// sets `MALLOC_MMAP_THRESHOLD_` keeps their own.
 fn keep_large_buffers_apart() {
     #[cfg(all(target_os = "linux", target_env = "gnu"))]

@@ -479,6 +479,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
                 let _ = js.delete_bucket(bucket).await;
             }
         }
+        lines.push(purging_at_scale(&js, &broker, url, samples.min(7) + 1).await?);
         // Least squares over the three sizes: time per row, and how straight.
         let (slope, r2) = fit(&per_size);
         lines.push(Line {

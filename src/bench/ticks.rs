@@ -228,3 +228,115 @@ pub(super) fn pure_floor(nodes: usize, samples: usize) -> Stats {
     }
     stats(out)
 }
+
+/// Nodes on the log of [`purging_at_scale`], all but 100 of them not live.
+const SCALE_NODES: usize = 100_000;
+
+/// A tick that publishes and purges with [`SCALE_NODES`] nodes on one log,
+/// all but 100 without a presence lease and every one at the log's end; a
+/// hold moved ten records on before each tick, so that each tick writes
+/// its row and purges exactly ten records (checked: a figure over failed
+/// work is not a figure). Against the bare full read of the same buckets.
+pub(super) async fn purging_at_scale(
+    js: &Broker,
+    broker: &Broker,
+    url: &str,
+    samples: usize,
+) -> Result<Line, String> {
+    let text = format!(
+        "node: {{id: bench-1}}\nnats: {{url: \"{url}\"}}\nretention: {{tick: 10s, backup_owner: bench, presence_ttl: 10m, min_age: 1s, snapshot_interval: 100ms, snapshots_kept: 1, snapshot_quorum: 1, allow_unsafe_limits: true}}\ntrim: {{enabled: true}}\nbuckets: {{presence: pnl, positions: onl, holds: hnl, backups: bnl, snapshots: snl, floors: fnl, duty: dnl, gates: gnl}}\ndomains:\n  - {{name: d0, stream: {STREAM}nl_0}}\n"
+    );
+    let c = crate::config::check(&text)
+        .config
+        .ok_or("the scale configuration is invalid")?;
+    let b = &c.buckets;
+    let stream = c.domains[0].stream.clone();
+    eprintln!("building {SCALE_NODES} nodes on one log …");
+    ensure_buckets(js, &c).await?;
+    let created = js
+        .create_plain_stream(&stream, Some(1 << 30), b.replicas)
+        .await?
+        .to_rfc3339();
+    let end = 200 + 10 * (samples as u64 + 1);
+    js.publish_many(&format!("{stream}.r"), end as usize)
+        .await
+        .map_err(|e| e.to_string())?;
+    let now = Utc::now();
+    let ts = |secs: i64| Timestamp(now + chrono::Duration::seconds(secs)).to_rfc3339();
+    js.fill(
+        &b.positions,
+        (0..SCALE_NODES)
+            .map(|i| {
+                let node = format!("node-{i}");
+                (
+                    format!("{stream}.{node}"),
+                    json!({"node": node, "stream": stream, "seq": end, "generation": 0, "stream_created": created, "updated_at": ts(0), "status": "ok"}).to_string(),
+                )
+            })
+            .collect(),
+    )
+    .await?;
+    nodes_with_snapshots(js, &c, 100, end).await?;
+    let done = Timestamp(Utc::now()).to_rfc3339();
+    js.fill(
+        &b.backups,
+        vec![(
+            "node-1.b1".into(),
+            json!({"id": "b1", "node": "node-1", "taken_at": ts(-120), "completed_at": done, "verified": true, "positions": {&stream: end}}).to_string(),
+        )],
+    )
+    .await?;
+    let hold = |seq: u64| {
+        js.fill(
+            &b.holds,
+            vec![(
+                format!("{stream}.mover"),
+                json!({"seq": seq, "owner": "bench", "expires_at": ts(3600)}).to_string(),
+            )],
+        )
+    };
+    let mut sidecar = Sidecar::new(c.clone(), broker.clone());
+    hold(100).await?;
+    holding(&mut sidecar).await?;
+    broker.bare_read(&c).await?;
+    let (mut ticks, mut bares) = (Vec::new(), Vec::new());
+    for i in 1..=samples as u64 {
+        hold(100 + 10 * i).await?;
+        let t = Instant::now();
+        let r = sidecar.tick().await;
+        let took = ms(t.elapsed());
+        let d = r.domains.first().ok_or("no domain")?;
+        if !matches!(d.published, Some(Ok(_))) || d.stood.is_some() {
+            return Err(format!(
+                "the tick at {SCALE_NODES} nodes did not write its row: {:?}",
+                d.published
+            ));
+        }
+        // The first tick purges up to the hold; each after it, ten.
+        if i > 1 && !matches!(d.purged, Some(Ok(10))) {
+            return Err(format!(
+                "the tick at {SCALE_NODES} nodes purged {:?}, not 10 ({:?})",
+                d.purged, d.answer.blocked_by
+            ));
+        }
+        let t = Instant::now();
+        broker.bare_read(&c).await?;
+        let bare = ms(t.elapsed());
+        if i > 1 {
+            ticks.push(took);
+            bares.push(bare);
+        }
+    }
+    sidecar.duty.release(&sidecar.broker).await;
+    let _ = js.delete_stream(&stream).await;
+    for (_, bucket) in b.all() {
+        let _ = js.delete_bucket(bucket).await;
+    }
+    Ok(line(
+        &format!("tick, {SCALE_NODES} nodes (100 live), publishing and purging"),
+        &stats(ticks),
+        Some(&stats(bares)),
+        Some(0.5),
+        None,
+    ))
+}

@@ -67,7 +67,7 @@ pub(super) fn bench_config(url: &str, suffix: &str, domains: usize) -> Result<Co
 }
 
 /// Every bucket of the contract, created where missing.
-async fn ensure_buckets(broker: &Broker, config: &Config) -> Result<(), String> {
+pub(super) async fn ensure_buckets(broker: &Broker, config: &Config) -> Result<(), String> {
     for spec in crate::buckets::contract_buckets(config) {
         broker
             .ensure_bucket(&spec)

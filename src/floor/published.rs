@@ -104,8 +104,8 @@ pub struct PublishedGateView {
 /// the whole row. The value is taken as its text and parsed into `T`
 /// from there: built as a tree first, every published term's detail and
 /// reason were maps and strings allocated only to be dropped, most of
-/// the cost of taking in a fleet's rows (docs/performance.md, A fleet:
-/// the rows this process wrote).
+/// the cost of taking in a fleet's rows (docs/performance.md, A fleet
+/// of many logs).
 fn lenient<'de, D: serde::Deserializer<'de>, T: serde::de::DeserializeOwned>(
     d: D,
 ) -> Result<Option<T>, D::Error> {

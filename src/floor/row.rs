@@ -124,8 +124,8 @@ impl FloorsRow<'_> {
     /// rare ones (`would_purge`, NOT READY, the retention bypasses, a
     /// gates view, an archive, a requested watermark) as their JSON.
     /// Written out as JSON whole, the digest was most of a fleet's
-    /// standing tick (docs/performance.md, A fleet: the rows
-    /// this process wrote). The digest is only ever compared within this
+    /// standing tick (docs/performance.md, A fleet of many
+    /// logs). The digest is only ever compared within this
     /// process, with the digest of the row it last wrote.
     pub fn digest(&self) -> Option<RowDigest> {
         use std::hash::Hash;
@@ -224,7 +224,7 @@ pub struct RowDigest([u64; 2]);
 
 /// Feeds what the digest is made of to both hashers, a chunk at a time:
 /// fed token by token, the hashers' per-call cost was most of a fleet's
-/// standing tick (docs/performance.md, A fleet: the listing, the digest),
+/// standing tick (docs/performance.md, A fleet of many logs),
 /// and a buffer of the whole row would be a megabyte at ten thousand
 /// nodes. The hashers stream bytes, so the chunking does not change the
 /// digest.

@@ -157,8 +157,8 @@ impl Shared {
     /// encoded and compressed here, on the caller's thread, then served
     /// whole (a client that takes gzip always gets the compressed copy).
     /// Compressing on a thread spawned per tick made the scrapes' tail
-    /// worse, not better (docs/performance.md, Lighter views, answers
-    /// compressed in place (2026-12-03)).
+    /// worse, not better (docs/performance.md, The HTTP
+    /// answer).
     pub fn record(&self, recorded: Recorded) {
         let last = Arc::new(Last::encode(&recorded, &self.lasting, chrono::Utc::now()));
         *self.outage.write().unwrap_or_else(|p| p.into_inner()) = None;

@@ -29,7 +29,7 @@ pub const AGE_PROOF_MAX_RECORDS: u64 = 100_000;
 /// trips of a large fleet, few enough not to queue a burst the size of the
 /// fleet on the broker. At a thousand logs, 256 wrote the rows in 33 ms
 /// where 64 took 40 and a thousand no less than 256 (docs/performance.md,
-/// A fleet: the rows this process wrote).
+/// A fleet of many logs).
 pub const PUBLISH_CONCURRENCY: usize = 256;
 
 /// What happened to one domain in a tick.

@@ -36,8 +36,8 @@ pub struct Backups {
     pub acks: BTreeMap<String, Parsed<AckRow>>,
     /// The manifests by the streams they name, built on first use: each
     /// log's backup term looked at every manifest, a thousand logs'
-    /// terms at a thousand manifests each (docs/performance.md, A fleet:
-    /// the listing, the digest).
+    /// terms at a thousand manifests each (docs/performance.md, A fleet
+    /// of many logs).
     by_stream: std::sync::OnceLock<ManifestIndex>,
 }
 
@@ -354,7 +354,7 @@ pub trait Patch: Default + Clone + Send + Sync + 'static {
     /// memory in node order. Rows arrive in revision order, so the maps'
     /// nodes were allocated in an order unrelated to the names, and the
     /// answer's walk over 100,000 of them missed the cache at each step
-    /// (docs/performance.md, "Rows laid out in node order (2026-12-03)").
+    /// (docs/performance.md, The pure floor).
     /// Changes nothing a reader sees.
     fn settle(&mut self) {}
 }
