@@ -446,18 +446,12 @@ pub(super) async fn fleet(
     let (rss_kib, took) = peak_rss(bin, &mem_path, 50)?;
     lines.push(changing(js, &c, samples.min(5)).await?);
     lines.push(unmanaged(js, &c, samples.min(5)).await?);
-    lines.push(Line {
-        name: "fleet: peak RSS, run × 50 ticks (1,000 logs)".into(),
-        value: format!(
-            "{:.1} MB ({:.1} s)",
-            rss_kib as f64 / 1024.0,
-            took.as_secs_f64()
-        ),
-        baseline: "-".into(),
-        ratio: None,
-        target: "≤ 64 MB".into(),
-        ok: (rss_kib as f64 / 1024.0) <= 64.0,
-    });
+    lines.push(rss_line(
+        "fleet: peak RSS, run × 50 ticks (1,000 logs)",
+        rss_kib,
+        took,
+        64.0,
+    ));
     // The fleet gone again: a thousand streams left on the server would be
     // in every later scenario's stream listing (its memory above all).
     for d in &c.domains {

@@ -281,3 +281,16 @@ pub(super) fn peak_rss(bin: &Path, cfg: &Path, ticks: u32) -> Result<(u64, Durat
     }
     Ok((peak, t.elapsed()))
 }
+
+/// A peak RSS line: `kib` at its highest over `took`, against `max_mb`.
+pub(super) fn rss_line(name: &str, kib: u64, took: Duration, max_mb: f64) -> Line {
+    let mb = kib as f64 / 1024.0;
+    Line {
+        name: name.into(),
+        value: format!("{mb:.1} MB ({:.1} s)", took.as_secs_f64()),
+        baseline: "-".into(),
+        ratio: None,
+        target: format!("≤ {max_mb:.0} MB"),
+        ok: mb <= max_mb,
+    }
+}

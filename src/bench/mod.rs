@@ -567,18 +567,7 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
         )
         .map_err(|e| e.to_string())?;
         let (rss_kib, took) = peak_rss(&bin, &mem_path, 50)?;
-        lines.push(Line {
-            name: "peak RSS, run × 50 ticks".into(),
-            value: format!(
-                "{:.1} MB ({:.1} s)",
-                rss_kib as f64 / 1024.0,
-                took.as_secs_f64()
-            ),
-            baseline: "-".into(),
-            ratio: None,
-            target: "≤ 25 MB".into(),
-            ok: (rss_kib as f64 / 1024.0) <= 25.0,
-        });
+        lines.push(rss_line("peak RSS, run × 50 ticks", rss_kib, took, 25.0));
     }
 
     // 6. A publisher with and without the sidecar ticking every second:

@@ -257,13 +257,7 @@ async fn an_ignored_replica_pins_nothing() {
 async fn a_mirror_through_an_ephemeral_consumer_is_said_unprotected() {
     let f = Fleet::new(50).await;
     f.healthy(&[("node-1", 50)], 50).await;
-    api(
-        &f,
-        "STREAM.CREATE.OLDDR",
-        json!({"name": "OLDDR", "storage": "file", "num_replicas": 1,
-               "mirror": {"name": STREAM}}),
-    )
-    .await;
+    ephemeral_mirror(&f).await;
     let r = f.sidecar().await.tick().await;
     let said: Vec<String> = r.alarms.iter().map(|a| a.line()).collect();
     assert!(
@@ -413,6 +407,18 @@ async fn a_replica_a_listing_skips_is_unreadable_until_its_deletion_is_confirmed
     assert!(f.first_seq().await > 51);
 }
 
+/// OLDDR, a mirror of the log made the older way: through an ephemeral
+/// consumer the server creates for it.
+async fn ephemeral_mirror(f: &Fleet) {
+    api(
+        f,
+        "STREAM.CREATE.OLDDR",
+        json!({"name": "OLDDR", "storage": "file", "num_replicas": 1,
+               "mirror": {"name": STREAM}}),
+    )
+    .await;
+}
+
 /// A plain stream in memory named `name`, on `<name>.>`.
 async fn memory_stream(f: &Fleet, name: &str) {
     api(
@@ -457,13 +463,7 @@ async fn a_running_tick_keeps_its_logs_state_and_sees_a_copy_made_after_it_start
     for i in 0..300 {
         memory_stream(&f, &format!("A{i:03}")).await;
     }
-    api(
-        &f,
-        "STREAM.CREATE.OLDDR",
-        json!({"name": "OLDDR", "storage": "file", "num_replicas": 1,
-               "mirror": {"name": STREAM}}),
-    )
-    .await;
+    ephemeral_mirror(&f).await;
     let mut seen = false;
     for round in 0..6u64 {
         f.publish(1).await;
