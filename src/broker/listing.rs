@@ -97,11 +97,7 @@ impl Page {
 /// the copies of `logs` it names, and the state of each of `logs` it
 /// proves (the leader's word, with the broker's clock). A stream whose
 /// item does not parse as stream info is still read for its copies.
-pub(super) fn judge_page(
-    payload: &[u8],
-    logs: &HashSet<&str>,
-    local: DateTime<Utc>,
-) -> Result<Page, String> {
+fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Result<Page, String> {
     #[derive(Deserialize)]
     struct Raw<'a> {
         #[serde(default)]
@@ -445,18 +441,7 @@ impl Broker {
         // Looked up once per listed stream: a list would be a thousand
         // comparisons each on a fleet of a thousand logs.
         let logs: &HashSet<&str> = &logs.iter().copied().collect();
-        let page = |offset: usize| async move {
-            let reply: Box<serde_json::value::RawValue> = self
-                .ask_within(
-                    "the stream listing",
-                    "STREAM.LIST".to_string(),
-                    &serde_json::json!({"offset": offset}),
-                    within,
-                )
-                .await?;
-            let local = Utc::now();
-            judge_page(reply.get().as_bytes(), logs, local).map_err(err)
-        };
+        let page = |offset: usize| self.stream_page(offset, logs, within);
         let list = async {
             let mut reads = 0;
             'again: loop {
@@ -509,14 +494,40 @@ impl Broker {
         };
         tokio::time::timeout(within, list)
             .await
-            .unwrap_or_else(|_| {
-                Err(Fault::Unanswered(format!(
-                    "the stream listing: no answer within {}",
-                    crate::config::Dur(within)
-                )))
-            })
+            .unwrap_or_else(|_| Err(unanswered(within)))
+    }
+
+    /// One page of the account's stream listing from `offset`, judged for
+    /// `logs` ([`judge_page`]): what the whole listing and the pages that
+    /// hold the logs ([`super::pages`]) both ask.
+    pub(super) async fn stream_page(
+        &self,
+        offset: usize,
+        logs: &HashSet<&str>,
+        within: Duration,
+    ) -> Result<Page, Fault> {
+        let reply: Box<serde_json::value::RawValue> = self
+            .ask_within(
+                "the stream listing",
+                "STREAM.LIST".to_string(),
+                &serde_json::json!({"offset": offset}),
+                within,
+            )
+            .await?;
+        judge_page(reply.get().as_bytes(), logs, Utc::now())
+            .map_err(|e| Fault::failed(format!("the stream listing: {e}")))
     }
 }
+
+/// A listing of the account's streams that did not end within `within`.
+pub(super) fn unanswered(within: Duration) -> Fault {
+    Fault::Unanswered(format!(
+        "the stream listing: no answer within {}",
+        crate::config::Dur(within)
+    ))
+}
+
+impl Broker {}
 
 #[cfg(test)]
 mod tests {

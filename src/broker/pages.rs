@@ -10,9 +10,7 @@
 use std::collections::{HashMap, HashSet};
 use std::time::Duration;
 
-use chrono::Utc;
-
-use super::listing::{judge_page, Copies, Listing};
+use super::listing::{Copies, Listing};
 use super::{Broker, Fault};
 use crate::clock::Reading;
 use crate::floor::StreamState;
@@ -107,24 +105,13 @@ impl Broker {
         let starts = windows(&offsets, index.total, PAGE);
         let wanted = &wanted;
         let pages = futures::future::join_all(starts.iter().map(|offset| async move {
-            let reply: Box<serde_json::value::RawValue> = self
-                .ask_within(
-                    "the stream listing",
-                    "STREAM.LIST".to_string(),
-                    &serde_json::json!({ "offset": offset }),
-                    within,
-                )
-                .await?;
-            judge_page(reply.get().as_bytes(), wanted, Utc::now())
+            self.stream_page(*offset, wanted, within)
+                .await
                 .map(|p| (*offset, p))
-                .map_err(|e| Fault::failed(format!("the stream listing: {e}")))
         }));
-        let pages = tokio::time::timeout(within, pages).await.map_err(|_| {
-            Fault::Unanswered(format!(
-                "the stream listing: no answer within {}",
-                crate::config::Dur(within)
-            ))
-        })?;
+        let pages = tokio::time::timeout(within, pages)
+            .await
+            .map_err(|_| super::listing::unanswered(within))?;
         let mut out = Paged::default();
         for page in pages {
             let (offset, page) = page?;
