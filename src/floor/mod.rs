@@ -29,7 +29,8 @@ use std::time::Duration;
 pub use answer::compute;
 pub use answer::{
     explicit_point, Answer, Cause, ConfigFields, FloorState, GateFault, GateView, Held, NodeRow,
-    NodeState, NotReady, Outage, PurgeClamp, RequestedView, Term, TermName, TermState, WouldPurge,
+    NodeState, NotReady, Outage, PurgeClamp, RequestedView, Settings, Term, TermName, TermState,
+    WouldPurge,
 };
 pub use licensed::Licensed;
 pub use parsed::ParsedRows;
@@ -251,8 +252,18 @@ pub struct Policy {
 
 impl Policy {
     pub fn from_config(config: &Config, session: &str) -> Self {
+        let mut policy = Policy::with_settings(config, session, Default::default());
+        policy.settings = answer::Settings::of(&config.domains, &policy);
+        policy
+    }
+
+    /// As [`Policy::from_config`], with each domain's settings computed
+    /// earlier for the same configuration: a running sidecar keeps them
+    /// across ticks rather than digesting every domain's again each tick
+    /// (an entry that does not match is computed afresh anyway).
+    pub fn with_settings(config: &Config, session: &str, settings: answer::Settings) -> Self {
         let r = &config.retention;
-        let mut policy = Policy {
+        Policy {
             min_age: r.min_age.0,
             backup_floor: r.backup_floor,
             backup_max_age: r.backup_max_age.0,
@@ -262,10 +273,8 @@ impl Policy {
             trim_enabled: config.trim.enabled,
             by: config.node.id.clone(),
             session: session.to_string(),
-            settings: Default::default(),
-        };
-        policy.settings = answer::Settings::of(&config.domains, &policy);
-        policy
+            settings,
+        }
     }
 }
 

@@ -183,6 +183,8 @@ pub struct Sidecar {
     last_took: Duration,
     /// The account's stream listing as kept between ticks.
     account: account::AccountStreams,
+    /// Each domain's configuration digest and fields, computed once.
+    settings: floor::Settings,
 }
 
 mod account;
@@ -209,6 +211,7 @@ impl Sidecar {
         // given up within a tick, so that a tick, a read tried twice
         // included, stays inside the lease of three ticks.
         let broker = broker.with_read_timeout(config.retention.read_timeout());
+        let settings = Policy::from_config(&config, "").settings;
         Sidecar {
             config,
             broker,
@@ -223,6 +226,7 @@ impl Sidecar {
             written: Default::default(),
             last_took: Duration::ZERO,
             account: Default::default(),
+            settings,
         }
     }
 
@@ -265,7 +269,8 @@ impl Sidecar {
             );
         }
         self.ticks += 1;
-        let policy = Policy::from_config(&self.config, self.duty.session());
+        let policy =
+            Policy::with_settings(&self.config, self.duty.session(), self.settings.clone());
         let logs: Vec<&str> = self
             .config
             .domains

@@ -515,8 +515,9 @@ pub struct Answer {
 pub type ConfigFields = std::sync::Arc<std::collections::BTreeMap<String, Option<String>>>;
 
 /// The configuration digest and fields of each domain under one policy,
-/// computed once ([`crate::floor::Policy::from_config`]) rather than for
-/// every answer of every tick. An entry answers only for the domain and
+/// computed once ([`crate::floor::Policy::from_config`]; a running sidecar
+/// keeps them from its start) rather than for every answer of every tick.
+/// An entry answers only for the domain and
 /// policy settings it was computed from; anything else is computed afresh.
 #[derive(Debug, Clone, Default)]
 pub struct Settings(std::sync::Arc<std::collections::HashMap<String, Setting>>);
