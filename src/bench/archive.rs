@@ -211,21 +211,7 @@ pub(super) async fn archive_lines(
                 writing_tick(&mut without).await
             };
             let took = ms(t.elapsed());
-            // A figure over failed work is not a figure: each tick must
-            // have written its row.
-            if let Some(d) = r
-                .domains
-                .iter()
-                .find(|d| !matches!(d.published, Some(Ok(_))))
-            {
-                return Err(format!(
-                    "the {} tick did not publish {}: {:?} ({:?})",
-                    if archived { "archived" } else { "unarchived" },
-                    d.answer.stream,
-                    d.published,
-                    d.answer.not_ready
-                ));
-            }
+            published(&r, if archived { "archived" } else { "unarchived" })?;
             if !archived {
                 b.push(took);
                 continue;

@@ -156,14 +156,9 @@ pub(super) async fn quiet_tick(
         let r = sidecar.tick().await;
         let took = ms(t.elapsed());
         let writes = floors_written().await?.saturating_sub(before);
+        published(&r, "quiet")?;
         if r.domains.iter().any(|d| d.stood.is_none()) {
             return Err("a quiet fleet's rows were written again the tick after".into());
-        }
-        if r.domains
-            .iter()
-            .any(|d| !matches!(d.published, Some(Ok(_))))
-        {
-            return Err("a quiet tick left a row unconfirmed".into());
         }
         if settled >= 2 && r.views.rebuilt == 0 {
             return Ok((took, writes));

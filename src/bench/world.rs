@@ -261,3 +261,20 @@ pub(super) async fn holding(s: &mut Sidecar) -> Result<crate::tick::TickReport, 
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
 }
+
+/// A figure over failed work is not a figure: every log of the `what`
+/// tick `r` must have its row written (or standing, confirmed), or the
+/// scenario stops with the log, the failure and any NOT READY reason.
+pub(super) fn published(r: &crate::tick::TickReport, what: &str) -> Result<(), String> {
+    match r
+        .domains
+        .iter()
+        .find(|d| !matches!(d.published, Some(Ok(_))))
+    {
+        Some(d) => Err(format!(
+            "the {what} tick did not publish {}: {:?} ({:?})",
+            d.answer.stream, d.published, d.answer.not_ready
+        )),
+        None => Ok(()),
+    }
+}
