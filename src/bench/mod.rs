@@ -35,7 +35,7 @@ use world::*;
 #[command(
     name = "crewlet-bench",
     version,
-    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about four minutes in all (2026-12-03, 2 cores), --only for one scenario. Build and run it with scripts/bench."
+    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about four and a half minutes in all (258 s on 2026-12-06, 2 cores), --only for some scenarios. Build and run it with scripts/bench."
 )]
 pub struct BenchArgs {
     /// Samples per scenario.
