@@ -428,8 +428,14 @@ async fn the_feed_binds_on_a_cluster_and_its_leaders_stepdowns_never_purge_past_
             .await;
         let r = s.tick().await;
         let feed = term_state(&r, TermName::FeedAckFloor);
+        // A new leader may answer from an ack floor it has not yet caught up
+        // to, which only keeps more; past 25 is what must never be read.
+        let behind = feed
+            .strip_prefix("value ")
+            .and_then(|v| v.parse::<u64>().ok())
+            .is_some_and(|v| v <= 25);
         assert!(
-            feed == "value 25" || feed.starts_with("unreadable"),
+            behind || feed.starts_with("unreadable"),
             "round {round}: {feed}"
         );
         assert_eq!(f.first_seq().await, 26, "round {round}");

@@ -349,19 +349,30 @@ impl Fleet {
             })
             .await
             .expect("consumer");
-        let mut batch = consumer
-            .fetch()
-            .max_messages(delivered)
-            .messages()
-            .await
-            .expect("fetch");
+        // A fetch answers with what is ready, which on a busy cluster may be
+        // fewer than asked: ask again until all `delivered` have come.
         let mut n = 0;
-        while let Some(m) = batch.next().await {
-            let m = m.expect("message");
-            n += 1;
-            if n <= acked {
-                m.ack().await.expect("ack");
+        while n < delivered {
+            let mut batch = consumer
+                .batch()
+                .max_messages(delivered - n)
+                .expires(Duration::from_secs(5))
+                .messages()
+                .await
+                .expect("fetch");
+            let before = n;
+            while let Some(m) = batch.next().await {
+                let m = m.expect("message");
+                n += 1;
+                // Acknowledged and confirmed: a plain ack is a publish the
+                // server may not have applied when the next read asks, which
+                // on a cluster (an ack is a replicated proposal there) let a
+                // tick read an ack floor short of `acked`.
+                if n <= acked {
+                    m.double_ack().await.expect("ack");
+                }
             }
+            assert!(n > before, "the consumer {name} delivered nothing");
         }
     }
 
