@@ -54,6 +54,7 @@ pub mod buckets;
 pub mod capacity;
 pub mod cli;
 pub mod clock;
+pub mod cloud;
 pub mod config;
 pub mod embedded;
 pub mod exit;

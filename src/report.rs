@@ -456,7 +456,7 @@ fn term_row(t: &crate::floor::Term) -> (String, String, String) {
 
 /// The archive's state in one or two lines of `status`.
 fn archive_line(arch: &crate::archive::state::ArchiveState) -> String {
-    let store = arch.store.replacen(':', " ", 1);
+    let store = crate::archive::state::Store::words_of(&arch.store);
     let held = match (arch.first_archived, arch.frontier) {
         (Some(first), Some(frontier)) => format!(
             "{first}..{frontier} in {} segment(s), {}",

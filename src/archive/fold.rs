@@ -50,6 +50,7 @@ impl Store {
                 let (name, bytes) = (name.to_string(), bytes.to_vec());
                 off_thread(broker, root, move |root| dir::put(root, &name, &bytes)).await
             }
+            Store::Cloud(remote) => cloud(broker, remote)?.put_segment(name, bytes).await,
         }
     }
 
@@ -71,6 +72,11 @@ impl Store {
                 let (name, bytes) = (name.to_string(), bytes.to_vec());
                 off_thread(broker, root, move |root| dir::replace(root, &name, &bytes)).await
             }
+            Store::Cloud(remote) => {
+                cloud(broker, remote)?
+                    .replace_segment(name, bytes, op)
+                    .await
+            }
         }
     }
 
@@ -85,6 +91,10 @@ impl Store {
                 let name = name.to_string();
                 off_thread(broker, root, move |root| dir::get(root, &name)).await
             }
+            Store::Cloud(remote) => cloud(broker, remote)?
+                .get_segment(name)
+                .await?
+                .ok_or_else(|| format!("{}/{name} is not in the store", remote.id())),
         }
     }
 
@@ -94,6 +104,7 @@ impl Store {
     pub async fn prefetch(&self, broker: &Broker) -> Option<Result<Vec<Listed>, ListError>> {
         match self {
             Store::ObjectStore(bucket) => Some(broker.object_listing(bucket).await),
+            Store::Cloud(remote) => Some(cloud_listing(broker, remote).await),
             Store::Dir(_) => None,
         }
     }
@@ -124,6 +135,9 @@ impl Store {
     ) -> Result<Vec<Listed>, ListError> {
         match self {
             Store::ObjectStore(bucket) => broker.list_segments(bucket, stream, generation).await,
+            Store::Cloud(remote) => cloud_listing(broker, remote)
+                .await
+                .map(|all| crate::broker::archive::segments_of(&all, stream, generation)),
             Store::Dir(root) => {
                 let stream = stream.to_string();
                 off_thread(broker, root, move |root| {
@@ -136,6 +150,28 @@ impl Store {
                 })
             }
         }
+    }
+}
+
+/// The client of a cloud store, bounded by the sidecar's read timeout.
+fn cloud(
+    broker: &Broker,
+    remote: &super::remote::Remote,
+) -> Result<std::sync::Arc<crate::cloud::Client>, String> {
+    crate::cloud::client(remote, broker.read_timeout())
+}
+
+/// Every segment under a cloud store's prefix.
+async fn cloud_listing(
+    broker: &Broker,
+    remote: &super::remote::Remote,
+) -> Result<Vec<Listed>, ListError> {
+    match cloud(broker, remote) {
+        Ok(c) => c.listing().await,
+        Err(message) => Err(ListError {
+            missing: false,
+            message,
+        }),
     }
 }
 

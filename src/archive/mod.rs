@@ -9,6 +9,7 @@ pub mod cut;
 pub mod dir;
 pub mod fold;
 pub mod merge;
+pub mod remote;
 pub mod segment;
 pub mod state;
 pub mod verify;

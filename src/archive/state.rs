@@ -20,6 +20,8 @@ pub enum Store {
     ObjectStore(String),
     /// A local directory.
     Dir(std::path::PathBuf),
+    /// Cloud object storage (S3 and its compatibles, GCS, Azure).
+    Cloud(super::remote::Remote),
 }
 
 impl Store {
@@ -28,6 +30,33 @@ impl Store {
         match self {
             Store::ObjectStore(b) => format!("object_store:{b}"),
             Store::Dir(d) => format!("dir:{}", d.display()),
+            Store::Cloud(r) => r.id(),
+        }
+    }
+
+    /// A store's published id ([`Store::id`]) in words, for `status`,
+    /// which has the id and not the configuration.
+    pub fn words_of(id: &str) -> String {
+        if let Some(b) = id.strip_prefix("object_store:") {
+            return format!("JetStream Object Store {b}");
+        }
+        if let Some(d) = id.strip_prefix("dir:") {
+            return format!("directory {d}");
+        }
+        match super::remote::parse_url(id) {
+            Ok((cloud, bucket, prefix)) => {
+                let what = match cloud {
+                    super::remote::Cloud::S3 => "S3 bucket",
+                    super::remote::Cloud::Gcs => "Google Cloud Storage bucket",
+                    super::remote::Cloud::Azure => "Azure Blob Storage container",
+                };
+                if prefix.is_empty() {
+                    format!("{what} {bucket}")
+                } else {
+                    format!("{what} {bucket}, under {prefix}/")
+                }
+            }
+            Err(_) => id.to_string(),
         }
     }
 }
@@ -340,6 +369,18 @@ fn assess_listing(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn status_names_each_store_in_words() {
+        assert_eq!(Store::words_of("object_store:arch"), "JetStream Object Store arch");
+        assert_eq!(Store::words_of("dir:/var/lib/a"), "directory /var/lib/a");
+        assert_eq!(
+            Store::words_of("s3://acme/crewlet/prod"),
+            "S3 bucket acme, under crewlet/prod/"
+        );
+        assert_eq!(Store::words_of("gs://acme"), "Google Cloud Storage bucket acme");
+        assert_eq!(Store::words_of("az://logs/x"), "Azure Blob Storage container logs, under x/");
+    }
 
     fn seg(first: u64, last: u64) -> Listed {
         Listed {

@@ -252,6 +252,21 @@ async fn broker_problems(
                 Err(e) => found.push(Problem::error(format!("domains[{i}].archive.object_store"), e.to_string())),
             }
         }
+        if let Some(remote) = archive.remote() {
+            let field = format!("domains[{i}].archive.url");
+            match crate::cloud::client(&remote, b.read_timeout()) {
+                Err(e) => found.push(Problem::error(field, format!("{e}; the archive would be unreadable and nothing trimmed"))),
+                Ok(c) => {
+                    let access = c.check_access().await;
+                    for e in access.refused {
+                        found.push(Problem::error(field.clone(), format!("{e}; the archive would be unreadable and nothing trimmed")));
+                    }
+                    for w in access.warnings {
+                        found.push(Problem::warning(field.clone(), w));
+                    }
+                }
+            }
+        }
         if let Some(dir) = &archive.dir {
             if let Err(e) = crate::archive::dir::check_writable(dir) {
                 found.push(Problem::error(

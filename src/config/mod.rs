@@ -24,6 +24,7 @@ use crate::rows;
 pub use locate::SourceMap;
 
 mod checks;
+mod cloud;
 mod parse;
 mod types;
 

@@ -368,7 +368,7 @@ pub struct Replicas {
 }
 
 /// `domains[].archive` — where and how the log is folded before it is
-/// trimmed (exactly one of `object_store` and `dir`).
+/// trimmed (exactly one of `object_store`, `dir` and `url`).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct ArchiveConfig {
@@ -378,6 +378,34 @@ pub struct ArchiveConfig {
     /// Or a local directory (absolute).
     #[serde(default)]
     pub dir: Option<PathBuf>,
+    /// Or cloud object storage: `s3://BUCKET/PREFIX`, `gs://…`, `az://…`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// With `url`: another endpoint than the cloud's own (an
+    /// S3-compatible store).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    /// With `url` (S3): the region (unset: `AWS_REGION`, the AWS config
+    /// file, else us-east-1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub region: Option<String>,
+    /// With `endpoint`: plain HTTP (a local test store only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_http: Option<bool>,
+    /// With `url`: the credentials file, in the cloud's own format (a
+    /// path; never a secret in this file).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub credentials_file: Option<PathBuf>,
+    /// With `url` (S3): the profile of the credentials file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    /// With `url`: whether the instance's metadata service may be asked
+    /// for credentials when nothing else gives them (default true).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instance_metadata: Option<bool>,
+    /// With `url` (Azure): the storage account.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub account: Option<String>,
     /// At most this many records per segment.
     #[serde(default = "default_segment_records")]
     pub segment_records: u64,
@@ -408,11 +436,31 @@ impl ArchiveConfig {
     /// The store segments go to (the object store when, against
     /// validation, both are set).
     pub fn store(&self) -> crate::archive::state::Store {
-        match (&self.object_store, &self.dir) {
-            (Some(b), _) => crate::archive::state::Store::ObjectStore(b.clone()),
-            (None, Some(d)) => crate::archive::state::Store::Dir(d.clone()),
-            (None, None) => crate::archive::state::Store::ObjectStore(String::new()),
+        use crate::archive::state::Store;
+        match (&self.object_store, &self.dir, self.remote()) {
+            (Some(b), _, _) => Store::ObjectStore(b.clone()),
+            (None, Some(d), _) => Store::Dir(d.clone()),
+            (None, None, Some(r)) => Store::Cloud(r),
+            (None, None, None) => Store::ObjectStore(String::new()),
         }
+    }
+
+    /// The cloud store `url` names, with its overrides (`None` without a
+    /// `url`, or one that does not parse, which validation refuses).
+    pub fn remote(&self) -> Option<crate::archive::remote::Remote> {
+        let (cloud, bucket, prefix) = crate::archive::remote::parse_url(self.url.as_deref()?).ok()?;
+        Some(crate::archive::remote::Remote {
+            cloud,
+            bucket,
+            prefix,
+            endpoint: self.endpoint.clone(),
+            region: self.region.clone(),
+            allow_http: self.allow_http.unwrap_or(false),
+            credentials_file: self.credentials_file.clone(),
+            profile: self.profile.clone(),
+            instance_metadata: self.instance_metadata.unwrap_or(true),
+            account: self.account.clone(),
+        })
     }
 
     pub fn limits(&self) -> crate::archive::cut::Limits {
@@ -425,17 +473,26 @@ impl ArchiveConfig {
     }
 
     pub(super) fn validate(&self, at: &dyn Fn(&str) -> String, out: &mut Vec<Problem>) {
-        match (&self.object_store, &self.dir) {
-            (Some(_), Some(_)) => out.push(Problem::error(
+        let named: Vec<&str> = [
+            ("object_store", self.object_store.is_some()),
+            ("dir", self.dir.is_some()),
+            ("url", self.url.is_some()),
+        ]
+        .into_iter()
+        .filter_map(|(k, set)| set.then_some(k))
+        .collect();
+        match named.len() {
+            0 => out.push(Problem::error(
                 at("archive"),
-                "names both object_store and dir; an archive is one store: keep one of the two",
+                "names no store; set object_store (a JetStream Object Store bucket), dir (a local directory) or url (cloud object storage: s3://, gs://, az://)",
             )),
-            (None, None) => out.push(Problem::error(
+            1 => {}
+            _ => out.push(Problem::error(
                 at("archive"),
-                "names no store; set object_store (a JetStream Object Store bucket) or dir (a local directory)",
+                format!("names {}; an archive is one store: keep one of them", named.join(" and ")),
             )),
-            _ => {}
         }
+        super::cloud::validate(self, at, out);
         if let Some(b) = &self.object_store {
             if let Err(e) = rows::check_bucket_name(b) {
                 out.push(Problem::error(
