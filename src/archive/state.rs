@@ -372,14 +372,23 @@ mod tests {
 
     #[test]
     fn status_names_each_store_in_words() {
-        assert_eq!(Store::words_of("object_store:arch"), "JetStream Object Store arch");
+        assert_eq!(
+            Store::words_of("object_store:arch"),
+            "JetStream Object Store arch"
+        );
         assert_eq!(Store::words_of("dir:/var/lib/a"), "directory /var/lib/a");
         assert_eq!(
             Store::words_of("s3://acme/crewlet/prod"),
             "S3 bucket acme, under crewlet/prod/"
         );
-        assert_eq!(Store::words_of("gs://acme"), "Google Cloud Storage bucket acme");
-        assert_eq!(Store::words_of("az://logs/x"), "Azure Blob Storage container logs, under x/");
+        assert_eq!(
+            Store::words_of("gs://acme"),
+            "Google Cloud Storage bucket acme"
+        );
+        assert_eq!(
+            Store::words_of("az://logs/x"),
+            "Azure Blob Storage container logs, under x/"
+        );
     }
 
     fn seg(first: u64, last: u64) -> Listed {

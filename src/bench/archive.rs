@@ -103,11 +103,10 @@ pub(super) async fn archive_lines(
         gate_reserve: true,
         feed_consumer: None,
         archive: Some(crate::config::ArchiveConfig {
-            object_store: Some(bucket(0)),
-            dir: None,
             segment_records: 10_000,
             segment_bytes: crate::config::size::Size(8 << 20),
             fold_per_tick: 16,
+            ..crate::config::ArchiveConfig::of(&Store::ObjectStore(bucket(0)))
         }),
         replicas: Default::default(),
     }];
@@ -156,11 +155,10 @@ pub(super) async fn archive_lines(
     js.ensure_object_store("bench_tick_archive", 1).await?;
     let d = &mut archived.domains[0];
     d.archive = Some(crate::config::ArchiveConfig {
-        object_store: Some("bench_tick_archive".into()),
-        dir: None,
         segment_records: 10,
         segment_bytes: crate::config::size::Size(8 << 20),
         fold_per_tick: 16,
+        ..crate::config::ArchiveConfig::of(&Store::ObjectStore("bench_tick_archive".into()))
     });
     let state = broker.stream_state(&d.stream).await?;
     let t = Target {

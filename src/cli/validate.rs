@@ -255,11 +255,17 @@ async fn broker_problems(
         if let Some(remote) = archive.remote() {
             let field = format!("domains[{i}].archive.url");
             match crate::cloud::client(&remote, b.read_timeout()) {
-                Err(e) => found.push(Problem::error(field, format!("{e}; the archive would be unreadable and nothing trimmed"))),
+                Err(e) => found.push(Problem::error(
+                    field,
+                    format!("{e}; the archive would be unreadable and nothing trimmed"),
+                )),
                 Ok(c) => {
                     let access = c.check_access().await;
                     for e in access.refused {
-                        found.push(Problem::error(field.clone(), format!("{e}; the archive would be unreadable and nothing trimmed")));
+                        found.push(Problem::error(
+                            field.clone(),
+                            format!("{e}; the archive would be unreadable and nothing trimmed"),
+                        ));
                     }
                     for w in access.warnings {
                         found.push(Problem::warning(field.clone(), w));

@@ -102,8 +102,16 @@ impl Client {
             Ok(Ok(_)) => {}
         }
         let key = self.key(PROBE);
-        let body = format!("crewlet validate probe; safe to delete\n{}\n", chrono::Utc::now().to_rfc3339());
-        let wrote = tokio::time::timeout(limit, self.store.put(&key, PutPayload::from(body.clone().into_bytes()))).await;
+        let body = format!(
+            "crewlet validate probe; safe to delete\n{}\n",
+            chrono::Utc::now().to_rfc3339()
+        );
+        let wrote = tokio::time::timeout(
+            limit,
+            self.store
+                .put(&key, PutPayload::from(body.clone().into_bytes())),
+        )
+        .await;
         match wrote {
             Err(_) => {
                 out.refused.push(late());
@@ -145,7 +153,8 @@ impl Client {
         };
         let again = tokio::time::timeout(
             limit,
-            self.store.put_opts(&key, PutPayload::from(body.into_bytes()), create),
+            self.store
+                .put_opts(&key, PutPayload::from(body.into_bytes()), create),
         )
         .await;
         match again {

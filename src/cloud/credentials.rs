@@ -118,9 +118,10 @@ pub fn aws_profile(configured: Option<&str>, env: &dyn Env) -> String {
 
 /// The shared file `var` names, else `~/.aws/NAME`.
 pub fn aws_shared_file(env: &dyn Env, var: &str, name: &str) -> Option<PathBuf> {
-    env.var(var)
-        .map(PathBuf::from)
-        .or_else(|| env.var("HOME").map(|h| Path::new(&h).join(".aws").join(name)))
+    env.var(var).map(PathBuf::from).or_else(|| {
+        env.var("HOME")
+            .map(|h| Path::new(&h).join(".aws").join(name))
+    })
 }
 
 /// Reads `profile`'s keys from the credentials file at `path`; the error
@@ -189,12 +190,19 @@ aws_access_key_id = AKIHALF
         assert_eq!(aws_profile(None, &Vars(&[("AWS_PROFILE", "p")])), "p");
         assert_eq!(aws_profile(Some("y"), &Vars(&[("AWS_PROFILE", "p")])), "y");
         assert_eq!(
-            aws_shared_file(&Vars(&[("HOME", "/home/op")]), "AWS_SHARED_CREDENTIALS_FILE", "credentials"),
+            aws_shared_file(
+                &Vars(&[("HOME", "/home/op")]),
+                "AWS_SHARED_CREDENTIALS_FILE",
+                "credentials"
+            ),
             Some(PathBuf::from("/home/op/.aws/credentials"))
         );
         assert_eq!(
             aws_shared_file(
-                &Vars(&[("HOME", "/home/op"), ("AWS_SHARED_CREDENTIALS_FILE", "/etc/c")]),
+                &Vars(&[
+                    ("HOME", "/home/op"),
+                    ("AWS_SHARED_CREDENTIALS_FILE", "/etc/c")
+                ]),
                 "AWS_SHARED_CREDENTIALS_FILE",
                 "credentials"
             ),

@@ -99,7 +99,11 @@ fn options(limit: Duration) -> (object_store::ClientOptions, object_store::Retry
 /// YAML's `credentials_file`, else where the cloud's own tools look; the
 /// instance's metadata service only when `instance_metadata` allows it
 /// (docs/configuration.md, Cloud archive credentials).
-pub fn build(remote: &Remote, limit: Duration, env: &dyn Env) -> Result<Arc<dyn ObjectStore>, String> {
+pub fn build(
+    remote: &Remote,
+    limit: Duration,
+    env: &dyn Env,
+) -> Result<Arc<dyn ObjectStore>, String> {
     // reqwest is built without a TLS provider of its own; ring's is the one
     // async-nats uses already. Installing it twice is refused, harmlessly.
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -215,7 +219,8 @@ fn s3_keys(
     if env.var("AWS_ACCESS_KEY_ID").is_some() {
         return Ok(None);
     }
-    let Some(shared) = credentials::aws_shared_file(env, "AWS_SHARED_CREDENTIALS_FILE", "credentials")
+    let Some(shared) =
+        credentials::aws_shared_file(env, "AWS_SHARED_CREDENTIALS_FILE", "credentials")
     else {
         return Ok(None);
     };
@@ -351,7 +356,8 @@ impl Client {
     /// Every segment under the prefix, in name order (other objects are
     /// not listed). A bucket that does not exist says so.
     pub async fn listing(&self) -> Result<Vec<Listed>, ListError> {
-        let prefix = (!self.remote.prefix.is_empty()).then(|| Key::from(self.remote.prefix.as_str()));
+        let prefix =
+            (!self.remote.prefix.is_empty()).then(|| Key::from(self.remote.prefix.as_str()));
         let id = self.remote.id();
         let listed = bounded(self.limit, format!("listing {id}"), async {
             let mut all = Vec::new();

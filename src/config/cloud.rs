@@ -62,14 +62,20 @@ pub(super) fn validate(a: &ArchiveConfig, at: &dyn Fn(&str) -> String, out: &mut
         if !f.is_absolute() {
             err(
                 "credentials_file",
-                format!("{:?} is relative; write an absolute path", f.display().to_string()),
+                format!(
+                    "{:?} is relative; write an absolute path",
+                    f.display().to_string()
+                ),
             );
         }
     }
     let Some(cloud) = cloud else { return };
     let only = |clouds: &[Cloud]| -> Option<String> {
         (!clouds.contains(&cloud)).then(|| {
-            let names: Vec<String> = clouds.iter().map(|c| format!("{}://", c.scheme())).collect();
+            let names: Vec<String> = clouds
+                .iter()
+                .map(|c| format!("{}://", c.scheme()))
+                .collect();
             format!(
                 "applies only to {}; this archive's url is {}://",
                 names.join(" and "),

@@ -434,6 +434,56 @@ fn every_mistake_inside_an_archive_block_is_said() {
     }
 }
 
+/// A cloud archive: one URL and the overrides that apply to its cloud;
+/// each mistake names its field and what is allowed, and a good block
+/// names the store the tick folds into.
+#[test]
+fn a_cloud_archive_is_a_url_and_the_overrides_its_cloud_takes() {
+    let with = |archive: &str| {
+        check(&format!(
+            "node: {{id: n1}}\nretention: {{backup_owner: x}}\ndomains:\n  - name: t\n    stream: T\n    archive: {archive}\n"
+        ))
+    };
+    let good = with("{url: \"s3://acme-archive/crewlet/\", endpoint: \"http://127.0.0.1:9000\", allow_http: true, region: eu-west-1, credentials_file: /etc/crewlet/aws, profile: crewlet, instance_metadata: false}");
+    assert!(good.problems.is_empty(), "{:?}", good.problems);
+    let a = good.config.expect("config").domains[0]
+        .archive
+        .clone()
+        .expect("archive");
+    let crate::archive::state::Store::Cloud(r) = a.store() else {
+        panic!("a cloud store: {:?}", a.store())
+    };
+    assert_eq!(r.id(), "s3://acme-archive/crewlet");
+    assert_eq!(
+        (r.endpoint.as_deref(), r.allow_http, r.instance_metadata),
+        (Some("http://127.0.0.1:9000"), true, false)
+    );
+    assert_eq!(ArchiveConfig::of(&a.store()).store(), a.store());
+    for (archive, field, says) in [
+        ("{url: \"ftp://a/b\"}", "domains[0].archive.url", "s3://BUCKET/PREFIX"),
+        ("{url: \"s3://a/b\", dir: /x}", "domains[0].archive", "both dir and url"),
+        ("{url: \"s3://a\", endpoint: \"http://minio:9000\"}", "domains[0].archive.endpoint", "allow_http: true"),
+        ("{url: \"s3://a\", endpoint: \"minio:9000\"}", "domains[0].archive.endpoint", "http:// or https://"),
+        ("{url: \"s3://a\", allow_http: true}", "domains[0].archive.allow_http", "set endpoint"),
+        ("{url: \"s3://a\", credentials_file: creds}", "domains[0].archive.credentials_file", "absolute"),
+        ("{url: \"gs://a\", region: us}", "domains[0].archive.region", "only to s3://"),
+        ("{url: \"az://a\", credentials_file: /c}", "domains[0].archive.credentials_file", "only to s3:// and gs://"),
+        ("{url: \"s3://a\", account: acme}", "domains[0].archive.account", "only to az://"),
+        ("{dir: /x, endpoint: \"https://s3\"}", "domains[0].archive.endpoint", "goes with url"),
+        ("{url: \"s3://a\", secret_access_key: x}", "domains[0].archive.secret_access_key", "unknown field"),
+    ] {
+        let c = with(archive);
+        assert!(c.config.is_none(), "{archive}");
+        assert!(
+            c.problems
+                .iter()
+                .any(|p| p.field == field && p.message.contains(says)),
+            "{archive}: {field} {says:?} in {:#?}",
+            c.problems
+        );
+    }
+}
+
 /// The fence grants the purge the lease less the clock skew allowed and
 /// one read timeout; a configuration that leaves it no time is refused,
 /// naming the numbers and both ways out.

@@ -433,6 +433,42 @@ pub(super) fn default_fold_per_tick() -> u64 {
 }
 
 impl ArchiveConfig {
+    /// The configuration that names `store`, with the default limits: the
+    /// inverse of [`ArchiveConfig::store`].
+    pub fn of(store: &crate::archive::state::Store) -> ArchiveConfig {
+        use crate::archive::state::Store;
+        let mut a = ArchiveConfig {
+            object_store: None,
+            dir: None,
+            url: None,
+            endpoint: None,
+            region: None,
+            allow_http: None,
+            credentials_file: None,
+            profile: None,
+            instance_metadata: None,
+            account: None,
+            segment_records: default_segment_records(),
+            segment_bytes: default_segment_bytes(),
+            fold_per_tick: default_fold_per_tick(),
+        };
+        match store {
+            Store::ObjectStore(b) => a.object_store = Some(b.clone()),
+            Store::Dir(d) => a.dir = Some(d.clone()),
+            Store::Cloud(r) => {
+                a.url = Some(r.id());
+                a.endpoint = r.endpoint.clone();
+                a.region = r.region.clone();
+                a.allow_http = r.allow_http.then_some(true);
+                a.credentials_file = r.credentials_file.clone();
+                a.profile = r.profile.clone();
+                a.instance_metadata = (!r.instance_metadata).then_some(false);
+                a.account = r.account.clone();
+            }
+        }
+        a
+    }
+
     /// The store segments go to (the object store when, against
     /// validation, both are set).
     pub fn store(&self) -> crate::archive::state::Store {
@@ -448,7 +484,8 @@ impl ArchiveConfig {
     /// The cloud store `url` names, with its overrides (`None` without a
     /// `url`, or one that does not parse, which validation refuses).
     pub fn remote(&self) -> Option<crate::archive::remote::Remote> {
-        let (cloud, bucket, prefix) = crate::archive::remote::parse_url(self.url.as_deref()?).ok()?;
+        let (cloud, bucket, prefix) =
+            crate::archive::remote::parse_url(self.url.as_deref()?).ok()?;
         Some(crate::archive::remote::Remote {
             cloud,
             bucket,
@@ -489,7 +526,13 @@ impl ArchiveConfig {
             1 => {}
             _ => out.push(Problem::error(
                 at("archive"),
-                format!("names {}; an archive is one store: keep one of them", named.join(" and ")),
+                format!(
+                    "names {}; an archive is one store: keep one of them",
+                    match named.as_slice() {
+                        [a, b] => format!("both {a} and {b}"),
+                        _ => "object_store, dir and url".to_string(),
+                    }
+                ),
             )),
         }
         super::cloud::validate(self, at, out);

@@ -335,11 +335,10 @@ pub(crate) fn world(c: &Case) -> World {
         use crate::archive::state::{ArchiveRead, ListError, Listed};
         let name = |f: u64, l: u64| crate::archive::segment::name(S, 0, f, l);
         w.domain.archive = Some(crate::config::ArchiveConfig {
-            object_store: None,
-            dir: Some("/a".into()),
             segment_records: 10,
             segment_bytes: crate::config::size::Size(1 << 20),
             fold_per_tick: 1,
+            ..crate::config::ArchiveConfig::of(&crate::archive::state::Store::Dir("/a".into()))
         });
         let mut listing: Vec<Listed> = a
             .segments

@@ -18,16 +18,11 @@ use crewlet::tick::{Sidecar, TickReport};
 const BUCKET: &str = "crewlet_archive";
 
 fn archive(store: &Store, segment_records: u64, fold_per_tick: u64) -> ArchiveConfig {
-    let (object_store, dir) = match store {
-        Store::ObjectStore(b) => (Some(b.clone()), None),
-        Store::Dir(d) => (None, Some(d.clone())),
-    };
     ArchiveConfig {
-        object_store,
-        dir,
         segment_records,
         segment_bytes: Size(8 << 20),
         fold_per_tick,
+        ..ArchiveConfig::of(store)
     }
 }
 
@@ -84,17 +79,26 @@ async fn nothing_purged_unarchived(f: &Fleet, store: &Store) {
     }
 }
 
-fn stores(scratch: &Path) -> [Store; 2] {
-    [
-        Store::ObjectStore(BUCKET.into()),
-        Store::Dir(scratch.join("archive")),
-    ]
+/// The three kinds of store (the cloud one on a moto server of its own,
+/// which lives as long as the list).
+fn stores(scratch: &Path) -> (crate::support::s3::S3, [Store; 3]) {
+    let s3 = crate::support::s3::S3::start("crewlet-archive");
+    let cloud = s3.store("crewlet-archive", "crewlet/test");
+    (
+        s3,
+        [
+            Store::ObjectStore(BUCKET.into()),
+            Store::Dir(scratch.join("archive")),
+            cloud,
+        ],
+    )
 }
 
 #[tokio::test]
 async fn the_tick_folds_before_it_trims_into_either_store() {
     let scratch = tempfile::tempdir().expect("dir");
-    for store in stores(scratch.path()) {
+    let (_s3, stores) = stores(scratch.path());
+    for store in stores {
         let f = archived_fleet(&store).await;
         let mut s = f.sidecar().await;
         // Two segments a tick: the archive binds the trim at 40, then 80,
@@ -662,15 +666,7 @@ async fn a_broker_lost_mid_fold_leaves_the_frontier_at_the_last_durable_segment(
 
 /// The configuration file an operator would write for `store`.
 fn operator_yaml(f: &Fleet, store: &Store) -> String {
-    let archive = match store {
-        Store::ObjectStore(b) => {
-            format!("{{object_store: {b}, segment_records: 20, fold_per_tick: 2}}")
-        }
-        Store::Dir(d) => format!(
-            "{{dir: {}, segment_records: 20, fold_per_tick: 2}}",
-            d.display()
-        ),
-    };
+    let archive = crate::support::s3::archive_yaml(store, 20, Some(2));
     format!(
         // The fleet's tick (its duty bucket keeps the lease three of them).
         "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall, tick: 1s, max_clock_skew: 500ms}}\ndomains:\n  - name: tracker\n    stream: {STREAM}\n    gate_subject: crewlet.tracker.gate\n    archive: {archive}\n",
@@ -689,7 +685,8 @@ fn seqs(v: &serde_json::Value) -> Vec<u64> {
 async fn read_merges_the_archive_and_the_log_with_no_gap_or_overlap_at_the_seam() {
     use base64::Engine;
     let scratch = tempfile::tempdir().expect("dir");
-    for store in stores(scratch.path()) {
+    let (_s3, stores) = stores(scratch.path());
+    for store in stores {
         let f = archived_fleet(&store).await;
         let mut s = f.sidecar().await;
         s.tick().await;
@@ -843,7 +840,8 @@ async fn a_read_below_everything_readable_is_trimmed_and_bad_input_is_refused() 
 #[tokio::test]
 async fn verify_archive_proves_a_sound_archive_and_names_each_problem() {
     let scratch = tempfile::tempdir().expect("dir");
-    for store in stores(scratch.path()) {
+    let (_s3, stores) = stores(scratch.path());
+    for store in stores {
         let f = archived_fleet(&store).await;
         let mut s = f.sidecar().await;
         s.tick().await;

@@ -362,9 +362,11 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
         segment_bytes: 1 << 20,
         fold_per_tick: 3,
     };
+    let s3 = crate::support::s3::S3::start("crewlet-archive");
     for store in [
         Store::ObjectStore("crewlet_archive".into()),
         Store::Dir(scratch.path().join("archive")),
+        s3.store("crewlet-archive", "fold"),
     ] {
         // At most three segments a tick: 1..=60, then 61..=90 with a
         // partial tail only because the slice ends at 90.
@@ -380,10 +382,7 @@ async fn a_fold_writes_verified_segments_and_stops_where_it_fails() {
             (90, 2),
             "{store:?}"
         );
-        let names = match &store {
-            Store::ObjectStore(b) => broker.list_segments(b, STREAM, 0).await.expect("list"),
-            Store::Dir(d) => crewlet::archive::dir::list(d, STREAM, 0).expect("list"),
-        };
+        let names = store.list(&broker, STREAM, 0).await.expect("list");
         let ranges: Vec<(u64, u64)> = names.iter().map(|l| (l.first_seq, l.last_seq)).collect();
         assert_eq!(
             ranges,

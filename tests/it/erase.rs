@@ -35,21 +35,16 @@ async fn fleet(store: Option<&Store>) -> (Fleet, Vec<u64>) {
     }
     if let Some(store) = store {
         f.healthy(&[("node-1", 40), ("node-2", 40)], 40).await;
-        let (object_store, dir) = match store {
-            Store::ObjectStore(b) => (Some(b.clone()), None),
-            Store::Dir(d) => (None, Some(d.clone())),
-        };
         f.config.domains[0].archive = Some(ArchiveConfig {
-            object_store: object_store.clone(),
-            dir,
             segment_records: 10,
             segment_bytes: Size(8 << 20),
             fold_per_tick: 8,
+            ..ArchiveConfig::of(store)
         });
-        if let Some(b) = object_store {
+        if let Store::ObjectStore(b) = store {
             f.broker()
                 .await
-                .ensure_object_store(&b, 1)
+                .ensure_object_store(b, 1)
                 .await
                 .expect("bucket");
         }
@@ -64,13 +59,12 @@ async fn fleet(store: Option<&Store>) -> (Fleet, Vec<u64>) {
 }
 
 fn operator(f: &Fleet, store: Option<&Store>) -> Operator {
-    let archive = match store {
-        None => String::new(),
-        Some(Store::ObjectStore(b)) => {
-            format!(", archive: {{object_store: {b}, segment_records: 10}}")
-        }
-        Some(Store::Dir(d)) => format!(", archive: {{dir: {}, segment_records: 10}}", d.display()),
-    };
+    let archive = store.map_or_else(String::new, |s| {
+        format!(
+            ", archive: {}",
+            crate::support::s3::archive_yaml(s, 10, None)
+        )
+    });
     Operator::with_yaml(&format!(
         "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate{archive}}}]\n",
         f.url()
@@ -245,7 +239,12 @@ async fn bad_input_and_refusals_write_nothing() {
 #[tokio::test]
 async fn a_subject_goes_from_the_log_and_the_archive_and_nothing_else_moves() {
     let scratch = Scratch::new();
-    let store = Store::Dir(scratch.dir.path().join("archive"));
+    erased_from(Store::Dir(scratch.dir.path().join("archive"))).await;
+    let s3 = crate::support::s3::S3::start("crewlet-archive");
+    erased_from(s3.store("crewlet-archive", "erase")).await;
+}
+
+async fn erased_from(store: Store) {
     let (f, person) = fleet(Some(&store)).await;
     let op = operator(&f, Some(&store));
     let live_before = live(&f).await;

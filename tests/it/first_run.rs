@@ -222,11 +222,12 @@ async fn archive_floor_blocks_only_when_it_binds_below_the_others() {
     let mut f = Fleet::new(100).await;
     f.healthy(&[("node-1", 80), ("node-2", 80)], 95).await;
     f.config.domains[0].archive = Some(crewlet::config::ArchiveConfig {
-        object_store: None,
-        dir: Some(scratch.path().join("archive")),
         segment_records: 20,
         segment_bytes: crewlet::config::size::Size(8 << 20),
         fold_per_tick: 4,
+        ..crewlet::config::ArchiveConfig::of(&crewlet::archive::fold::Store::Dir(
+            scratch.path().join("archive"),
+        ))
     });
     let mut s = f.sidecar().await;
     let r = s.tick().await;

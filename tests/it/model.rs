@@ -636,17 +636,10 @@ async fn build(
             crewlet::archive::fold::Store::Dir(dir)
         };
         config.domains[0].archive = Some(crewlet::config::ArchiveConfig {
-            object_store: match &store {
-                crewlet::archive::fold::Store::ObjectStore(b) => Some(b.clone()),
-                crewlet::archive::fold::Store::Dir(_) => None,
-            },
-            dir: match &store {
-                crewlet::archive::fold::Store::Dir(d) => Some(d.clone()),
-                crewlet::archive::fold::Store::ObjectStore(_) => None,
-            },
             segment_records: a.segment_records,
             segment_bytes: crewlet::config::size::Size(8 << 20),
             fold_per_tick: a.fold_per_tick,
+            ..crewlet::config::ArchiveConfig::of(&store)
         });
         if a.pre_folded && a.fault == ArchFault::None && s.floors != Floors::Recreated {
             let broker = crewlet::broker::connect(url, &config.nats, "model-fold")

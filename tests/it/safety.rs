@@ -591,16 +591,11 @@ mod archive {
     use crewlet::floor::TermName;
 
     fn archived_config(f: &mut Fleet, store: &Store) {
-        let (object_store, dir) = match store {
-            Store::ObjectStore(b) => (Some(b.clone()), None),
-            Store::Dir(d) => (None, Some(d.clone())),
-        };
         f.config.domains[0].archive = Some(ArchiveConfig {
-            object_store,
-            dir,
             segment_records: 20,
             segment_bytes: Size(8 << 20),
             fold_per_tick: 2,
+            ..ArchiveConfig::of(store)
         });
     }
 

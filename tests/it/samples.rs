@@ -135,11 +135,12 @@ async fn archive_samples_are_what_the_binary_prints() {
         .await
         .expect("bucket");
     f.config.domains[0].archive = Some(crewlet::config::ArchiveConfig {
-        object_store: Some("crewlet_archive".into()),
-        dir: None,
         segment_records: 40,
         segment_bytes: crewlet::config::size::Size(8 << 20),
         fold_per_tick: 2,
+        ..crewlet::config::ArchiveConfig::of(&crewlet::archive::fold::Store::ObjectStore(
+            "crewlet_archive".into(),
+        ))
     });
     f.sidecar().await.tick().await;
     assert_eq!(f.first_seq().await, 81);

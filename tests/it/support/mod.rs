@@ -9,6 +9,7 @@
 
 pub mod cluster;
 pub mod fleet;
+pub mod s3;
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
