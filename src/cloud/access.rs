@@ -11,7 +11,7 @@
 use futures::StreamExt;
 use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
-use super::{said, Client};
+use super::Client;
 use crate::archive::remote::Cloud;
 
 /// The probe's segment-less name.
@@ -23,6 +23,16 @@ pub enum Op {
     List,
     Read,
     Write,
+}
+
+impl Op {
+    pub fn verb(self) -> &'static str {
+        match self {
+            Op::List => "list",
+            Op::Read => "read",
+            Op::Write => "write",
+        }
+    }
 }
 
 /// The permission an operation needs, as `cloud` names it.
@@ -60,25 +70,13 @@ impl Client {
         let cloud = self.remote.cloud;
         let id = self.remote.id();
         let denied = |op: Op, e: &object_store::Error| -> String {
-            match e {
-                object_store::Error::PermissionDenied { .. }
-                | object_store::Error::Unauthenticated { .. } => format!(
-                    "{id}: these credentials may not {} under the prefix: grant {} ({})",
-                    match op {
-                        Op::List => "list",
-                        Op::Read => "read",
-                        Op::Write => "write",
-                    },
-                    permission(cloud, op),
-                    said(e)
-                ),
-                object_store::Error::NotFound { .. } => format!(
-                    "{id}: the {} {} does not exist (crewlet creates no cloud bucket; create it, with the lifecycle rules docs/archive-format.md allows): {}",
-                    if cloud == Cloud::Azure { "container" } else { "bucket" },
+            match super::kind(e) {
+                super::Kind::Missing => format!(
+                    "{id}: the {} {} does not exist (crewlet creates no cloud bucket; create it, with only the lifecycle rules docs/archive-format.md, Lifecycle rules allows): {e}",
+                    cloud.bucket_word(),
                     self.remote.bucket,
-                    said(e)
                 ),
-                _ => format!("{id}: {}", said(e)),
+                _ => format!("{id}: {}", self.said(op, e)),
             }
         };
         let limit = self.limit;
@@ -164,7 +162,7 @@ impl Client {
             )),
             Ok(Err(e)) => out.refused.push(format!(
                 "{id}: the store does not offer the conditional create crewlet writes segments with: {}",
-                said(&e)
+                self.said(Op::Write, &e)
             )),
             Err(_) => out.refused.push(late()),
         }

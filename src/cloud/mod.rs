@@ -82,9 +82,12 @@ fn refuse(remote: &Remote, why: impl std::fmt::Display) -> String {
 }
 
 fn options(limit: Duration) -> (object_store::ClientOptions, object_store::RetryConfig) {
+    // The client's own timeouts lie past the call's bound, so that a store
+    // that does not answer is said as such ("no answer within") rather
+    // than as the HTTP client's error.
     let client = object_store::ClientOptions::new()
-        .with_timeout(limit)
-        .with_connect_timeout(limit.min(Duration::from_secs(5)));
+        .with_timeout(limit * 2)
+        .with_connect_timeout(limit * 2);
     // Retries within the call's own bound: a call that retries past it is
     // given up by the caller anyway.
     let retry = object_store::RetryConfig {
@@ -294,9 +297,9 @@ impl Client {
                     .bytes()
                     .await
                     .map(|b| Some(b.to_vec()))
-                    .map_err(|e| format!("reading {at}: {}", said(&e))),
+                    .map_err(|e| format!("reading {at}: {}", self.said(access::Op::Read, &e))),
                 Err(object_store::Error::NotFound { .. }) => Ok(None),
-                Err(e) => Err(format!("reading {at}: {}", said(&e))),
+                Err(e) => Err(format!("reading {at}: {}", self.said(access::Op::Read, &e))),
             }
         })
         .await
@@ -333,7 +336,7 @@ impl Client {
             Err(e @ object_store::Error::NotImplemented { .. }) => Err(format!(
                 "writing {at}: the store does not offer a conditional create ({e}); crewlet writes a segment only where it cannot overwrite one"
             )),
-            Err(e) => Err(format!("writing {at}: {}", said(&e))),
+            Err(e) => Err(format!("writing {at}: {}", self.said(access::Op::Write, &e))),
         }
     }
 
@@ -348,7 +351,12 @@ impl Client {
                 .put_opts(&self.key(name), payload, PutOptions::default())
                 .await
                 .map(|_| ())
-                .map_err(|e| format!("rewriting {at} ({op}): {}", said(&e)))
+                .map_err(|e| {
+                    format!(
+                        "rewriting {at} ({op}): {}",
+                        self.said(access::Op::Write, &e)
+                    )
+                })
         })
         .await
     }
@@ -363,7 +371,8 @@ impl Client {
             let mut all = Vec::new();
             let mut items = self.store.list(prefix.as_ref());
             while let Some(item) = items.next().await {
-                let meta = item.map_err(|e| format!("listing {id}: {}", said(&e)))?;
+                let meta =
+                    item.map_err(|e| format!("listing {id}: {}", self.said(access::Op::List, &e)))?;
                 let key = meta.location.to_string();
                 let Some(name) = self.remote.name_of(&key) else {
                     continue;
@@ -390,16 +399,65 @@ impl Client {
     }
 }
 
-/// An object_store error in words an operator acts on: a refusal names
-/// itself as one (with the store's own words after).
-pub(crate) fn said(e: &object_store::Error) -> String {
+/// What an object_store error means to an operator.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// The credentials are known and lack the permission.
+    Denied,
+    /// The credentials are not the store's (an unknown key, a bad secret).
+    Unknown,
+    /// The object, or the bucket, is not there.
+    Missing,
+    Other,
+}
+
+/// The kind of `e`. A listing's refusal comes wrapped in a `Generic` error
+/// (the crate maps the status of single-object calls only), so the
+/// status and the S3 error code are read from the error's own words, the
+/// one place the crate leaves them.
+pub(crate) fn kind(e: &object_store::Error) -> Kind {
+    let mut words = e.to_string();
+    let mut source = std::error::Error::source(e);
+    while let Some(s) = source {
+        words.push(' ');
+        words.push_str(&s.to_string());
+        source = s.source();
+    }
+    let unknown = [
+        "InvalidAccessKeyId",
+        "SignatureDoesNotMatch",
+        "InvalidClientTokenId",
+        "ExpiredToken",
+        "AuthenticationFailed",
+    ]
+    .iter()
+    .any(|c| words.contains(c));
     match e {
-        object_store::Error::PermissionDenied { .. } => {
-            format!("the store refused these credentials the permission ({e})")
+        _ if unknown => Kind::Unknown,
+        object_store::Error::PermissionDenied { .. } => Kind::Denied,
+        object_store::Error::Unauthenticated { .. } => Kind::Unknown,
+        object_store::Error::NotFound { .. } => Kind::Missing,
+        _ if words.contains("status code: 403") => Kind::Denied,
+        _ if words.contains("status code: 401") => Kind::Unknown,
+        _ if words.contains("status code: 404") || words.contains("NoSuchBucket") => Kind::Missing,
+        _ => Kind::Other,
+    }
+}
+
+impl Client {
+    /// An object_store error in words an operator acts on: a refusal
+    /// names the permission `op` needs, in the cloud's own name.
+    pub(crate) fn said(&self, op: access::Op, e: &object_store::Error) -> String {
+        match kind(e) {
+            Kind::Denied => format!(
+                "these credentials may not {}: grant {} ({e})",
+                op.verb(),
+                access::permission(self.remote.cloud, op)
+            ),
+            Kind::Unknown => format!(
+                "the store does not accept these credentials (check credentials_file, or the cloud's environment variables and files) ({e})"
+            ),
+            Kind::Missing | Kind::Other => e.to_string(),
         }
-        object_store::Error::Unauthenticated { .. } => {
-            format!("the store does not accept these credentials ({e})")
-        }
-        _ => e.to_string(),
     }
 }

@@ -460,17 +460,61 @@ fn a_cloud_archive_is_a_url_and_the_overrides_its_cloud_takes() {
     );
     assert_eq!(ArchiveConfig::of(&a.store()).store(), a.store());
     for (archive, field, says) in [
-        ("{url: \"ftp://a/b\"}", "domains[0].archive.url", "s3://BUCKET/PREFIX"),
-        ("{url: \"s3://a/b\", dir: /x}", "domains[0].archive", "both dir and url"),
-        ("{url: \"s3://a\", endpoint: \"http://minio:9000\"}", "domains[0].archive.endpoint", "allow_http: true"),
-        ("{url: \"s3://a\", endpoint: \"minio:9000\"}", "domains[0].archive.endpoint", "http:// or https://"),
-        ("{url: \"s3://a\", allow_http: true}", "domains[0].archive.allow_http", "set endpoint"),
-        ("{url: \"s3://a\", credentials_file: creds}", "domains[0].archive.credentials_file", "absolute"),
-        ("{url: \"gs://a\", region: us}", "domains[0].archive.region", "only to s3://"),
-        ("{url: \"az://a\", credentials_file: /c}", "domains[0].archive.credentials_file", "only to s3:// and gs://"),
-        ("{url: \"s3://a\", account: acme}", "domains[0].archive.account", "only to az://"),
-        ("{dir: /x, endpoint: \"https://s3\"}", "domains[0].archive.endpoint", "goes with url"),
-        ("{url: \"s3://a\", secret_access_key: x}", "domains[0].archive.secret_access_key", "unknown field"),
+        (
+            "{url: \"ftp://a/b\"}",
+            "domains[0].archive.url",
+            "s3://BUCKET/PREFIX",
+        ),
+        (
+            "{url: \"s3://a/b\", dir: /x}",
+            "domains[0].archive",
+            "both dir and url",
+        ),
+        (
+            "{url: \"s3://a\", endpoint: \"http://minio:9000\"}",
+            "domains[0].archive.endpoint",
+            "allow_http: true",
+        ),
+        (
+            "{url: \"s3://a\", endpoint: \"minio:9000\"}",
+            "domains[0].archive.endpoint",
+            "http:// or https://",
+        ),
+        (
+            "{url: \"s3://a\", allow_http: true}",
+            "domains[0].archive.allow_http",
+            "set endpoint",
+        ),
+        (
+            "{url: \"s3://a\", credentials_file: creds}",
+            "domains[0].archive.credentials_file",
+            "absolute",
+        ),
+        (
+            "{url: \"gs://a\", region: us}",
+            "domains[0].archive.region",
+            "only to s3://",
+        ),
+        (
+            "{url: \"az://a\", credentials_file: /c}",
+            "domains[0].archive.credentials_file",
+            "only to s3:// and gs://",
+        ),
+        (
+            "{url: \"s3://a\", account: acme}",
+            "domains[0].archive.account",
+            "only to az://",
+        ),
+        (
+            "{dir: /x, endpoint: \"https://s3\"}",
+            "domains[0].archive.endpoint",
+            "goes with url",
+        ),
+        (
+            "{url: \"s3://a\", secret_access_key: x}",
+            "domains[0].archive.secret_access_key",
+            "unknown field",
+        ),
     ] {
         let c = with(archive);
         assert!(c.config.is_none(), "{archive}");

@@ -8,6 +8,7 @@ mod archive;
 mod archive_format;
 mod capacity;
 mod carried;
+mod cloud;
 mod cluster;
 mod connect;
 mod dashboard;

@@ -42,6 +42,33 @@ fn async_nats_is_used_only_in_src_broker() {
     );
 }
 
+/// Only `src/cloud/` knows the object_store crate (and the TLS provider
+/// it is built on): the archive speaks segments and listings to it, as the
+/// rest speaks plain data to `src/broker/` (whose `object_store` is
+/// async-nats's JetStream Object Store, confined there by the test above).
+#[test]
+fn object_store_is_used_only_in_src_cloud() {
+    let mut files = Vec::new();
+    sources(&root().join("src"), &mut files);
+    let (cloud, broker) = (
+        root().join("src").join("cloud"),
+        root().join("src").join("broker"),
+    );
+    let offenders: Vec<String> = files
+        .iter()
+        .filter(|f| !f.starts_with(&cloud) && !f.starts_with(&broker))
+        .filter(|f| {
+            let text = std::fs::read_to_string(f).expect("read");
+            text.contains("object_store::") || text.contains("rustls::")
+        })
+        .map(|f| f.strip_prefix(root()).unwrap_or(f).display().to_string())
+        .collect();
+    assert!(
+        offenders.is_empty(),
+        "object_store used outside src/cloud/: {offenders:?}"
+    );
+}
+
 /// One door for every JetStream request (docs/trim-floor.md, Proven
 /// current): the client's calls that ask the broker for an answer (a raw
 /// API request, a stream, consumer, KV or Object Store lookup, the
@@ -348,10 +375,11 @@ const LAYERS: &[(&str, &[&str])] = &[
             "archive::state",
             "archive::cut",
             "archive::segment",
+            "archive::remote",
         ],
     ),
     ("pure judgements", &["floor", "gate", "alarms", "report"]),
-    ("the broker and the stores", &["broker", "archive::dir"]),
+    ("the broker and the stores", &["broker", "archive::dir", "cloud"]),
     (
         "the tick and the gestures",
         &["tick", "gesture", "preview", "node", "embedded", "archive"],

@@ -496,6 +496,28 @@ pub fn hermetic(cmd: &mut Command) {
         cmd.env_remove(var);
     }
     cmd.env("XDG_CONFIG_HOME", "/nonexistent/crewlet-tests");
+    // Nor does any cloud setting of the machine: no keys, no shared files,
+    // and every metadata service pointed at a loopback port where nothing
+    // listens (a test that allows one points it at its own listener).
+    for (var, _) in std::env::vars() {
+        if ["AWS_", "GOOGLE_", "GCE_", "AZURE_"]
+            .iter()
+            .any(|p| var.starts_with(p))
+        {
+            cmd.env_remove(var);
+        }
+    }
+    for (var, value) in [
+        ("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent/crewlet-tests"),
+        ("AWS_CONFIG_FILE", "/nonexistent/crewlet-tests"),
+        ("AWS_EC2_METADATA_DISABLED", "true"),
+        ("AWS_METADATA_ENDPOINT", "http://127.0.0.1:1"),
+        ("GCE_METADATA_HOST", "127.0.0.1:1"),
+        ("GCE_METADATA_IP", "127.0.0.1:1"),
+        ("AZURE_MSI_ENDPOINT", "http://127.0.0.1:1"),
+    ] {
+        cmd.env(var, value);
+    }
 }
 
 impl Run {
@@ -553,6 +575,13 @@ impl Operator {
         let mut all: Vec<&str> = args.to_vec();
         all.extend(["--config", &self.cfg]);
         crewlet(&all)
+    }
+
+    /// As [`Operator::run`], with `env` set.
+    pub fn run_env(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let mut all: Vec<&str> = args.to_vec();
+        all.extend(["--config", &self.cfg]);
+        crewlet_env(&all, env)
     }
 
     /// The binary with `args` and this configuration, started in the

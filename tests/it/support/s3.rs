@@ -14,7 +14,7 @@ use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicU8, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -36,6 +36,26 @@ const PASS: u8 = 0;
 const REFUSE: u8 = 1;
 const STALL: u8 = 2;
 
+/// The relay's state, shared with its threads.
+#[derive(Default)]
+struct Shared {
+    mode: AtomicU8,
+    /// Cut at the PUT with this number (0: never), counted from when it
+    /// was set.
+    cut_at_put: AtomicU64,
+    puts: AtomicU64,
+    open: Mutex<Vec<TcpStream>>,
+}
+
+impl Shared {
+    fn drop_open(&self) {
+        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(|p| p.into_inner()));
+        for s in open {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+}
+
 /// A running moto server and the relay in front of it.
 pub struct S3 {
     child: Child,
@@ -43,8 +63,7 @@ pub struct S3 {
     pub port: u16,
     /// The relay's port: the endpoint every store of the test names.
     pub relay: u16,
-    mode: Arc<AtomicU8>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
+    shared: Arc<Shared>,
     pub dir: tempfile::TempDir,
 }
 
@@ -89,13 +108,12 @@ impl S3 {
                 last = format!("moto did not listen on {port}");
                 continue;
             }
-            let (relay, mode, open) = relay_to(port);
+            let (relay, shared) = relay_to(port);
             let s3 = S3 {
                 child,
                 port,
                 relay,
-                mode,
-                open,
+                shared,
                 dir,
             };
             s3.admin(&["create-bucket", bucket]);
@@ -163,61 +181,58 @@ impl S3 {
     /// The store stops: every connection through the relay is cut, and
     /// new ones are closed at once.
     pub fn cut(&self) {
-        self.mode.store(REFUSE, Ordering::SeqCst);
-        self.drop_open();
+        self.shared.mode.store(REFUSE, Ordering::SeqCst);
+        self.shared.drop_open();
+    }
+
+    /// The store stops as the `n`th PUT from now reaches it (that PUT is
+    /// not relayed): a fold cut between one segment and the next.
+    pub fn cut_at_put(&self, n: u64) {
+        self.shared.puts.store(0, Ordering::SeqCst);
+        self.shared.cut_at_put.store(n, Ordering::SeqCst);
     }
 
     /// The store stops answering: connections are accepted and held, and
     /// nothing is relayed either way.
     pub fn stall(&self) {
-        self.mode.store(STALL, Ordering::SeqCst);
-        self.drop_open();
+        self.shared.mode.store(STALL, Ordering::SeqCst);
+        self.shared.drop_open();
     }
 
     /// The store answers again.
     pub fn pass(&self) {
-        self.drop_open();
-        self.mode.store(PASS, Ordering::SeqCst);
-    }
-
-    fn drop_open(&self) {
-        let open = std::mem::take(&mut *self.open.lock().unwrap_or_else(|p| p.into_inner()));
-        for s in open {
-            let _ = s.shutdown(Shutdown::Both);
-        }
+        self.shared.drop_open();
+        self.shared.cut_at_put.store(0, Ordering::SeqCst);
+        self.shared.mode.store(PASS, Ordering::SeqCst);
     }
 }
 
 impl Drop for S3 {
     fn drop(&mut self) {
-        self.mode.store(REFUSE, Ordering::SeqCst);
-        self.drop_open();
+        self.cut();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-type Relay = (u16, Arc<AtomicU8>, Arc<Mutex<Vec<TcpStream>>>);
-
 /// A loopback relay to `port` on threads of its own (a test's runtime may
 /// block on a subprocess while the relay must go on).
-fn relay_to(port: u16) -> Relay {
+fn relay_to(port: u16) -> (u16, Arc<Shared>) {
     let listener = TcpListener::bind("127.0.0.1:0").expect("relay port");
     let relay = listener.local_addr().expect("relay addr").port();
-    let mode = Arc::new(AtomicU8::new(PASS));
-    let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-    let (m, o) = (mode.clone(), open.clone());
+    let shared = Arc::new(Shared::default());
+    let sh = shared.clone();
     std::thread::spawn(move || {
         for conn in listener.incoming() {
             let Ok(client) = conn else { continue };
-            match m.load(Ordering::SeqCst) {
+            match sh.mode.load(Ordering::SeqCst) {
                 REFUSE => {
                     let _ = client.shutdown(Shutdown::Both);
                 }
                 STALL => {
                     // Held open, never answered, until the mode changes.
                     if let Ok(c) = client.try_clone() {
-                        o.lock().unwrap_or_else(|p| p.into_inner()).push(c);
+                        sh.open.lock().unwrap_or_else(|p| p.into_inner()).push(c);
                     }
                 }
                 _ => {
@@ -226,23 +241,25 @@ fn relay_to(port: u16) -> Relay {
                         continue;
                     };
                     {
-                        let mut kept = o.lock().unwrap_or_else(|p| p.into_inner());
+                        let mut kept = sh.open.lock().unwrap_or_else(|p| p.into_inner());
                         for s in [&client, &server] {
                             if let Ok(c) = s.try_clone() {
                                 kept.push(c);
                             }
                         }
                     }
-                    pipe(&client, &server);
-                    pipe(&server, &client);
+                    pipe(&client, &server, Some(sh.clone()));
+                    pipe(&server, &client, None);
                 }
             }
         }
     });
-    (relay, mode, open)
+    (relay, shared)
 }
 
-fn pipe(from: &TcpStream, to: &TcpStream) {
+/// Copies `from` to `to`; on the way to the server (`watch`), counts the
+/// PUTs and cuts the store at the one [`S3::cut_at_put`] names.
+fn pipe(from: &TcpStream, to: &TcpStream, watch: Option<Arc<Shared>>) {
     let (Ok(mut from), Ok(mut to)) = (from.try_clone(), to.try_clone()) else {
         return;
     };
@@ -252,6 +269,19 @@ fn pipe(from: &TcpStream, to: &TcpStream) {
             match from.read(&mut buf) {
                 Ok(0) | Err(_) => break,
                 Ok(n) => {
+                    if let Some(sh) = &watch {
+                        let at = sh.cut_at_put.load(Ordering::SeqCst);
+                        let puts = buf[..n].windows(5).filter(|w| w == b"PUT /").count() as u64;
+                        if at > 0
+                            && puts > 0
+                            && sh.puts.fetch_add(puts, Ordering::SeqCst) + puts >= at
+                        {
+                            sh.mode.store(REFUSE, Ordering::SeqCst);
+                            sh.drop_open();
+                            let _ = from.shutdown(Shutdown::Both);
+                            break;
+                        }
+                    }
                     if to.write_all(&buf[..n]).is_err() {
                         break;
                     }

@@ -1,0 +1,310 @@
+//! The archive in cloud object storage against a real S3-compatible server
+//! (moto, tests/it/support/s3.rs) and a real broker: every fault of the
+//! store leaves the frontier at the last durable segment with nothing past
+//! it purged, and says so; `validate` names the permission that is
+//! missing; no client asks a metadata service it was not allowed to.
+//! (Fold, trim, merge read, verify-archive and erasure over the cloud
+//! store run beside the other two stores in archive.rs, archive_format.rs
+//! and erase.rs.)
+
+use std::io::Read;
+use std::time::{Duration, Instant};
+
+use crate::support::fleet::*;
+use crate::support::s3::{archive_yaml, S3};
+use crewlet::archive::fold::Store;
+use crewlet::config::{size::Size, ArchiveConfig};
+use crewlet::floor::TermName;
+use crewlet::tick::TickReport;
+
+const BUCKET: &str = "crewlet-archive";
+
+/// 100 records, nodes at 90, folded into `store` 20 records a segment,
+/// two segments a tick.
+async fn archived_fleet(store: &Store) -> Fleet {
+    let mut f = Fleet::new(100).await;
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    f.config.domains[0].archive = Some(ArchiveConfig {
+        segment_records: 20,
+        segment_bytes: Size(8 << 20),
+        fold_per_tick: 2,
+        ..ArchiveConfig::of(store)
+    });
+    f
+}
+
+fn alarms(r: &TickReport) -> Vec<String> {
+    r.alarms.iter().map(|a| a.line()).collect()
+}
+
+fn failing(r: &TickReport) -> Vec<String> {
+    alarms(r)
+        .into_iter()
+        .filter(|a| a.contains("archive_failing"))
+        .collect()
+}
+
+/// Every record below the log's first sequence is in a segment the store
+/// holds, with the data it was published with.
+async fn nothing_purged_unarchived(f: &Fleet, store: &Store) {
+    let broker = f.broker().await;
+    let first = f.first_seq().await;
+    let mut records = Vec::new();
+    for l in store.list(&broker, STREAM, 0).await.expect("list") {
+        let bytes = store.get(&broker, &l.name).await.expect("get");
+        let seg = crewlet::archive::segment::decode(&bytes).expect("decode");
+        records.extend(seg.records.into_iter().map(|r| (r.seq, r.data)));
+    }
+    for seq in 1..first {
+        let data = records.iter().find(|(s, _)| *s == seq).map(|(_, d)| d);
+        assert_eq!(
+            data.map(|d| String::from_utf8_lossy(d).into_owned()),
+            Some(format!("r{}", (seq - 1) % 100)),
+            "record {seq} was purged (first_seq {first}) but is not archived"
+        );
+    }
+}
+
+fn operator(f: &Fleet, store: &Store) -> crate::support::Operator {
+    crate::support::Operator::with_yaml(&format!(
+        "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{backup_owner: oncall, tick: 1s, max_clock_skew: 500ms}}\ndomains:\n  - name: tracker\n    stream: {STREAM}\n    gate_subject: crewlet.tracker.gate\n    archive: {}\n",
+        f.url(),
+        archive_yaml(store, 20, Some(2))
+    ))
+}
+
+/// The store stops between one segment and the next of a tick's fold: the
+/// frontier stays at the segment it holds, nothing past it is purged,
+/// `archive_failing` names the segment it was on; once the store answers,
+/// the next tick folds on from there.
+#[tokio::test]
+async fn a_store_stopped_mid_fold_holds_the_trim_at_the_last_durable_segment() {
+    let s3 = S3::start(BUCKET);
+    let store = s3.store(BUCKET, "crewlet");
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s3.cut_at_put(2);
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 20");
+    assert_eq!(r.domains[0].answer.trim_to, 20);
+    assert_eq!(f.first_seq().await, 21, "nothing past the durable segment");
+    assert!(
+        failing(&r)
+            .iter()
+            .any(|a| a.contains("00000000000000000021-00000000000000000040.seg")),
+        "{:?}",
+        alarms(&r)
+    );
+    // Still stopped: the archive cannot even be listed; nothing moves.
+    let r = s.tick().await;
+    assert!(
+        term_state(&r, TermName::ArchiveFloor).starts_with("unreadable"),
+        "{}",
+        term_state(&r, TermName::ArchiveFloor)
+    );
+    assert_eq!(f.first_seq().await, 21);
+    s3.pass();
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 60");
+    assert_eq!(f.first_seq().await, 61);
+    assert!(failing(&r).is_empty(), "{:?}", alarms(&r));
+    nothing_purged_unarchived(&f, &store).await;
+}
+
+/// A store that accepts connections and never answers: the tick gives it
+/// up within its read timeouts (it never waits on the store past its
+/// deadline), holds the trim where it was, and folds on once the store
+/// answers.
+#[tokio::test]
+async fn a_store_that_stops_answering_never_holds_the_tick_past_its_deadline() {
+    let s3 = S3::start(BUCKET);
+    let store = s3.store(BUCKET, "crewlet");
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 41);
+    s3.stall();
+    let started = Instant::now();
+    let r = s.tick().await;
+    let took = started.elapsed();
+    // The fleet's read timeout is 1 s; the listing is given up after one.
+    assert!(took < Duration::from_secs(5), "the tick took {took:?}");
+    let state = term_state(&r, TermName::ArchiveFloor);
+    assert!(
+        state.starts_with("unreadable") && state.contains("no answer within"),
+        "{state}"
+    );
+    assert_eq!(f.first_seq().await, 41, "nothing past the frontier");
+    s3.pass();
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(f.first_seq().await, 81);
+    nothing_purged_unarchived(&f, &store).await;
+}
+
+/// A segment removed under the published frontier (a lifecycle rule, a
+/// hand): the archive is unreadable, nothing more is purged, and
+/// verify-archive names the gap.
+#[tokio::test]
+async fn a_segment_deleted_under_the_frontier_is_found_and_nothing_more_is_purged() {
+    let s3 = S3::start(BUCKET);
+    let store = s3.store(BUCKET, "crewlet");
+    let f = archived_fleet(&store).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 81);
+    let name = crewlet::archive::segment::name(STREAM, 0, 21, 40);
+    s3.admin(&["delete", BUCKET, &format!("crewlet/{name}")]);
+    let r = s.tick().await;
+    let state = term_state(&r, TermName::ArchiveFloor);
+    assert!(
+        state.starts_with("unreadable") && state.contains("missing"),
+        "{state}"
+    );
+    assert_eq!(
+        f.first_seq().await,
+        81,
+        "the nodes at 90 are not trimmed to"
+    );
+    let op = operator(&f, &store);
+    let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let problems = v["problems"].to_string();
+    assert!(
+        problems.contains("gap:") && problems.contains("21..40"),
+        "{v}"
+    );
+}
+
+/// Credentials that may list and read but not write: `validate` names
+/// `s3:PutObject`, and the tick's fold fails naming it too, with nothing
+/// purged. Credentials the store does not know: `validate` says so, and
+/// the archive is unreadable.
+#[tokio::test]
+async fn credentials_short_of_a_permission_are_named_by_validate_and_the_fold() {
+    let s3 = S3::start(BUCKET);
+    let keys = s3.admin(&[
+        "user",
+        "reader",
+        "s3:ListBucket",
+        "s3:ListObjectsV2",
+        "s3:GetObject",
+    ]);
+    let (id, secret) = keys.trim().split_once(' ').expect("key and secret");
+    let reader = s3.dir.path().join("reader");
+    std::fs::write(
+        &reader,
+        format!("[archive]\naws_access_key_id = {id}\naws_secret_access_key = {secret}\n"),
+    )
+    .expect("write");
+    s3.admin(&["enforce-auth"]);
+    let mut remote = s3.remote(BUCKET, "crewlet");
+    remote.credentials_file = Some(reader);
+    remote.profile = Some("archive".into());
+    let store = Store::Cloud(remote);
+    let f = archived_fleet(&store).await;
+
+    let op = operator(&f, &store);
+    let run = op.run(&["validate"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("domains[0].archive.url") && said.contains("grant s3:PutObject"),
+        "{said}"
+    );
+    let r = f.sidecar().await.tick().await;
+    assert!(
+        failing(&r).iter().any(|a| a.contains("s3:PutObject")),
+        "{:?}",
+        alarms(&r)
+    );
+    assert_eq!(f.first_seq().await, 1, "nothing folded, nothing purged");
+
+    // The keys every other test uses are not this store's any more.
+    let unknown = s3.store(BUCKET, "crewlet");
+    let op = operator(&f, &unknown);
+    let run = op.run(&["validate"]);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert_ne!(run.code, 0, "{run:?}");
+    assert!(
+        said.contains("grant s3:ListBucket") || said.contains("does not accept these credentials"),
+        "{said}"
+    );
+}
+
+/// `validate` on a sound store: the bucket is there, the credentials may
+/// list, read and write, and the store refuses to overwrite with a
+/// conditional create. A bucket that is not there is named.
+#[tokio::test]
+async fn validate_proves_the_bucket_and_the_credentials() {
+    let s3 = S3::start(BUCKET);
+    let f = Fleet::new(10).await;
+    let op = operator(&f, &s3.store(BUCKET, "crewlet"));
+    let run = op.run(&["validate"]);
+    assert!(
+        !format!("{}{}", run.stdout, run.stderr).contains("archive.url"),
+        "{run:?}"
+    );
+    let op = operator(&f, &s3.store("no-such-bucket", "crewlet"));
+    let run = op.run(&["validate"]);
+    assert_ne!(run.code, 0, "{run:?}");
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("domains[0].archive.url") && said.contains("no-such-bucket"),
+        "{said}"
+    );
+}
+
+/// No cloud client reaches an address the test did not give it. With
+/// `instance_metadata: false` and no keys, no client is made at all (the
+/// error says why, and a listener standing where the metadata service
+/// would be hears nothing); allowed, the lookup goes to the metadata
+/// address the environment names, here a listener on loopback, which is
+/// how the test environment keeps every lookup off the network.
+#[tokio::test]
+async fn no_client_asks_a_metadata_service_it_was_not_allowed_to() {
+    let s3 = S3::start(BUCKET);
+    let f = Fleet::new(10).await;
+    let metadata = std::net::TcpListener::bind("127.0.0.1:0").expect("listener");
+    metadata.set_nonblocking(true).expect("nonblocking");
+    let at = format!("http://{}", metadata.local_addr().expect("addr"));
+    let env = [
+        ("AWS_METADATA_ENDPOINT", at.as_str()),
+        ("AWS_EC2_METADATA_DISABLED", "false"),
+    ];
+    let mut remote = s3.remote(BUCKET, "crewlet");
+    remote.credentials_file = None;
+    let denied = operator(&f, &Store::Cloud(remote.clone()));
+    let run = denied.run_env(&["validate"], &env);
+    let said = format!("{}{}", run.stdout, run.stderr);
+    assert!(
+        said.contains("no credentials") && said.contains("instance_metadata is false"),
+        "{said}"
+    );
+    assert!(heard(&metadata).is_empty(), "a metadata lookup was made");
+
+    remote.instance_metadata = true;
+    let allowed = operator(&f, &Store::Cloud(remote));
+    let run = allowed.run_env(&["validate"], &env);
+    assert_ne!(run.code, 0, "no credentials came: {run:?}");
+    let asked = heard(&metadata);
+    assert!(
+        asked.contains("/latest/api/token") || asked.contains("/latest/meta-data"),
+        "the metadata lookup went to the address given: {asked:?}"
+    );
+}
+
+/// What was sent to `listener` so far (each connection's first bytes).
+fn heard(listener: &std::net::TcpListener) -> String {
+    let mut out = String::new();
+    while let Ok((mut c, _)) = listener.accept() {
+        let _ = c.set_nonblocking(false);
+        let _ = c.set_read_timeout(Some(Duration::from_millis(500)));
+        let mut buf = [0u8; 2048];
+        if let Ok(n) = c.read(&mut buf) {
+            out.push_str(&String::from_utf8_lossy(&buf[..n]));
+        }
+    }
+    out
+}
