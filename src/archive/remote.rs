@@ -6,6 +6,8 @@
 
 use std::path::PathBuf;
 
+use crate::rows::Invalid;
+
 /// Which cloud's protocol the store speaks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Cloud {
@@ -93,16 +95,16 @@ impl Remote {
 
 /// Splits `url` into its cloud, bucket and prefix; the error says what is
 /// allowed.
-pub fn parse_url(url: &str) -> Result<(Cloud, String, String), String> {
+pub fn parse_url(url: &str) -> Result<(Cloud, String, String), Invalid> {
     let allowed = "write s3://BUCKET/PREFIX, gs://BUCKET/PREFIX or az://CONTAINER/PREFIX";
     // Not echoed: what precedes an '@' may be a secret.
     if url.contains('@') {
         return Err(format!(
             "the store URL carries credentials (user:secret@), which are never written in the configuration: put them where the cloud's tools look, or in credentials_file; {allowed}"
-        ));
+        ).into());
     }
     let Some((scheme, rest)) = url.split_once("://") else {
-        return Err(format!("{url:?} is not a URL; {allowed}"));
+        return Err(format!("{url:?} is not a URL; {allowed}").into());
     };
     let cloud = match scheme {
         "s3" => Cloud::S3,
@@ -111,15 +113,13 @@ pub fn parse_url(url: &str) -> Result<(Cloud, String, String), String> {
         other => {
             return Err(format!(
                 "{url:?}: the scheme {other:?} is not a cloud store crewlet knows; {allowed}"
-            ))
+            )
+            .into())
         }
     };
     let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
     if bucket.is_empty() {
-        return Err(format!(
-            "{url:?} names no {}; {allowed}",
-            cloud.bucket_word()
-        ));
+        return Err(format!("{url:?} names no {}; {allowed}", cloud.bucket_word()).into());
     }
     let bucket_ok = bucket.len() <= 255
         && bucket
@@ -129,12 +129,11 @@ pub fn parse_url(url: &str) -> Result<(Cloud, String, String), String> {
         return Err(format!(
             "{url:?}: the {} {bucket:?} may hold only lower-case letters, digits, '-', '.' and '_'",
             cloud.bucket_word()
-        ));
+        )
+        .into());
     }
     if url.contains(['?', '#']) {
-        return Err(format!(
-            "{url:?}: a store URL carries no query or fragment; {allowed}"
-        ));
+        return Err(format!("{url:?}: a store URL carries no query or fragment; {allowed}").into());
     }
     let prefix = prefix.trim_matches('/');
     if prefix.split('/').any(|p| p == "." || p == "..")
@@ -143,7 +142,7 @@ pub fn parse_url(url: &str) -> Result<(Cloud, String, String), String> {
     {
         return Err(format!(
             "{url:?}: the prefix {prefix:?} must be plain path segments (no '.', '..', empty segments or control characters)"
-        ));
+        ).into());
     }
     Ok((cloud, bucket.to_string(), prefix.to_string()))
 }
@@ -197,7 +196,7 @@ mod tests {
             ("s3://a/x/../y", "plain path segments"),
             ("s3://a/x//y", "plain path segments"),
         ] {
-            let e = parse_url(url).expect_err(url);
+            let e = parse_url(url).expect_err(url).0;
             assert!(e.contains(says), "{url}: {e}");
             assert!(!e.contains("hunter2"), "never echoes a secret: {e}");
         }

@@ -13,7 +13,7 @@ pub(super) fn validate(a: &ArchiveConfig, at: &dyn Fn(&str) -> String, out: &mut
     let cloud = match a.url.as_deref().map(parse_url) {
         Some(Ok((cloud, _, _))) => Some(cloud),
         Some(Err(e)) => {
-            err("url", e);
+            err("url", e.0);
             None
         }
         None => None,

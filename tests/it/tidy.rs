@@ -379,7 +379,10 @@ const LAYERS: &[(&str, &[&str])] = &[
         ],
     ),
     ("pure judgements", &["floor", "gate", "alarms", "report"]),
-    ("the broker and the stores", &["broker", "archive::dir", "cloud"]),
+    (
+        "the broker and the stores",
+        &["broker", "archive::dir", "cloud"],
+    ),
     (
         "the tick and the gestures",
         &["tick", "gesture", "preview", "node", "embedded", "archive"],
