@@ -16,6 +16,7 @@ use crate::tick::Sidecar;
 
 mod apart;
 mod archive;
+mod cloud;
 mod fleet;
 mod http;
 mod measure;
@@ -24,6 +25,7 @@ mod world;
 
 use apart::*;
 use archive::*;
+use cloud::*;
 use fleet::*;
 use http::*;
 use measure::*;
@@ -602,6 +604,9 @@ async fn scenarios(args: &BenchArgs, url: &str, dir: &Path) -> Result<Vec<Line>,
     }
     if want("archive") {
         lines.extend(archive_lines(&js, url, dir, &config, samples).await?);
+    }
+    if want("cloud") {
+        lines.extend(cloud_lines(&js, url, dir, &config, samples).await?);
     }
     if want("cluster") {
         eprintln!("starting a three-server cluster and building 10,000 rows on it …");

@@ -1,0 +1,258 @@
+//! The archive in cloud object storage, against moto's S3-compatible server
+//! on loopback (installed by scripts/install-s3-server): the fold of
+//! 100,000 records of 200 bytes against bare PUTs of the same segment
+//! bytes by the same client, and the archived idle tick against the same
+//! tick without an archive.
+
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use crate::archive::fold::{fold, Store, Target};
+use crate::archive::remote::{Cloud, Remote};
+use crate::broker::Broker;
+use crate::config::Config;
+use crate::tick::Sidecar;
+
+use super::measure::*;
+use super::world::*;
+
+const BUCKET: &str = "crewlet-bench";
+
+/// moto, stopped on drop.
+struct Moto(Child);
+
+impl Drop for Moto {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+/// Starts moto on a free loopback port and makes the bench's bucket.
+fn start_moto(dir: &Path) -> Result<(Moto, u16), String> {
+    let moto = std::env::current_dir()
+        .map_err(|e| e.to_string())?
+        .join(".tools/moto");
+    if !moto.join("moto/server.py").exists() {
+        return Err(format!(
+            "moto is not installed at {}: run scripts/install-s3-server (scripts/bench does)",
+            moto.display()
+        ));
+    }
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .map_err(|e| e.to_string())?;
+    let child = Command::new("python3")
+        .args(["-m", "moto.server", "-H", "127.0.0.1", "-p", &port.to_string()])
+        .env("PYTHONPATH", &moto)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("starting moto: {e}"))?;
+    let server = Moto(child);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        if Instant::now() > deadline {
+            return Err(format!("moto did not listen on {port} within 30 s"));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let made = Command::new("python3")
+        .arg("-c")
+        .arg(format!(
+            "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:{port}', aws_access_key_id='bench', aws_secret_access_key='bench', region_name='us-east-1').create_bucket(Bucket='{BUCKET}')"
+        ))
+        .env("PYTHONPATH", &moto)
+        .status()
+        .map_err(|e| e.to_string())?;
+    if !made.success() {
+        return Err("moto did not make the bench's bucket".into());
+    }
+    let credentials = dir.join("bench-aws-credentials");
+    std::fs::write(
+        &credentials,
+        "[default]\naws_access_key_id = bench\naws_secret_access_key = bench-secret\n",
+    )
+    .map_err(|e| e.to_string())?;
+    Ok((server, port))
+}
+
+fn remote(port: u16, dir: &Path, prefix: &str) -> Remote {
+    Remote {
+        cloud: Cloud::S3,
+        bucket: BUCKET.into(),
+        prefix: prefix.into(),
+        endpoint: Some(format!("http://127.0.0.1:{port}")),
+        region: Some("us-east-1".into()),
+        allow_http: true,
+        credentials_file: Some(dir.join("bench-aws-credentials")),
+        profile: None,
+        instance_metadata: false,
+        account: None,
+    }
+}
+
+/// The cloud archive's figures (docs/performance.md, The archive). `log`
+/// holds 100,000 records of 200 bytes from the archive scenario's stream
+/// `stream` (created at `created`); `tick_config` is the tick scenario's.
+pub(super) async fn cloud_lines(
+    js: &Broker,
+    url: &str,
+    dir: &Path,
+    tick_config: &Config,
+    samples: usize,
+) -> Result<Vec<Line>, String> {
+    use crate::archive::cut::Limits;
+    const N: u64 = 100_000;
+    const LOG: &str = "BENCH_CLOUD_LOG";
+    eprintln!("starting moto and publishing 100,000 records of 200 bytes …");
+    let (_moto, port) = start_moto(dir)?;
+    let created = js.create_plain_stream(LOG, Some(1 << 30), 1).await?;
+    js.publish_sized(&format!("{LOG}.r"), N as usize, 200).await?;
+    let broker = crate::broker::connect(url, &Default::default(), "bench-cloud")
+        .await
+        .map_err(|e| e.to_string())?;
+    let target = Target {
+        stream: LOG.into(),
+        generation: 0,
+        stream_created: created.to_rfc3339(),
+    };
+    let limits = Limits {
+        segment_records: 10_000,
+        segment_bytes: 8 << 20,
+        fold_per_tick: 16,
+    };
+    let deadline = || tokio::time::Instant::now() + Duration::from_secs(120);
+    let runs = samples.max(3);
+    let (mut folds, mut puts) = (Vec::new(), Vec::new());
+    for i in 0..runs {
+        let store = Store::Cloud(remote(port, dir, &format!("fold-{i}")));
+        let t = Instant::now();
+        let f = fold(&broker, &store, &target, (0, N), limits, deadline())
+            .await
+            .map_err(|e| e.to_string())?;
+        folds.push(ms(t.elapsed()));
+        if f.frontier != N || f.already_there != 0 {
+            return Err(format!(
+                "the fold stopped at {} ({} already there)",
+                f.frontier, f.already_there
+            ));
+        }
+        // The same segments' bytes, put again by the same client under
+        // other names: one PUT each, nothing read or checked.
+        let mut segments = Vec::new();
+        for l in &f.written {
+            segments.push((l.name.clone(), store.get(&broker, &l.name).await?));
+        }
+        let bare = crate::cloud::client(&remote(port, dir, &format!("bare-{i}")), broker.read_timeout())?;
+        let t = Instant::now();
+        for (name, bytes) in &segments {
+            bare.put_segment(name, bytes).await?;
+        }
+        puts.push(ms(t.elapsed()));
+        let listed = bare.listing().await.map_err(|e| e.message)?;
+        if listed.len() != segments.len() {
+            return Err(format!(
+                "{} bare PUTs listed {} objects",
+                segments.len(),
+                listed.len()
+            ));
+        }
+    }
+    let mut lines = vec![line(
+        "archive: fold 100,000 × 200 B into S3 (moto)",
+        &stats(folds),
+        Some(&stats(puts)),
+        Some(1.25),
+        None,
+    )];
+    let _ = js.delete_stream(LOG).await;
+    lines.push(idle_tick(js, &broker, url, dir, port, tick_config, samples).await?);
+    Ok(lines)
+}
+
+/// The tick of a domain archived in S3 with nothing to fold (15 segments
+/// behind a frontier the trim does not reach) against the tick scenario's
+/// tick without an archive, alternated.
+async fn idle_tick(
+    js: &Broker,
+    broker: &Broker,
+    url: &str,
+    dir: &Path,
+    port: u16,
+    tick_config: &Config,
+    samples: usize,
+) -> Result<Line, String> {
+    use crate::archive::cut::Limits;
+    eprintln!("building 10,000 position rows for a log archived in S3 …");
+    let mut archived = bench_config(url, "cl", 1)?;
+    build(js, &archived, 10_000).await?;
+    let store = Store::Cloud(remote(port, dir, "tick"));
+    let d = &mut archived.domains[0];
+    d.archive = Some(crate::config::ArchiveConfig {
+        segment_records: 10,
+        fold_per_tick: 16,
+        ..crate::config::ArchiveConfig::of(&store)
+    });
+    let state = broker.stream_state(&d.stream).await?;
+    let t = Target {
+        stream: d.stream.clone(),
+        generation: 0,
+        stream_created: state.created.to_rfc3339(),
+    };
+    let seg = Limits {
+        segment_records: 10,
+        segment_bytes: 8 << 20,
+        fold_per_tick: 1024,
+    };
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    fold(broker, &store, &t, (0, 150), seg, deadline)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut with = Sidecar::new(archived, broker.clone());
+    let mut without = Sidecar::new(tick_config.clone(), broker.clone());
+    with.log_alarms = false;
+    without.log_alarms = false;
+    holding(&mut with).await?;
+    holding(&mut without).await?;
+    let (mut a, mut b) = (Vec::new(), Vec::new());
+    for i in 0..samples {
+        // Alternated, as in the archive scenario: whichever ticks first
+        // after a change patches the shared views for both.
+        for archived in if i % 2 == 1 { [false, true] } else { [true, false] } {
+            let t = Instant::now();
+            let r = if archived {
+                writing_tick(&mut with).await
+            } else {
+                writing_tick(&mut without).await
+            };
+            let took = ms(t.elapsed());
+            published(&r, if archived { "archived in S3" } else { "unarchived" })?;
+            if !archived {
+                b.push(took);
+                continue;
+            }
+            a.push(took);
+            let frontier = r.domains[0].answer.archive.as_ref().and_then(|s| s.frontier);
+            if frontier != Some(150) {
+                return Err(format!("the S3-archived tick's frontier is {frontier:?}, not 150"));
+            }
+        }
+    }
+    with.duty.release(&with.broker).await;
+    without.duty.release(&without.broker).await;
+    let _ = js.delete_stream(&with.config.domains[0].stream).await;
+    for (_, bucket) in with.config.buckets.all() {
+        let _ = js.delete_bucket(bucket).await;
+    }
+    Ok(line(
+        "archive: tick, archived in S3, nothing to fold (10k rows)",
+        &stats(a),
+        Some(&stats(b)),
+        Some(1.25),
+        None,
+    ))
+}
