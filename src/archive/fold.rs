@@ -104,8 +104,9 @@ impl Store {
     pub async fn prefetch(&self, broker: &Broker) -> Option<Result<Vec<Listed>, ListError>> {
         match self {
             Store::ObjectStore(bucket) => Some(broker.object_listing(bucket).await),
-            Store::Cloud(remote) => Some(cloud_listing(broker, remote).await),
-            Store::Dir(_) => None,
+            // Listed when read: whether a kept listing will do depends on
+            // the log's first sequence ([`Store::list_for_tick`]).
+            Store::Cloud(_) | Store::Dir(_) => None,
         }
     }
 
@@ -123,6 +124,47 @@ impl Store {
                 all.map(|all| crate::broker::archive::segments_of(&all, stream, generation))
             }
             None => self.list(broker, stream, generation).await,
+        }
+    }
+
+    /// As [`Store::list_from`], for a tick or a read that shares the
+    /// sidecar's clients: a cloud store's listing is the one this process
+    /// took last while it decides nothing, that is, while every record it
+    /// covers has left the log (`live_from`, the log's first sequence, is
+    /// past the `published` frontier) and it ends at that frontier. Only a
+    /// purge of records the archive holds relies on the listing, and there
+    /// is none to make then; a fold writes, which forgets the listing.
+    pub async fn list_for_tick(
+        &self,
+        broker: &Broker,
+        target: (&str, u64),
+        prefetched: Option<Result<Vec<Listed>, ListError>>,
+        published: Option<u64>,
+        live_from: Option<u64>,
+    ) -> Result<Vec<Listed>, ListError> {
+        let (stream, generation) = target;
+        let Store::Cloud(remote) = self else {
+            return self.list_from(broker, stream, generation, prefetched).await;
+        };
+        let settled = |all: &[Listed]| match (published, live_from) {
+            (Some(p), Some(first)) => {
+                first > p
+                    && crate::broker::archive::segments_of(all, stream, generation)
+                        .last()
+                        .map(|l| l.last_seq)
+                        == Some(p)
+            }
+            _ => false,
+        };
+        match cloud(broker, remote) {
+            Ok(c) => c
+                .listing_unless_settled(settled)
+                .await
+                .map(|all| crate::broker::archive::segments_of(&all, stream, generation)),
+            Err(message) => Err(ListError {
+                missing: false,
+                message,
+            }),
         }
     }
 

@@ -28,17 +28,25 @@ pub const VERIFY_PER_TICK: usize = 64;
 /// current generation, and every segment past the published frontier read
 /// back and checked (normally none: the holder publishes what it folds).
 /// `prefetched` is the store's whole listing when the caller took it
-/// already ([`Store::prefetch`]).
+/// already ([`Store::prefetch`]); `live_from` the log's first sequence, when
+/// read ([`Store::list_for_tick`]).
 pub async fn read(
     broker: &Broker,
     store: &Store,
     target: &Target,
     published: Option<&ArchiveState>,
     prefetched: Option<Result<Vec<state::Listed>, state::ListError>>,
+    live_from: Option<u64>,
 ) -> ArchiveRead {
     let published = published.filter(|p| p.store == store.id());
     let listing = store
-        .list_from(broker, &target.stream, target.generation, prefetched)
+        .list_for_tick(
+            broker,
+            (&target.stream, target.generation),
+            prefetched,
+            published.and_then(|p| p.frontier),
+            live_from,
+        )
         .await;
     let mut verified = Vec::new();
     if let Ok(l) = &listing {

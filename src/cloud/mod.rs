@@ -30,7 +30,17 @@ pub struct Client {
     remote: Remote,
     store: Arc<dyn ObjectStore>,
     limit: Duration,
+    /// The last listing this process took, and how many ticks have reused
+    /// it since ([`Client::listing_unless_settled`]); forgotten at every
+    /// write through this client.
+    kept: Mutex<Option<(Vec<Listed>, u32)>>,
 }
+
+/// A kept listing serves at most this many ticks before the store is
+/// listed again, so that a segment removed from under the archive (a
+/// lifecycle rule, a hand) is seen within as many ticks even when nothing
+/// the listing covers is still in the log.
+pub const REUSE_AT_MOST: u32 = 30;
 
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -57,6 +67,7 @@ pub fn client(remote: &Remote, limit: Duration) -> Result<Arc<Client>, String> {
         remote: remote.clone(),
         store,
         limit,
+        kept: Mutex::new(None),
     });
     if let Ok(mut m) = clients.lock() {
         m.insert(key, made.clone());
@@ -310,6 +321,7 @@ impl Client {
     /// nothing. An object already there with the same bytes is a re-fold,
     /// with other bytes an error; it is never overwritten.
     pub async fn put_segment(&self, name: &str, bytes: &[u8]) -> Result<Put, String> {
+        self.forget();
         let at = self.at(name);
         let create = PutOptions {
             mode: PutMode::Create,
@@ -344,6 +356,7 @@ impl Client {
     /// same range): one PUT, which the store applies whole or not at all,
     /// so a reader sees the old segment or the new one, never a part.
     pub async fn replace_segment(&self, name: &str, bytes: &[u8], op: &str) -> Result<(), String> {
+        self.forget();
         let at = self.at(name);
         let payload = PutPayload::from(bytes.to_vec());
         bounded(self.limit, format!("rewriting {at} ({op})"), async {
@@ -361,8 +374,36 @@ impl Client {
         .await
     }
 
+    fn forget(&self) {
+        if let Ok(mut kept) = self.kept.lock() {
+            *kept = None;
+        }
+    }
+
+    /// The listing this process took last, while `settled` says it still
+    /// decides nothing (nothing it covers is still in the log, and it ends
+    /// where the published frontier does) and it has served fewer than
+    /// [`REUSE_AT_MOST`] ticks; else a fresh one, kept. A tick with nothing
+    /// to fold then asks the store nothing (docs/decisions.md, Cloud
+    /// archives through object_store).
+    pub async fn listing_unless_settled(
+        &self,
+        settled: impl Fn(&[Listed]) -> bool,
+    ) -> Result<Vec<Listed>, ListError> {
+        if let Ok(mut kept) = self.kept.lock() {
+            if let Some((all, reused)) = kept.as_mut() {
+                if *reused < REUSE_AT_MOST && settled(all) {
+                    *reused += 1;
+                    return Ok(all.clone());
+                }
+            }
+        }
+        self.listing().await
+    }
+
     /// Every segment under the prefix, in name order (other objects are
-    /// not listed). A bucket that does not exist says so.
+    /// not listed), kept for [`Client::listing_unless_settled`]. A bucket
+    /// that does not exist says so.
     pub async fn listing(&self) -> Result<Vec<Listed>, ListError> {
         let prefix =
             (!self.remote.prefix.is_empty()).then(|| Key::from(self.remote.prefix.as_str()));
@@ -390,6 +431,9 @@ impl Client {
             Ok(all)
         })
         .await;
+        if let (Ok(all), Ok(mut kept)) = (&listed, self.kept.lock()) {
+            *kept = Some((all.clone(), 0));
+        }
         listed.map_err(|message| ListError {
             // A missing cloud bucket is the operator's to create (crewlet
             // creates no cloud bucket): not `init`'s remedy.

@@ -283,6 +283,7 @@ pub async fn read_archives(
                         &target,
                         published.as_ref(),
                         listing,
+                        read.stream.as_ref().ok().map(|s| s.first_seq),
                     )
                     .await,
                 )

@@ -22,8 +22,13 @@ const BUCKET: &str = "crewlet-archive";
 /// 100 records, nodes at 90, folded into `store` 20 records a segment,
 /// two segments a tick.
 async fn archived_fleet(store: &Store) -> Fleet {
+    archived_fleet_at(store, 90).await
+}
+
+async fn archived_fleet_at(store: &Store, nodes_at: u64) -> Fleet {
     let mut f = Fleet::new(100).await;
-    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    f.healthy(&[("node-1", nodes_at), ("node-2", nodes_at)], 95)
+        .await;
     f.config.domains[0].archive = Some(ArchiveConfig {
         segment_records: 20,
         segment_bytes: Size(8 << 20),
@@ -143,30 +148,33 @@ async fn a_store_that_stops_answering_never_holds_the_tick_past_its_deadline() {
 }
 
 /// A segment removed under the published frontier (a lifecycle rule, a
-/// hand): the archive is unreadable, nothing more is purged, and
+/// hand) while its records are still in the log: the next tick lists the
+/// store (a kept listing decides nothing only once every record it covers
+/// has left the log), the archive is unreadable, nothing is purged, and
 /// verify-archive names the gap.
 #[tokio::test]
-async fn a_segment_deleted_under_the_frontier_is_found_and_nothing_more_is_purged() {
+async fn a_segment_deleted_while_its_records_are_live_stops_the_purge_at_once() {
     let s3 = S3::start(BUCKET);
     let store = s3.store(BUCKET, "crewlet");
-    let f = archived_fleet(&store).await;
+    let mut f = archived_fleet(&store).await;
+    // Folded, not purged: a dry run proves the archive first.
+    f.config.trim.enabled = false;
     let mut s = f.sidecar().await;
     s.tick().await;
-    s.tick().await;
-    assert_eq!(f.first_seq().await, 81);
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(f.first_seq().await, 1);
     let name = crewlet::archive::segment::name(STREAM, 0, 21, 40);
     s3.admin(&["delete", BUCKET, &format!("crewlet/{name}")]);
+    f.config.trim.enabled = true;
+    let mut s = f.sidecar().await;
     let r = s.tick().await;
     let state = term_state(&r, TermName::ArchiveFloor);
     assert!(
         state.starts_with("unreadable") && state.contains("missing"),
         "{state}"
     );
-    assert_eq!(
-        f.first_seq().await,
-        81,
-        "the nodes at 90 are not trimmed to"
-    );
+    assert_eq!(f.first_seq().await, 1, "nothing purged over the gap");
     let op = operator(&f, &store);
     let (run, v) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
     assert_eq!(run.code, 1, "{run:?}");
@@ -175,6 +183,63 @@ async fn a_segment_deleted_under_the_frontier_is_found_and_nothing_more_is_purge
         problems.contains("gap:") && problems.contains("21..40"),
         "{v}"
     );
+}
+
+/// A quiet archived tick (nothing to fold, every archived record purged)
+/// asks the store nothing: its listing is the one kept from the last
+/// tick that listed. A segment removed from under it then (records already
+/// gone from the log, so no purge relies on it) is still found within
+/// `REUSE_AT_MOST` ticks, and at once by verify-archive; a tick that folds
+/// lists again.
+#[tokio::test]
+async fn a_quiet_tick_reuses_its_listing_and_still_finds_a_removed_segment() {
+    let s3 = S3::start(BUCKET);
+    let store = s3.store(BUCKET, "crewlet");
+    let f = archived_fleet_at(&store, 80).await;
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    s.tick().await;
+    assert_eq!(f.first_seq().await, 81);
+    // The first quiet tick lists (the fold before it wrote); the next
+    // ones keep that listing. The store stops answering: a quiet tick
+    // does not notice.
+    s.tick().await;
+    s3.cut();
+    let r = s.tick().await;
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
+    assert!(failing(&r).is_empty(), "{:?}", alarms(&r));
+    s3.pass();
+    let name = crewlet::archive::segment::name(STREAM, 0, 21, 40);
+    s3.admin(&["delete", BUCKET, &format!("crewlet/{name}")]);
+    let op = operator(&f, &store);
+    let (run, _) = op.json(&["retention", "verify-archive", "-stream", "tracker"]);
+    assert_eq!(run.code, 1, "verify-archive lists the store: {run:?}");
+    let mut found = None;
+    for n in 0..=crewlet::cloud::REUSE_AT_MOST {
+        let r = s.tick().await;
+        if term_state(&r, TermName::ArchiveFloor).contains("missing") {
+            found = Some(n);
+            break;
+        }
+    }
+    assert!(
+        found.is_some(),
+        "not found within {} ticks",
+        crewlet::cloud::REUSE_AT_MOST + 1
+    );
+    assert_eq!(f.first_seq().await, 81);
+    // Records to fold: the tick lists, folds and purges on the nodes'
+    // word once the archive is whole again (the gap's records are gone
+    // from everywhere; here the test puts nothing back, so it stays
+    // unreadable and nothing more is purged).
+    f.healthy(&[("node-1", 90), ("node-2", 90)], 95).await;
+    let r = s.tick().await;
+    assert!(
+        term_state(&r, TermName::ArchiveFloor).contains("missing"),
+        "{}",
+        term_state(&r, TermName::ArchiveFloor)
+    );
+    assert_eq!(f.first_seq().await, 81);
 }
 
 /// Credentials that may list and read but not write: `validate` names
