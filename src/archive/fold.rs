@@ -128,12 +128,13 @@ impl Store {
     }
 
     /// As [`Store::list_from`], for a tick or a read that shares the
-    /// sidecar's clients: a cloud store's listing is the one this process
-    /// took last while it decides nothing, that is, while every record it
-    /// covers has left the log (`live_from`, the log's first sequence, is
-    /// past the `published` frontier) and it ends at that frontier. Only a
-    /// purge of records the archive holds relies on the listing, and there
-    /// is none to make then; a fold writes, which forgets the listing.
+    /// sidecar's clients, and whether the listing is a kept one. A cloud
+    /// store's listing is the one this process took last while it ends at
+    /// the `published` frontier and either every record it covers has left
+    /// the log (`live_from`, the log's first sequence, is past that
+    /// frontier: no purge can rely on it) or the caller lists again before
+    /// a purge of records it covers (the tick does, `Sidecar::fold_all`;
+    /// `live_from` `None` asks for a fresh listing). A write forgets it.
     pub async fn list_for_tick(
         &self,
         broker: &Broker,
@@ -141,30 +142,38 @@ impl Store {
         prefetched: Option<Result<Vec<Listed>, ListError>>,
         published: Option<u64>,
         live_from: Option<u64>,
-    ) -> Result<Vec<Listed>, ListError> {
+    ) -> (Result<Vec<Listed>, ListError>, bool) {
         let (stream, generation) = target;
         let Store::Cloud(remote) = self else {
-            return self.list_from(broker, stream, generation, prefetched).await;
+            return (
+                self.list_from(broker, stream, generation, prefetched).await,
+                false,
+            );
         };
         let settled = |all: &[Listed]| match (published, live_from) {
-            (Some(p), Some(first)) => {
-                first > p
-                    && crate::broker::archive::segments_of(all, stream, generation)
-                        .last()
-                        .map(|l| l.last_seq)
-                        == Some(p)
+            (Some(p), Some(_)) => {
+                crate::broker::archive::segments_of(all, stream, generation)
+                    .last()
+                    .map(|l| l.last_seq)
+                    == Some(p)
             }
             _ => false,
         };
         match cloud(broker, remote) {
-            Ok(c) => c
-                .listing_unless_settled(settled)
-                .await
-                .map(|all| crate::broker::archive::segments_of(&all, stream, generation)),
-            Err(message) => Err(ListError {
-                missing: false,
-                message,
-            }),
+            Ok(c) => {
+                let (all, reused) = c.listing_unless_settled(settled).await;
+                (
+                    all.map(|all| crate::broker::archive::segments_of(&all, stream, generation)),
+                    reused,
+                )
+            }
+            Err(message) => (
+                Err(ListError {
+                    missing: false,
+                    message,
+                }),
+                false,
+            ),
         }
     }
 

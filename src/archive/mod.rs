@@ -29,7 +29,7 @@ pub const VERIFY_PER_TICK: usize = 64;
 /// back and checked (normally none: the holder publishes what it folds).
 /// `prefetched` is the store's whole listing when the caller took it
 /// already ([`Store::prefetch`]); `live_from` the log's first sequence, when
-/// read ([`Store::list_for_tick`]).
+/// read, `None` for a fresh listing ([`Store::list_for_tick`]).
 pub async fn read(
     broker: &Broker,
     store: &Store,
@@ -39,7 +39,7 @@ pub async fn read(
     live_from: Option<u64>,
 ) -> ArchiveRead {
     let published = published.filter(|p| p.store == store.id());
-    let listing = store
+    let (listing, reused) = store
         .list_for_tick(
             broker,
             (&target.stream, target.generation),
@@ -67,5 +67,6 @@ pub async fn read(
         listing,
         verified,
         fold: None,
+        reused,
     }
 }

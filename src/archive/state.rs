@@ -120,6 +120,11 @@ pub struct ArchiveRead {
     /// `None` when this reader did not fold (status, a sidecar without the
     /// duty, a tick that concluded nothing).
     pub fold: Option<FoldOutcome>,
+    /// The listing is one this process took on an earlier tick (a cloud
+    /// store's, kept while it ends at the published frontier): it may not
+    /// decide a purge of records the archive holds, so the tick lists
+    /// again before one (`Sidecar::fold_all`).
+    pub reused: bool,
 }
 
 /// The archive state the answer, the floors row and status carry.
@@ -407,6 +412,7 @@ mod tests {
     fn read(listing: Vec<Listed>, verified: &[(u64, u64, bool)]) -> ArchiveRead {
         ArchiveRead {
             store: "dir:/a".into(),
+            reused: false,
             listing: Ok(listing),
             verified: verified
                 .iter()

@@ -380,25 +380,24 @@ impl Client {
         }
     }
 
-    /// The listing this process took last, while `settled` says it still
-    /// decides nothing (nothing it covers is still in the log, and it ends
-    /// where the published frontier does) and it has served fewer than
-    /// [`REUSE_AT_MOST`] ticks; else a fresh one, kept. A tick with nothing
-    /// to fold then asks the store nothing (docs/decisions.md, Cloud
-    /// archives through object_store).
+    /// The listing this process took last, while `settled` says it may
+    /// stand (it ends where the published frontier does) and it has served
+    /// fewer than [`REUSE_AT_MOST`] ticks, and `true`; else a fresh one,
+    /// kept, and `false`. A tick with nothing to fold then asks the store
+    /// nothing (docs/decisions.md, Cloud archives through object_store).
     pub async fn listing_unless_settled(
         &self,
         settled: impl Fn(&[Listed]) -> bool,
-    ) -> Result<Vec<Listed>, ListError> {
+    ) -> (Result<Vec<Listed>, ListError>, bool) {
         if let Ok(mut kept) = self.kept.lock() {
             if let Some((all, reused)) = kept.as_mut() {
                 if *reused < REUSE_AT_MOST && settled(all) {
                     *reused += 1;
-                    return Ok(all.clone());
+                    return (Ok(all.clone()), true);
                 }
             }
         }
-        self.listing().await
+        (self.listing().await, false)
     }
 
     /// Every segment under the prefix, in name order (other objects are

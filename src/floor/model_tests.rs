@@ -353,6 +353,7 @@ pub(crate) fn world(c: &Case) -> World {
         listing.sort_by(|x, y| x.name.cmp(&y.name));
         w.archive = Some(ArchiveRead {
             store: "dir:/a".into(),
+            reused: false,
             listing: if a.listing_fails {
                 Err(ListError {
                     missing: false,

@@ -29,6 +29,35 @@ impl Sidecar {
             else {
                 continue;
             };
+            // A listing kept from an earlier tick may not decide a purge of
+            // records the archive holds (a segment removed since would go
+            // unseen): where this answer would purge some, list again and
+            // answer from that (docs/decisions.md, Cloud archives through
+            // object_store).
+            let first_seq = read.stream.as_ref().ok().map(|s| s.first_seq);
+            let kept = read.archive.as_ref().is_some_and(|a| a.reused);
+            if kept && first_seq.is_some_and(|f| answer.trim_to >= f) {
+                if let Some(target) = archive_target(parsed.get(), d, read) {
+                    let published = super::read::published_archive(parsed.get(), &d.stream);
+                    let fresh = crate::archive::read(
+                        &self.broker,
+                        &archive.store(),
+                        &target,
+                        published.as_ref(),
+                        None,
+                        None,
+                    )
+                    .await;
+                    read.archive = Some(fresh);
+                    let at = read.clock.map_or(now, |c| c.broker);
+                    if let Some(slot) = answers.get_mut(i) {
+                        *slot = floor::Licensed::compute(d, policy, parsed, read, at);
+                    }
+                }
+            }
+            let Some(answer) = answers.get(i) else {
+                continue;
+            };
             let (Some(to), Some(from)) = (
                 floor::fold_to(answer),
                 answer.archive.as_ref().and_then(|a| a.frontier),

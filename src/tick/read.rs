@@ -223,7 +223,7 @@ pub fn archive_target(
 
 /// The archive state the floors row this tick read published for `stream`
 /// (none when it does not parse: the answer says so).
-fn published_archive(
+pub(super) fn published_archive(
     parsed: &ParsedRows,
     stream: &str,
 ) -> Option<crate::archive::state::ArchiveState> {

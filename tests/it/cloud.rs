@@ -148,22 +148,27 @@ async fn a_store_that_stops_answering_never_holds_the_tick_past_its_deadline() {
 }
 
 /// A segment removed under the published frontier (a lifecycle rule, a
-/// hand) while its records are still in the log: the next tick lists the
-/// store (a kept listing decides nothing only once every record it covers
-/// has left the log), the archive is unreadable, nothing is purged, and
-/// verify-archive names the gap.
+/// hand) while its records are still in the log: the tick that would purge
+/// them lists the store again rather than trust the listing it kept (a
+/// kept listing never decides a purge of records the archive holds), the
+/// archive is unreadable, nothing is purged, and verify-archive names the
+/// gap.
 #[tokio::test]
 async fn a_segment_deleted_while_its_records_are_live_stops_the_purge_at_once() {
     let s3 = S3::start(BUCKET);
     let store = s3.store(BUCKET, "crewlet");
     let mut f = archived_fleet(&store).await;
-    // Folded, not purged: a dry run proves the archive first.
+    // Folded, not purged: a dry run proves the archive first. The fourth
+    // tick has nothing to fold and lists the store; that listing is kept.
     f.config.trim.enabled = false;
     let mut s = f.sidecar().await;
-    s.tick().await;
+    for _ in 0..4 {
+        s.tick().await;
+    }
     let r = s.tick().await;
-    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
+    assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 90");
     assert_eq!(f.first_seq().await, 1);
+    s.duty.release(&s.broker).await;
     let name = crewlet::archive::segment::name(STREAM, 0, 21, 40);
     s3.admin(&["delete", BUCKET, &format!("crewlet/{name}")]);
     f.config.trim.enabled = true;
