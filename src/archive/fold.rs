@@ -363,10 +363,38 @@ pub async fn fold(
         }
         read.map(|_| ()).map_err(|f| f.to_string())
     };
+    // A segment's read back overlaps the next one's write: the frontier
+    // still moves over each segment only once it is read back and checked,
+    // in order. A segment written after one that then fails its check is
+    // past the frontier, and is verified and adopted, or re-folded, as any
+    // segment a tick wrote and did not publish.
     let writing = async move {
         let mut done = done;
+        let mut pending: Option<Written> = None;
         while let Some(c) = seg_rx.recv().await {
-            if let Err(e) = write_one(broker, store, target, c, &mut done).await {
+            let (checked, put) = match pending.take() {
+                Some(p) => {
+                    let (checked, put) = tokio::join!(
+                        check_one(broker, store, target, p),
+                        put_one(broker, store, target, c)
+                    );
+                    (Some(checked), put)
+                }
+                None => (None, put_one(broker, store, target, c).await),
+            };
+            if let Some(checked) = checked {
+                if let Err(e) = advance(checked, &mut done).await {
+                    return (done, Some(e));
+                }
+            }
+            match put {
+                Ok(p) => pending = Some(p),
+                Err(e) => return (done, Some(e)),
+            }
+        }
+        if let Some(p) = pending {
+            let checked = check_one(broker, store, target, p).await;
+            if let Err(e) = advance(checked, &mut done).await {
                 return (done, Some(e));
             }
         }
@@ -417,15 +445,40 @@ impl Take for ToCutter {
     }
 }
 
-/// Encodes, writes, reads back and checks one segment; on success the
-/// frontier moves to its end. The error names the segment.
-async fn write_one(
+/// A segment written, not yet read back.
+struct Written {
+    name: String,
+    bytes: Vec<u8>,
+    records: u64,
+    first_seq: u64,
+    last_seq: u64,
+    put: Put,
+}
+
+/// Each store call is bounded like a read: a store that hangs stops the
+/// fold, it does not stall the tick past its lease.
+async fn bounded<T>(
+    broker: &Broker,
+    what: String,
+    call: impl std::future::Future<Output = Result<T, String>>,
+) -> Result<T, String> {
+    let limit = broker.read_timeout();
+    match tokio::time::timeout(limit, call).await {
+        Ok(r) => r,
+        Err(_) => Err(format!(
+            "{what}: no answer within {}",
+            crate::human::duration(limit)
+        )),
+    }
+}
+
+/// Encodes and writes one segment. The error names the segment.
+async fn put_one(
     broker: &Broker,
     store: &Store,
     target: &Target,
     c: Cut,
-    done: &mut Folded,
-) -> Result<(), (String, String)> {
+) -> Result<Written, (String, String)> {
     let name = segment::name(&target.stream, target.generation, c.first_seq, c.last_seq);
     let fail = |why: String| (name.clone(), why);
     let range = Range {
@@ -435,7 +488,7 @@ async fn write_one(
         first_seq: c.first_seq,
         last_seq: c.last_seq,
     };
-    let count = c.records;
+    let records = c.records;
     let (first_seq, last_seq) = (c.first_seq, c.last_seq);
     let bytes = tokio::task::spawn_blocking(move || {
         segment::encode_body(&range, c.records, &c.body, Compression::Zstd)
@@ -443,30 +496,42 @@ async fn write_one(
     .await
     .map_err(|e| fail(e.to_string()))?
     .map_err(|e| fail(e.to_string()))?;
-    // Each store call is bounded like a read: a store that hangs stops the
-    // fold, it does not stall the tick past its lease.
-    let limit = broker.read_timeout();
-    let late = |what: &str| {
-        format!(
-            "{what} {name}: no answer within {}",
-            crate::human::duration(limit)
-        )
-    };
-    let put = match tokio::time::timeout(limit, store.put(broker, &name, &bytes)).await {
-        Ok(r) => r,
-        Err(_) => Err(late("writing")),
-    }
+    let put = bounded(
+        broker,
+        format!("writing {name}"),
+        store.put(broker, &name, &bytes),
+    )
+    .await
     .map_err(fail)?;
-    // Read back before the frontier moves past it.
-    let back = match tokio::time::timeout(limit, store.get(broker, &name)).await {
-        Ok(r) => r,
-        Err(_) => Err(late("reading back")),
-    }
+    Ok(Written {
+        name,
+        bytes,
+        records,
+        first_seq,
+        last_seq,
+        put,
+    })
+}
+
+/// Reads a written segment back and checks it: the bytes read back are
+/// the bytes encoded from the records read, and their checksum verifies,
+/// so the store holds this segment whole. (A segment adopted from the
+/// store, not written here, is decoded in full by `verify`.)
+async fn check_one(
+    broker: &Broker,
+    store: &Store,
+    target: &Target,
+    w: Written,
+) -> Result<(Listed, Put), (String, String)> {
+    let name = w.name.clone();
+    let fail = |why: String| (name.clone(), why);
+    let back = bounded(
+        broker,
+        format!("reading back {name}"),
+        store.get(broker, &name),
+    )
+    .await
     .map_err(fail)?;
-    // The bytes read back are the bytes encoded from the records read, and
-    // their checksum verifies: the store holds this segment whole. (A
-    // segment adopted from the store, not written here, is decoded in full
-    // by `verify`.)
     let (t, n) = (target.clone(), name.clone());
     let (back, verified) = tokio::task::spawn_blocking(move || {
         let v = segment::verify_checksum(&back)
@@ -477,16 +542,28 @@ async fn write_one(
     .await
     .map_err(|e| fail(e.to_string()))?;
     let verified = verified.map_err(|e| fail(format!("{name} read back: {e}")))?;
-    if verified != count || back != bytes {
+    if verified != w.records || back != w.bytes {
         return Err(fail(format!("{name} reads back other than it was written")));
     }
-    done.frontier = last_seq;
-    done.written.push(Listed {
-        name,
-        first_seq,
-        last_seq,
-        bytes: bytes.len() as u64,
-    });
+    Ok((
+        Listed {
+            name: w.name,
+            first_seq: w.first_seq,
+            last_seq: w.last_seq,
+            bytes: w.bytes.len() as u64,
+        },
+        w.put,
+    ))
+}
+
+/// On a segment checked, the frontier moves to its end.
+async fn advance(
+    checked: Result<(Listed, Put), (String, String)>,
+    done: &mut Folded,
+) -> Result<(), (String, String)> {
+    let (listed, put) = checked?;
+    done.frontier = listed.last_seq;
+    done.written.push(listed);
     if put == Put::AlreadyThere {
         done.already_there += 1;
     }
