@@ -44,7 +44,8 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 15)]
     pub samples: usize,
     /// Run only these scenarios (comma-separated): tick, churn, scaling,
-    /// pure, status, fleet, memory, publisher, http, archive, cluster.
+    /// pure, status, fleet, memory, publisher, http, archive, cloud,
+    /// cluster.
     #[arg(long, value_delimiter = ',', value_name = "NAMES")]
     pub only: Vec<String>,
     /// The status baseline process (connect and bare reads only, on the
