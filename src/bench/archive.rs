@@ -181,12 +181,38 @@ pub(super) async fn archive_lines(
     )
     .await
     .map_err(|e| e.to_string())?;
-    let mut with = Sidecar::new(archived, broker.clone());
-    let mut without = Sidecar::new(tick_config.clone(), broker.clone());
+    lines.push(
+        idle_tick_against(
+            js,
+            &broker,
+            (archived, tick_config),
+            150,
+            samples,
+            "archive: tick, archived, nothing to fold (10k rows)",
+        )
+        .await?,
+    );
+    Ok(lines)
+}
+
+/// The tick of `configs.0`'s archived domain, its archive holding
+/// `frontier` and nothing to fold, against the tick of `configs.1` (the
+/// tick scenario's, without an archive), alternated; each must publish.
+/// The archived log and its buckets are deleted after.
+pub(super) async fn idle_tick_against(
+    js: &Broker,
+    broker: &Broker,
+    configs: (Config, &Config),
+    frontier: u64,
+    samples: usize,
+    name: &str,
+) -> Result<Line, String> {
+    let mut with = Sidecar::new(configs.0, broker.clone());
+    let mut without = Sidecar::new(configs.1.clone(), broker.clone());
     // The figures are the report; alarms about the bench's own rows are not.
     with.log_alarms = false;
     without.log_alarms = false;
-    // The first archived tick adopts the 15 segments and publishes them.
+    // The first archived tick adopts the segments and publishes them.
     holding(&mut with).await?;
     holding(&mut without).await?;
     let (mut a, mut b) = (Vec::new(), Vec::new());
@@ -220,9 +246,9 @@ pub(super) async fn archive_lines(
                 .archive
                 .as_ref()
                 .and_then(|s| s.frontier);
-            if folded != Some(150) {
+            if folded != Some(frontier) {
                 return Err(format!(
-                    "the archived tick's frontier is {folded:?}, not 150"
+                    "the archived tick's frontier is {folded:?}, not {frontier}"
                 ));
             }
         }
@@ -233,12 +259,5 @@ pub(super) async fn archive_lines(
     for (_, bucket) in with.config.buckets.all() {
         let _ = js.delete_bucket(bucket).await;
     }
-    lines.push(line(
-        "archive: tick, archived, nothing to fold (10k rows)",
-        &stats(a),
-        Some(&stats(b)),
-        Some(1.25),
-        None,
-    ));
-    Ok(lines)
+    Ok(line(name, &stats(a), Some(&stats(b)), Some(1.25), None))
 }

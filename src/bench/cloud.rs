@@ -12,7 +12,6 @@ use crate::archive::fold::{fold, Store, Target};
 use crate::archive::remote::{Cloud, Remote};
 use crate::broker::Broker;
 use crate::config::Config;
-use crate::tick::Sidecar;
 
 use super::measure::*;
 use super::world::*;
@@ -244,64 +243,13 @@ async fn idle_tick(
     fold(broker, &store, &t, (0, 150), seg, deadline)
         .await
         .map_err(|e| e.to_string())?;
-    let mut with = Sidecar::new(archived, broker.clone());
-    let mut without = Sidecar::new(tick_config.clone(), broker.clone());
-    with.log_alarms = false;
-    without.log_alarms = false;
-    holding(&mut with).await?;
-    holding(&mut without).await?;
-    let (mut a, mut b) = (Vec::new(), Vec::new());
-    for i in 0..samples {
-        // Alternated, as in the archive scenario: whichever ticks first
-        // after a change patches the shared views for both.
-        for archived in if i % 2 == 1 {
-            [false, true]
-        } else {
-            [true, false]
-        } {
-            let t = Instant::now();
-            let r = if archived {
-                writing_tick(&mut with).await
-            } else {
-                writing_tick(&mut without).await
-            };
-            let took = ms(t.elapsed());
-            published(
-                &r,
-                if archived {
-                    "archived in S3"
-                } else {
-                    "unarchived"
-                },
-            )?;
-            if !archived {
-                b.push(took);
-                continue;
-            }
-            a.push(took);
-            let frontier = r.domains[0]
-                .answer
-                .archive
-                .as_ref()
-                .and_then(|s| s.frontier);
-            if frontier != Some(150) {
-                return Err(format!(
-                    "the S3-archived tick's frontier is {frontier:?}, not 150"
-                ));
-            }
-        }
-    }
-    with.duty.release(&with.broker).await;
-    without.duty.release(&without.broker).await;
-    let _ = js.delete_stream(&with.config.domains[0].stream).await;
-    for (_, bucket) in with.config.buckets.all() {
-        let _ = js.delete_bucket(bucket).await;
-    }
-    Ok(line(
+    super::archive::idle_tick_against(
+        js,
+        broker,
+        (archived, tick_config),
+        150,
+        samples,
         "archive: tick, archived in S3, nothing to fold (10k rows)",
-        &stats(a),
-        Some(&stats(b)),
-        Some(1.25),
-        None,
-    ))
+    )
+    .await
 }
