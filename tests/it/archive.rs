@@ -42,7 +42,7 @@ async fn archived_fleet(store: &Store) -> Fleet {
     f
 }
 
-fn alarms(r: &TickReport) -> Vec<String> {
+pub(crate) fn alarms(r: &TickReport) -> Vec<String> {
     r.alarms.iter().map(|a| a.line()).collect()
 }
 
@@ -65,7 +65,7 @@ async fn archived(f: &Fleet, store: &Store) -> (Vec<(u64, u64)>, Vec<(u64, Vec<u
 
 /// The invariant with an archive: every record below the log's first
 /// sequence is in a verified segment, with the data it was published with.
-async fn nothing_purged_unarchived(f: &Fleet, store: &Store) {
+pub(crate) async fn nothing_purged_unarchived(f: &Fleet, store: &Store) {
     let first = f.first_seq().await;
     let (_, records) = archived(f, store).await;
     for seq in 1..first {

@@ -10,6 +10,7 @@
 use std::io::Read;
 use std::time::{Duration, Instant};
 
+use crate::archive::{alarms, nothing_purged_unarchived};
 use crate::support::fleet::*;
 use crate::support::s3::{archive_yaml, S3};
 use crewlet::archive::fold::Store;
@@ -38,36 +39,11 @@ async fn archived_fleet_at(store: &Store, nodes_at: u64) -> Fleet {
     f
 }
 
-fn alarms(r: &TickReport) -> Vec<String> {
-    r.alarms.iter().map(|a| a.line()).collect()
-}
-
 fn failing(r: &TickReport) -> Vec<String> {
     alarms(r)
         .into_iter()
         .filter(|a| a.contains("archive_failing"))
         .collect()
-}
-
-/// Every record below the log's first sequence is in a segment the store
-/// holds, with the data it was published with.
-async fn nothing_purged_unarchived(f: &Fleet, store: &Store) {
-    let broker = f.broker().await;
-    let first = f.first_seq().await;
-    let mut records = Vec::new();
-    for l in store.list(&broker, STREAM, 0).await.expect("list") {
-        let bytes = store.get(&broker, &l.name).await.expect("get");
-        let seg = crewlet::archive::segment::decode(&bytes).expect("decode");
-        records.extend(seg.records.into_iter().map(|r| (r.seq, r.data)));
-    }
-    for seq in 1..first {
-        let data = records.iter().find(|(s, _)| *s == seq).map(|(_, d)| d);
-        assert_eq!(
-            data.map(|d| String::from_utf8_lossy(d).into_owned()),
-            Some(format!("r{}", (seq - 1) % 100)),
-            "record {seq} was purged (first_seq {first}) but is not archived"
-        );
-    }
 }
 
 fn operator(f: &Fleet, store: &Store) -> crate::support::Operator {
@@ -156,6 +132,13 @@ async fn a_store_that_stops_answering_never_holds_the_tick_past_its_deadline() {
     assert_eq!(term_state(&r, TermName::ArchiveFloor), "value 80");
     assert_eq!(f.first_seq().await, 81);
     nothing_purged_unarchived(&f, &store).await;
+    // status names the store in words.
+    let run = operator(&f, &store).status();
+    assert!(
+        run.stdout
+            .contains("ARCHIVE S3 bucket crewlet-archive, under crewlet/: frontier 80"),
+        "{run:?}"
+    );
 }
 
 /// A segment removed under the published frontier (a lifecycle rule, a
