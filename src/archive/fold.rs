@@ -50,7 +50,7 @@ impl Store {
                 let (name, bytes) = (name.to_string(), bytes.to_vec());
                 off_thread(broker, root, move |root| dir::put(root, &name, &bytes)).await
             }
-            Store::Cloud(remote) => cloud(broker, remote)?.put_segment(name, bytes).await,
+            Store::Cloud(remote) => cloud(broker, remote).await?.put_segment(name, bytes).await,
         }
     }
 
@@ -73,7 +73,8 @@ impl Store {
                 off_thread(broker, root, move |root| dir::replace(root, &name, &bytes)).await
             }
             Store::Cloud(remote) => {
-                cloud(broker, remote)?
+                cloud(broker, remote)
+                    .await?
                     .replace_segment(name, bytes, op)
                     .await
             }
@@ -91,7 +92,8 @@ impl Store {
                 let name = name.to_string();
                 off_thread(broker, root, move |root| dir::get(root, &name)).await
             }
-            Store::Cloud(remote) => cloud(broker, remote)?
+            Store::Cloud(remote) => cloud(broker, remote)
+                .await?
                 .get_segment(name)
                 .await?
                 .ok_or_else(|| format!("{}/{name} is not in the store", remote.id())),
@@ -129,12 +131,12 @@ impl Store {
 
     /// As [`Store::list_from`], for a tick or a read that shares the
     /// sidecar's clients, and whether the listing is a kept one. A cloud
-    /// store's listing is the one this process took last while it ends at
-    /// the `published` frontier and either every record it covers has left
-    /// the log (`live_from`, the log's first sequence, is past that
-    /// frontier: no purge can rely on it) or the caller lists again before
-    /// a purge of records it covers (the tick does, `Sidecar::fold_all`;
-    /// `live_from` `None` asks for a fresh listing). A write forgets it.
+    /// store's listing is the one this process took last of this log's
+    /// generation while it ends at the `published` frontier (`live_from`,
+    /// the log's first sequence, `None` asks for a fresh listing), for at
+    /// most `REUSE_AT_MOST` ticks; a write through this process forgets it.
+    /// A kept listing must not decide a purge of records the archive holds:
+    /// the tick lists again before one (`Sidecar::fold_all`).
     pub async fn list_for_tick(
         &self,
         broker: &Broker,
@@ -159,14 +161,8 @@ impl Store {
             }
             _ => false,
         };
-        match cloud(broker, remote) {
-            Ok(c) => {
-                let (all, reused) = c.listing_unless_settled(settled).await;
-                (
-                    all.map(|all| crate::broker::archive::segments_of(&all, stream, generation)),
-                    reused,
-                )
-            }
+        match cloud(broker, remote).await {
+            Ok(c) => c.listing_unless_settled(stream, generation, settled).await,
             Err(message) => (
                 Err(ListError {
                     missing: false,
@@ -186,9 +182,13 @@ impl Store {
     ) -> Result<Vec<Listed>, ListError> {
         match self {
             Store::ObjectStore(bucket) => broker.list_segments(bucket, stream, generation).await,
-            Store::Cloud(remote) => cloud_listing(broker, remote)
-                .await
-                .map(|all| crate::broker::archive::segments_of(&all, stream, generation)),
+            Store::Cloud(remote) => match cloud(broker, remote).await {
+                Ok(c) => c.listing(stream, generation).await,
+                Err(message) => Err(ListError {
+                    missing: false,
+                    message,
+                }),
+            },
             Store::Dir(root) => {
                 let stream = stream.to_string();
                 off_thread(broker, root, move |root| {
@@ -204,26 +204,13 @@ impl Store {
     }
 }
 
-/// The client of a cloud store, bounded by the sidecar's read timeout.
-fn cloud(
+/// The client of a cloud store, made off the tick's threads and within
+/// the sidecar's read timeout, which also bounds each of its calls.
+async fn cloud(
     broker: &Broker,
     remote: &super::remote::Remote,
 ) -> Result<std::sync::Arc<crate::cloud::Client>, String> {
-    crate::cloud::client(remote, broker.read_timeout())
-}
-
-/// Every segment under a cloud store's prefix.
-async fn cloud_listing(
-    broker: &Broker,
-    remote: &super::remote::Remote,
-) -> Result<Vec<Listed>, ListError> {
-    match cloud(broker, remote) {
-        Ok(c) => c.listing().await,
-        Err(message) => Err(ListError {
-            missing: false,
-            message,
-        }),
-    }
+    crate::cloud::client_within(remote, broker.read_timeout()).await
 }
 
 /// A directory call, on a blocking thread and given up after a read

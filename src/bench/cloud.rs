@@ -172,7 +172,7 @@ pub(super) async fn cloud_lines(
             bare.put_segment(name, bytes).await?;
         }
         puts.push(ms(t.elapsed()));
-        let listed = bare.listing().await.map_err(|e| e.message)?;
+        let listed = bare.listing(LOG, 0).await.map_err(|e| e.message)?;
         if listed.len() != segments.len() {
             return Err(format!(
                 "{} bare PUTs listed {} objects",

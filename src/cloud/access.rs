@@ -81,8 +81,17 @@ impl Client {
         };
         let limit = self.limit;
         let late = || format!("{id}: no answer within {}", crate::human::duration(limit));
-        let prefix = (!self.remote.prefix.is_empty())
-            .then(|| object_store::path::Path::from(self.remote.prefix.as_str()));
+        let prefix = match (!self.remote.prefix.is_empty())
+            .then(|| object_store::path::Path::parse(&self.remote.prefix))
+            .transpose()
+        {
+            Ok(p) => p,
+            Err(e) => {
+                out.refused
+                    .push(format!("{id}: the prefix is not an object key: {e}"));
+                return out;
+            }
+        };
         // List: the first page is enough to prove the permission.
         let listed = tokio::time::timeout(limit, async {
             self.store.list(prefix.as_ref()).next().await.transpose()
@@ -99,7 +108,13 @@ impl Client {
             }
             Ok(Ok(_)) => {}
         }
-        let key = self.key(PROBE);
+        let key = match self.key(PROBE) {
+            Ok(k) => k,
+            Err(e) => {
+                out.refused.push(e);
+                return out;
+            }
+        };
         let body = format!(
             "crewlet validate probe; safe to delete\n{}\n",
             chrono::Utc::now().to_rfc3339()

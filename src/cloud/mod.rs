@@ -30,10 +30,19 @@ pub struct Client {
     remote: Remote,
     store: Arc<dyn ObjectStore>,
     limit: Duration,
-    /// The last listing this process took, and how many ticks have reused
-    /// it since ([`Client::listing_unless_settled`]); forgotten at every
-    /// write through this client.
-    kept: Mutex<Option<(Vec<Listed>, u32)>>,
+    /// The last listing this process took of each log's generation, and
+    /// how many ticks have reused it since
+    /// ([`Client::listing_unless_settled`]); all forgotten at every write
+    /// through this client.
+    kept: Mutex<Kept>,
+}
+
+#[derive(Default)]
+struct Kept {
+    by_log: HashMap<(String, u64), (Vec<Listed>, u32)>,
+    /// Writes begun through this client: a listing taken while one began
+    /// is not kept (it may predate the write).
+    writes: u64,
 }
 
 /// A kept listing serves at most this many ticks before the store is
@@ -50,15 +59,26 @@ impl std::fmt::Debug for Client {
     }
 }
 
-type Clients = Mutex<HashMap<(Remote, Duration), Arc<Client>>>;
+type ClientKey = (Remote, Duration, Option<std::time::SystemTime>);
+type Clients = Mutex<HashMap<ClientKey, Arc<Client>>>;
 
 /// The client of `remote`, made on first use and kept: a tick names its
 /// store anew each time, and a new client would open new connections (and
-/// a TLS handshake each) every tick. `limit` bounds each call.
+/// a TLS handshake each) every tick. A `credentials_file` rewritten (a key
+/// rotated, a session token renewed) makes a new client. `limit` bounds
+/// each call.
+///
+/// It reads files (the credentials, their modification time): from the
+/// tick, call [`client_within`], which keeps a mount that stopped
+/// answering off the tick's threads.
 pub fn client(remote: &Remote, limit: Duration) -> Result<Arc<Client>, String> {
     static CLIENTS: OnceLock<Clients> = OnceLock::new();
     let clients = CLIENTS.get_or_init(Default::default);
-    let key = (remote.clone(), limit);
+    let written = remote
+        .credentials_file
+        .as_ref()
+        .and_then(|f| std::fs::metadata(f).ok()?.modified().ok());
+    let key = (remote.clone(), limit, written);
     if let Some(c) = clients.lock().ok().and_then(|m| m.get(&key).cloned()) {
         return Ok(c);
     }
@@ -67,12 +87,27 @@ pub fn client(remote: &Remote, limit: Duration) -> Result<Arc<Client>, String> {
         remote: remote.clone(),
         store,
         limit,
-        kept: Mutex::new(None),
+        kept: Mutex::new(Kept::default()),
     });
     if let Ok(mut m) = clients.lock() {
         m.insert(key, made.clone());
     }
     Ok(made)
+}
+
+/// [`client`] on a blocking thread, given up after `limit`.
+pub async fn client_within(remote: &Remote, limit: Duration) -> Result<Arc<Client>, String> {
+    let r = remote.clone();
+    let made = tokio::task::spawn_blocking(move || client(&r, limit));
+    match tokio::time::timeout(limit, made).await {
+        Ok(Ok(c)) => c,
+        Ok(Err(e)) => Err(format!("{}: {e}", remote.id())),
+        Err(_) => Err(format!(
+            "{}: its client could not be made within {} (a credentials file that does not answer?)",
+            remote.id(),
+            crate::human::duration(limit)
+        )),
+    }
 }
 
 /// Where the credentials of a store were found, in words (never a value).
@@ -291,8 +326,13 @@ impl Client {
         &self.remote
     }
 
-    fn key(&self, name: &str) -> Key {
-        Key::from(self.remote.key(name))
+    /// The object key of `name`, as written: no character is encoded, so
+    /// that the key listed is the key written (the crate's `From` would
+    /// percent-encode some that a stream name may hold).
+    fn key(&self, name: &str) -> Result<Key, String> {
+        let key = self.remote.key(name);
+        Key::parse(&key)
+            .map_err(|e| format!("{}: {key:?} is not an object key: {e}", self.remote.id()))
     }
 
     fn at(&self, name: &str) -> String {
@@ -303,7 +343,7 @@ impl Client {
     pub async fn get_segment(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
         let at = self.at(name);
         bounded(self.limit, format!("reading {at}"), async {
-            match self.store.get(&self.key(name)).await {
+            match self.store.get(&self.key(name)?).await {
                 Ok(r) => r
                     .bytes()
                     .await
@@ -329,7 +369,7 @@ impl Client {
         };
         let payload = PutPayload::from(bytes.to_vec());
         let put = bounded(self.limit, format!("writing {at}"), async {
-            Ok(self.store.put_opts(&self.key(name), payload, create).await)
+            Ok(self.store.put_opts(&self.key(name)?, payload, create).await)
         })
         .await?;
         match put {
@@ -361,7 +401,7 @@ impl Client {
         let payload = PutPayload::from(bytes.to_vec());
         bounded(self.limit, format!("rewriting {at} ({op})"), async {
             self.store
-                .put_opts(&self.key(name), payload, PutOptions::default())
+                .put_opts(&self.key(name)?, payload, PutOptions::default())
                 .await
                 .map(|_| ())
                 .map_err(|e| {
@@ -376,40 +416,46 @@ impl Client {
 
     fn forget(&self) {
         if let Ok(mut kept) = self.kept.lock() {
-            *kept = None;
+            kept.by_log.clear();
+            kept.writes += 1;
         }
     }
 
-    /// The listing this process took last, while `settled` says it may
-    /// stand (it ends where the published frontier does) and it has served
-    /// fewer than [`REUSE_AT_MOST`] ticks, and `true`; else a fresh one,
-    /// kept, and `false`. A tick with nothing to fold then asks the store
-    /// nothing (docs/decisions.md, Cloud archives through object_store).
+    /// The listing of `stream`'s `generation` this process took last,
+    /// while `settled` says it may stand (it ends where the published
+    /// frontier does) and it has served fewer than [`REUSE_AT_MOST`] ticks,
+    /// and `true`; else a fresh one, kept, and `false`. A tick with nothing
+    /// to fold then asks the store nothing (docs/decisions.md, Cloud
+    /// archives through object_store).
     pub async fn listing_unless_settled(
         &self,
+        stream: &str,
+        generation: u64,
         settled: impl Fn(&[Listed]) -> bool,
     ) -> (Result<Vec<Listed>, ListError>, bool) {
         if let Ok(mut kept) = self.kept.lock() {
-            if let Some((all, reused)) = kept.as_mut() {
+            if let Some((all, reused)) = kept.by_log.get_mut(&(stream.to_string(), generation)) {
                 if *reused < REUSE_AT_MOST && settled(all) {
                     *reused += 1;
                     return (Ok(all.clone()), true);
                 }
             }
         }
-        (self.listing().await, false)
+        (self.listing(stream, generation).await, false)
     }
 
-    /// Every segment under the prefix, in name order (other objects are
-    /// not listed), kept for [`Client::listing_unless_settled`]. A bucket
-    /// that does not exist says so.
-    pub async fn listing(&self) -> Result<Vec<Listed>, ListError> {
-        let prefix =
-            (!self.remote.prefix.is_empty()).then(|| Key::from(self.remote.prefix.as_str()));
+    /// Every segment of `stream`'s `generation`, in sequence order (only
+    /// that log's objects are listed, so the listing grows with its own
+    /// archive, not every log's), kept for
+    /// [`Client::listing_unless_settled`]. A bucket that does not exist
+    /// says so.
+    pub async fn listing(&self, stream: &str, generation: u64) -> Result<Vec<Listed>, ListError> {
         let id = self.remote.id();
+        let writes_before = self.kept.lock().map(|k| k.writes).ok();
         let listed = bounded(self.limit, format!("listing {id}"), async {
+            let prefix = self.key(&format!("{stream}/{generation}"))?;
             let mut all = Vec::new();
-            let mut items = self.store.list(prefix.as_ref());
+            let mut items = self.store.list(Some(&prefix));
             while let Some(item) = items.next().await {
                 let meta =
                     item.map_err(|e| format!("listing {id}: {}", self.said(access::Op::List, &e)))?;
@@ -417,13 +463,15 @@ impl Client {
                 let Some(name) = self.remote.name_of(&key) else {
                     continue;
                 };
-                if let Some((_, _, first_seq, last_seq)) = segment::parse_name(name) {
-                    all.push(Listed {
-                        name: name.to_string(),
-                        first_seq,
-                        last_seq,
-                        bytes: meta.size,
-                    });
+                if let Some((s, g, first_seq, last_seq)) = segment::parse_name(name) {
+                    if s == stream && g == generation {
+                        all.push(Listed {
+                            name: name.to_string(),
+                            first_seq,
+                            last_seq,
+                            bytes: meta.size,
+                        });
+                    }
                 }
             }
             all.sort_by(|a, b| a.name.cmp(&b.name));
@@ -431,7 +479,11 @@ impl Client {
         })
         .await;
         if let (Ok(all), Ok(mut kept)) = (&listed, self.kept.lock()) {
-            *kept = Some((all.clone(), 0));
+            // A write begun while this listing ran may be missing from it.
+            if Some(kept.writes) == writes_before {
+                kept.by_log
+                    .insert((stream.to_string(), generation), (all.clone(), 0));
+            }
         }
         listed.map_err(|message| ListError {
             // A missing cloud bucket is the operator's to create (crewlet

@@ -38,7 +38,13 @@ pub(super) fn validate(a: &ArchiveConfig, at: &dyn Fn(&str) -> String, out: &mut
         }
         return;
     }
-    if let Some(e) = &a.endpoint {
+    // Not echoed: what precedes an '@' may be a secret.
+    if a.endpoint.as_ref().is_some_and(|e| e.contains('@')) {
+        err(
+            "endpoint",
+            "carries credentials (user:secret@), which are never written in the configuration: put them where the cloud's tools look, or in credentials_file".to_string(),
+        );
+    } else if let Some(e) = &a.endpoint {
         let plain = e.starts_with("http://");
         if !(plain || e.starts_with("https://")) || e.len() <= "https://".len() {
             err(

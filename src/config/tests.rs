@@ -476,6 +476,11 @@ fn a_cloud_archive_is_a_url_and_the_overrides_its_cloud_takes() {
             "allow_http: true",
         ),
         (
+            "{url: \"s3://a\", endpoint: \"https://AKIA:hunter2@minio:9000\"}",
+            "domains[0].archive.endpoint",
+            "never written in the configuration",
+        ),
+        (
             "{url: \"s3://a\", endpoint: \"minio:9000\"}",
             "domains[0].archive.endpoint",
             "http:// or https://",
