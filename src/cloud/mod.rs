@@ -110,18 +110,6 @@ pub async fn client_within(remote: &Remote, limit: Duration) -> Result<Arc<Clien
     }
 }
 
-/// Where the credentials of a store were found, in words (never a value).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Source {
-    /// The file the YAML names (and its profile, for AWS).
-    File(String),
-    /// The cloud's own environment variables or shared files.
-    Environment,
-    /// The instance's metadata service, a container endpoint or a token
-    /// exchange: allowed by `instance_metadata`.
-    Ambient,
-}
-
 /// Why no client could be made: the field to fix, and what is wrong.
 fn refuse(remote: &Remote, why: impl std::fmt::Display) -> String {
     format!("{}: {why}", remote.id())
