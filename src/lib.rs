@@ -71,6 +71,7 @@ pub mod report;
 pub mod rows;
 pub mod stream_check;
 pub mod tick;
+pub mod within;
 
 #[cfg(test)]
 mod fuzz_tests;

@@ -10,6 +10,7 @@ use super::state::{ListError, Listed};
 use super::{dir, Put};
 use crate::broker::archive::Take;
 use crate::broker::Broker;
+use crate::within::within;
 
 pub use super::state::{Store, Target};
 
@@ -442,23 +443,6 @@ struct Written {
     put: Put,
 }
 
-/// Each store call is bounded like a read: a store that hangs stops the
-/// fold, it does not stall the tick past its lease.
-async fn bounded<T>(
-    broker: &Broker,
-    what: String,
-    call: impl std::future::Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    let limit = broker.read_timeout();
-    match tokio::time::timeout(limit, call).await {
-        Ok(r) => r,
-        Err(_) => Err(format!(
-            "{what}: no answer within {}",
-            crate::human::duration(limit)
-        )),
-    }
-}
-
 /// Encodes and writes one segment. The error names the segment.
 async fn put_one(
     broker: &Broker,
@@ -483,9 +467,11 @@ async fn put_one(
     .await
     .map_err(|e| fail(e.to_string()))?
     .map_err(|e| fail(e.to_string()))?;
-    let put = bounded(
-        broker,
-        format!("writing {name}"),
+    // Each store call is bounded like a read: a store that hangs stops the
+    // fold, it does not stall the tick past its lease.
+    let put = within(
+        broker.read_timeout(),
+        || format!("writing {name}"),
         store.put(broker, &name, &bytes),
     )
     .await
@@ -512,9 +498,9 @@ async fn check_one(
 ) -> Result<(Listed, Put), (String, String)> {
     let name = w.name.clone();
     let fail = |why: String| (name.clone(), why);
-    let back = bounded(
-        broker,
-        format!("reading back {name}"),
+    let back = within(
+        broker.read_timeout(),
+        || format!("reading back {name}"),
         store.get(broker, &name),
     )
     .await

@@ -13,6 +13,7 @@ use object_store::{ObjectStoreExt, PutMode, PutOptions, PutPayload};
 
 use super::Client;
 use crate::archive::remote::Cloud;
+use crate::within::within;
 
 /// The probe's segment-less name.
 pub const PROBE: &str = "_crewlet_validate";
@@ -63,126 +64,101 @@ impl Client {
     /// and write under the prefix. Stops at the first refusal (a write
     /// refused says nothing about a read of what was never written).
     pub async fn check_access(&self) -> Access {
-        let mut out = Access {
-            refused: Vec::new(),
-            warnings: Vec::new(),
+        let mut warnings = Vec::new();
+        let refused = match self.probe(&mut warnings).await {
+            Ok(()) => Vec::new(),
+            Err(e) => vec![e],
         };
-        let cloud = self.remote.cloud;
+        Access { refused, warnings }
+    }
+
+    /// An object_store error of `op` in the probe's words: a missing
+    /// bucket names what to do, a refusal the permission to grant.
+    fn denied(&self, op: Op, e: &object_store::Error) -> String {
         let id = self.remote.id();
-        let denied = |op: Op, e: &object_store::Error| -> String {
-            match super::kind(e) {
-                super::Kind::Missing => format!(
-                    "{id}: the {} {} does not exist (crewlet creates no cloud bucket; create it, with only the lifecycle rules docs/archive-format.md, Lifecycle rules allows): {e}",
-                    cloud.bucket_word(),
-                    self.remote.bucket,
-                ),
-                _ => format!("{id}: {}", self.said(op, e)),
-            }
-        };
-        let limit = self.limit;
-        let late = || format!("{id}: no answer within {}", crate::human::duration(limit));
-        let prefix = match (!self.remote.prefix.is_empty())
+        match super::kind(e) {
+            super::Kind::Missing => format!(
+                "{id}: the {} {} does not exist (crewlet creates no cloud bucket; create it, with only the lifecycle rules docs/archive-format.md, Lifecycle rules allows): {e}",
+                self.remote.cloud.bucket_word(),
+                self.remote.bucket,
+            ),
+            _ => format!("{id}: {}", self.said(op, e)),
+        }
+    }
+
+    /// One step of the probe: `call`, within the client's limit, its
+    /// error in the probe's words.
+    async fn step<T>(
+        &self,
+        op: Op,
+        call: impl std::future::Future<Output = object_store::Result<T>>,
+    ) -> Result<T, String> {
+        let id = self.remote.id();
+        within(self.limit, || id, async {
+            call.await.map_err(|e| self.denied(op, &e))
+        })
+        .await
+    }
+
+    /// The probe: list, write, read back, a conditional create that must
+    /// be refused (else a warning), then a best-effort delete.
+    async fn probe(&self, warnings: &mut Vec<String>) -> Result<(), String> {
+        let id = self.remote.id();
+        let prefix = (!self.remote.prefix.is_empty())
             .then(|| object_store::path::Path::parse(&self.remote.prefix))
             .transpose()
-        {
-            Ok(p) => p,
-            Err(e) => {
-                out.refused
-                    .push(format!("{id}: the prefix is not an object key: {e}"));
-                return out;
-            }
-        };
+            .map_err(|e| format!("{id}: the prefix is not an object key: {e}"))?;
         // List: the first page is enough to prove the permission.
-        let listed = tokio::time::timeout(limit, async {
+        self.step(Op::List, async {
             self.store.list(prefix.as_ref()).next().await.transpose()
         })
-        .await;
-        match listed {
-            Err(_) => {
-                out.refused.push(late());
-                return out;
-            }
-            Ok(Err(e)) => {
-                out.refused.push(denied(Op::List, &e));
-                return out;
-            }
-            Ok(Ok(_)) => {}
-        }
-        let key = match self.key(PROBE) {
-            Ok(k) => k,
-            Err(e) => {
-                out.refused.push(e);
-                return out;
-            }
-        };
+        .await?;
+        let key = self.key(PROBE)?;
         let body = format!(
             "crewlet validate probe; safe to delete\n{}\n",
             chrono::Utc::now().to_rfc3339()
         );
-        let wrote = tokio::time::timeout(
-            limit,
+        self.step(
+            Op::Write,
             self.store
                 .put(&key, PutPayload::from(body.clone().into_bytes())),
         )
-        .await;
-        match wrote {
-            Err(_) => {
-                out.refused.push(late());
-                return out;
-            }
-            Ok(Err(e)) => {
-                out.refused.push(denied(Op::Write, &e));
-                return out;
-            }
-            Ok(Ok(_)) => {}
-        }
-        let read = tokio::time::timeout(limit, async {
-            match self.store.get(&key).await {
-                Ok(r) => r.bytes().await,
-                Err(e) => Err(e),
-            }
-        })
-        .await;
-        match read {
-            Err(_) => {
-                out.refused.push(late());
-                return out;
-            }
-            Ok(Err(e)) => {
-                out.refused.push(denied(Op::Read, &e));
-                return out;
-            }
-            Ok(Ok(b)) if b.as_ref() != body.as_bytes() => {
-                out.refused.push(format!(
-                    "{id}: the probe {PROBE} read back other than it was written"
-                ));
-                return out;
-            }
-            Ok(Ok(_)) => {}
+        .await?;
+        let back = self
+            .step(Op::Read, async {
+                self.store.get(&key).await?.bytes().await
+            })
+            .await?;
+        if back.as_ref() != body.as_bytes() {
+            return Err(format!(
+                "{id}: the probe {PROBE} read back other than it was written"
+            ));
         }
         let create = PutOptions {
             mode: PutMode::Create,
             ..Default::default()
         };
-        let again = tokio::time::timeout(
-            limit,
-            self.store
-                .put_opts(&key, PutPayload::from(body.into_bytes()), create),
-        )
-        .await;
+        let again = within(self.limit, || id.clone(), async {
+            Ok(self
+                .store
+                .put_opts(&key, PutPayload::from(body.into_bytes()), create)
+                .await)
+        })
+        .await?;
         match again {
-            Ok(Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. })) => {}
-            Ok(Ok(_)) => out.warnings.push(format!(
+            Err(object_store::Error::AlreadyExists { .. } | object_store::Error::Precondition { .. }) => {}
+            Ok(_) => warnings.push(format!(
                 "{id}: the store overwrote an object a conditional create (If-None-Match: *) should have refused; a segment written by two sidecars at once could be overwritten: use a store that honours conditional writes"
             )),
-            Ok(Err(e)) => out.refused.push(format!(
-                "{id}: the store does not offer the conditional create crewlet writes segments with: {}",
-                self.said(Op::Write, &e)
-            )),
-            Err(_) => out.refused.push(late()),
+            Err(e) => {
+                return Err(format!(
+                    "{id}: the store does not offer the conditional create crewlet writes segments with: {}",
+                    self.said(Op::Write, &e)
+                ))
+            }
         }
         // Best effort: crewlet needs no delete permission.
-        let _ = tokio::time::timeout(limit, self.store.delete(&key)).await;
-        out
+        let _ = tokio::time::timeout(self.limit, self.store.delete(&key)).await;
+        Ok(())
     }
 }

@@ -22,6 +22,7 @@ use object_store::{ObjectStore, ObjectStoreExt, PutMode, PutOptions, PutPayload}
 use crate::archive::remote::{Cloud, Remote};
 use crate::archive::segment;
 use crate::archive::state::{ListError, Listed, Put};
+use crate::within::within;
 use credentials::{Env, ProcessEnv};
 
 /// A connected store: one HTTP client (and its pool of connections) per
@@ -294,21 +295,6 @@ fn azure_has_keys(env: &dyn Env) -> bool {
     .any(|k| env.var(k).is_some())
 }
 
-/// A call bounded by the client's limit.
-async fn bounded<T>(
-    limit: Duration,
-    what: String,
-    call: impl std::future::Future<Output = Result<T, String>>,
-) -> Result<T, String> {
-    match tokio::time::timeout(limit, call).await {
-        Ok(r) => r,
-        Err(_) => Err(format!(
-            "{what}: no answer within {}",
-            crate::human::duration(limit)
-        )),
-    }
-}
-
 impl Client {
     pub fn remote(&self) -> &Remote {
         &self.remote
@@ -330,7 +316,7 @@ impl Client {
     /// The bytes of segment `name`, or `None` when there is none.
     pub async fn get_segment(&self, name: &str) -> Result<Option<Vec<u8>>, String> {
         let at = self.at(name);
-        bounded(self.limit, format!("reading {at}"), async {
+        within(self.limit, || format!("reading {at}"), async {
             match self.store.get(&self.key(name)?).await {
                 Ok(r) => r
                     .bytes()
@@ -356,7 +342,7 @@ impl Client {
             ..Default::default()
         };
         let payload = PutPayload::from(bytes.to_vec());
-        let put = bounded(self.limit, format!("writing {at}"), async {
+        let put = within(self.limit, || format!("writing {at}"), async {
             Ok(self.store.put_opts(&self.key(name)?, payload, create).await)
         })
         .await?;
@@ -387,7 +373,7 @@ impl Client {
         self.forget();
         let at = self.at(name);
         let payload = PutPayload::from(bytes.to_vec());
-        bounded(self.limit, format!("rewriting {at} ({op})"), async {
+        within(self.limit, || format!("rewriting {at} ({op})"), async {
             self.store
                 .put_opts(&self.key(name)?, payload, PutOptions::default())
                 .await
@@ -440,7 +426,7 @@ impl Client {
     pub async fn listing(&self, stream: &str, generation: u64) -> Result<Vec<Listed>, ListError> {
         let id = self.remote.id();
         let writes_before = self.kept.lock().map(|k| k.writes).ok();
-        let listed = bounded(self.limit, format!("listing {id}"), async {
+        let listed = within(self.limit, || format!("listing {id}"), async {
             let prefix = self.key(&format!("{stream}/{generation}"))?;
             let mut all = Vec::new();
             let mut items = self.store.list(Some(&prefix));

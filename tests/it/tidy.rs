@@ -381,7 +381,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("pure judgements", &["floor", "gate", "alarms", "report"]),
     (
         "the broker and the stores",
-        &["broker", "archive::dir", "cloud"],
+        &["broker", "archive::dir", "cloud", "within"],
     ),
     (
         "the tick and the gestures",
