@@ -4,6 +4,8 @@
 use std::path::Path;
 use std::time::{Duration, Instant};
 
+use crate::archive::cut::Limits;
+use crate::archive::fold::{fold, Store, Target};
 use crate::broker::Broker;
 use crate::config::Config;
 use crate::tick::Sidecar;
@@ -24,8 +26,6 @@ pub(super) async fn archive_lines(
     tick_config: &Config,
     samples: usize,
 ) -> Result<Vec<Line>, String> {
-    use crate::archive::cut::Limits;
-    use crate::archive::fold::{fold, Store, Target};
     const N: u64 = 100_000;
     const ARCH: &str = "BENCH_ARCHIVE_LOG";
     eprintln!("publishing 100,000 records of 200 bytes …");
@@ -149,16 +149,50 @@ pub(super) async fn archive_lines(
     // of the floors bucket that published it first, and the other's
     // answer would be NOT READY `memory_lost`, its tick publishing
     // nothing.)
-    eprintln!("building 10,000 position rows for an archived log …");
-    let mut archived = bench_config(url, "ar", 1)?;
+    lines.push(
+        idle_tick_against(
+            (js, &broker, url),
+            ("ar", &Store::ObjectStore("bench_tick_archive".into())),
+            tick_config,
+            samples,
+            "archive: tick, archived, nothing to fold (10k rows)",
+        )
+        .await?,
+    );
+    Ok(lines)
+}
+
+/// The tick of an archived domain with nothing to fold (the tick
+/// scenario's rows, built again for a log of its own, `suffix` naming its
+/// buckets; 15 segments of 10 records folded into `store`, a frontier the
+/// trim does not reach) against the tick scenario's tick without an
+/// archive (`tick_config`), alternated; each must publish. (Not the tick
+/// scenario's log under another floors bucket: that log carries the
+/// adoption mark of the floors bucket that published it first, and the
+/// other's answer would be NOT READY `memory_lost`, its tick publishing
+/// nothing.) The archived log and its buckets are deleted after.
+pub(super) async fn idle_tick_against(
+    (js, broker, url): (&Broker, &Broker, &str),
+    (suffix, store): (&str, &Store),
+    tick_config: &Config,
+    samples: usize,
+    name: &str,
+) -> Result<Line, String> {
+    const FRONTIER: u64 = 150;
+    eprintln!(
+        "building 10,000 position rows for an archived log ({}) …",
+        store.id()
+    );
+    let mut archived = bench_config(url, suffix, 1)?;
     build(js, &archived, 10_000).await?;
-    js.ensure_object_store("bench_tick_archive", 1).await?;
+    if let Store::ObjectStore(bucket) = store {
+        js.ensure_object_store(bucket, 1).await?;
+    }
     let d = &mut archived.domains[0];
     d.archive = Some(crate::config::ArchiveConfig {
         segment_records: 10,
-        segment_bytes: crate::config::size::Size(8 << 20),
         fold_per_tick: 16,
-        ..crate::config::ArchiveConfig::of(&Store::ObjectStore("bench_tick_archive".into()))
+        ..crate::config::ArchiveConfig::of(store)
     });
     let state = broker.stream_state(&d.stream).await?;
     let t = Target {
@@ -171,42 +205,11 @@ pub(super) async fn archive_lines(
         segment_bytes: 8 << 20,
         fold_per_tick: 1024,
     };
-    fold(
-        &broker,
-        &Store::ObjectStore("bench_tick_archive".into()),
-        &t,
-        (0, 150),
-        seg,
-        deadline(),
-    )
-    .await
-    .map_err(|e| e.to_string())?;
-    lines.push(
-        idle_tick_against(
-            js,
-            &broker,
-            (archived, tick_config),
-            150,
-            samples,
-            "archive: tick, archived, nothing to fold (10k rows)",
-        )
-        .await?,
-    );
-    Ok(lines)
-}
-
-/// The tick of `configs.0`'s archived domain, its archive holding
-/// `frontier` and nothing to fold, against the tick of `configs.1` (the
-/// tick scenario's, without an archive), alternated; each must publish.
-/// The archived log and its buckets are deleted after.
-pub(super) async fn idle_tick_against(
-    js: &Broker,
-    broker: &Broker,
-    configs: (Config, &Config),
-    frontier: u64,
-    samples: usize,
-    name: &str,
-) -> Result<Line, String> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
+    fold(broker, store, &t, (0, FRONTIER), seg, deadline)
+        .await
+        .map_err(|e| e.to_string())?;
+    let configs = (archived, tick_config);
     let mut with = Sidecar::new(configs.0, broker.clone());
     let mut without = Sidecar::new(configs.1.clone(), broker.clone());
     // The figures are the report; alarms about the bench's own rows are not.
@@ -246,9 +249,9 @@ pub(super) async fn idle_tick_against(
                 .archive
                 .as_ref()
                 .and_then(|s| s.frontier);
-            if folded != Some(frontier) {
+            if folded != Some(FRONTIER) {
                 return Err(format!(
-                    "the archived tick's frontier is {folded:?}, not {frontier}"
+                    "the archived tick's frontier is {folded:?}, not {FRONTIER}"
                 ));
             }
         }

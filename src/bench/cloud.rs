@@ -14,7 +14,6 @@ use crate::broker::Broker;
 use crate::config::Config;
 
 use super::measure::*;
-use super::world::*;
 
 const BUCKET: &str = "crewlet-bench";
 
@@ -201,55 +200,15 @@ pub(super) async fn cloud_lines(
         ),
     ];
     let _ = js.delete_stream(LOG).await;
-    lines.push(idle_tick(js, &broker, url, dir, port, tick_config, samples).await?);
+    lines.push(
+        super::archive::idle_tick_against(
+            (js, &broker, url),
+            ("cl", &Store::Cloud(remote(port, dir, "tick"))),
+            tick_config,
+            samples,
+            "archive: tick, archived in S3, nothing to fold (10k rows)",
+        )
+        .await?,
+    );
     Ok(lines)
-}
-
-/// The tick of a domain archived in S3 with nothing to fold (15 segments
-/// behind a frontier the trim does not reach) against the tick scenario's
-/// tick without an archive, alternated.
-async fn idle_tick(
-    js: &Broker,
-    broker: &Broker,
-    url: &str,
-    dir: &Path,
-    port: u16,
-    tick_config: &Config,
-    samples: usize,
-) -> Result<Line, String> {
-    use crate::archive::cut::Limits;
-    eprintln!("building 10,000 position rows for a log archived in S3 …");
-    let mut archived = bench_config(url, "cl", 1)?;
-    build(js, &archived, 10_000).await?;
-    let store = Store::Cloud(remote(port, dir, "tick"));
-    let d = &mut archived.domains[0];
-    d.archive = Some(crate::config::ArchiveConfig {
-        segment_records: 10,
-        fold_per_tick: 16,
-        ..crate::config::ArchiveConfig::of(&store)
-    });
-    let state = broker.stream_state(&d.stream).await?;
-    let t = Target {
-        stream: d.stream.clone(),
-        generation: 0,
-        stream_created: state.created.to_rfc3339(),
-    };
-    let seg = Limits {
-        segment_records: 10,
-        segment_bytes: 8 << 20,
-        fold_per_tick: 1024,
-    };
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(120);
-    fold(broker, &store, &t, (0, 150), seg, deadline)
-        .await
-        .map_err(|e| e.to_string())?;
-    super::archive::idle_tick_against(
-        js,
-        broker,
-        (archived, tick_config),
-        150,
-        samples,
-        "archive: tick, archived in S3, nothing to fold (10k rows)",
-    )
-    .await
 }
