@@ -29,22 +29,12 @@ pub(super) async fn archive_lines(
     const N: u64 = 100_000;
     const ARCH: &str = "BENCH_ARCHIVE_LOG";
     eprintln!("publishing 100,000 records of 200 bytes …");
-    let created = js.create_plain_stream(ARCH, Some(1 << 30), 1).await?;
-    js.publish_sized(&format!("{ARCH}.r"), N as usize, 200)
-        .await?;
-    let broker = crate::broker::connect(url, &Default::default(), "bench-archive")
-        .await
-        .map_err(|e| e.to_string())?;
-    let target = Target {
-        stream: ARCH.into(),
-        generation: 0,
-        stream_created: created.to_rfc3339(),
-    };
-    let limits = Limits {
-        segment_records: 10_000,
-        segment_bytes: 8 << 20,
-        fold_per_tick: 16,
-    };
+    let FoldLog {
+        broker,
+        target,
+        created,
+        limits,
+    } = fold_log(js, url, ARCH, N, false).await?;
     let deadline = || tokio::time::Instant::now() + Duration::from_secs(120);
     let bucket = |i: usize| format!("bench_fold_{i}");
     // A fold of 100,000 records is a few hundred milliseconds here: as
@@ -263,4 +253,48 @@ pub(super) async fn idle_tick_against(
         let _ = js.delete_bucket(bucket).await;
     }
     Ok(line(name, &stats(a), Some(&stats(b)), Some(1.25), None))
+}
+
+/// A log of its own for a fold scenario, its records published, with a
+/// connection for the fold, the fold's target and its limits.
+pub(super) struct FoldLog {
+    pub broker: Broker,
+    pub target: Target,
+    pub created: crate::rows::Timestamp,
+    pub limits: Limits,
+}
+
+/// Makes `log` with `n` records of 200 bytes: one repeated byte, or
+/// `text` (which compresses as real records do).
+pub(super) async fn fold_log(
+    js: &Broker,
+    url: &str,
+    log: &str,
+    n: u64,
+    text: bool,
+) -> Result<FoldLog, String> {
+    let created = js.create_plain_stream(log, Some(1 << 30), 1).await?;
+    let subject = format!("{log}.r");
+    if text {
+        js.publish_text(&subject, n as usize, 200).await?;
+    } else {
+        js.publish_sized(&subject, n as usize, 200).await?;
+    }
+    let broker = crate::broker::connect(url, &Default::default(), "bench-fold")
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(FoldLog {
+        broker,
+        target: Target {
+            stream: log.into(),
+            generation: 0,
+            stream_created: created.to_rfc3339(),
+        },
+        created,
+        limits: Limits {
+            segment_records: 10_000,
+            segment_bytes: 8 << 20,
+            fold_per_tick: 16,
+        },
+    })
 }

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use crate::archive::fold::{fold, Store, Target};
+use crate::archive::fold::{fold, Store};
 use crate::archive::remote::{Cloud, Remote};
 use crate::broker::Broker;
 use crate::config::Config;
@@ -110,30 +110,19 @@ pub(super) async fn cloud_lines(
     tick_config: &Config,
     samples: usize,
 ) -> Result<Vec<Line>, String> {
-    use crate::archive::cut::Limits;
     const N: u64 = 100_000;
     const LOG: &str = "BENCH_CLOUD_LOG";
     eprintln!("starting moto and publishing 100,000 records of 200 bytes of text …");
     let (_moto, port) = start_moto(dir)?;
-    let created = js.create_plain_stream(LOG, Some(1 << 30), 1).await?;
     // Text records, not the other scenarios' one repeated byte: those
     // compress to almost nothing, and the PUTs this fold is measured
     // against would weigh nothing.
-    js.publish_text(&format!("{LOG}.r"), N as usize, 200)
-        .await?;
-    let broker = crate::broker::connect(url, &Default::default(), "bench-cloud")
-        .await
-        .map_err(|e| e.to_string())?;
-    let target = Target {
-        stream: LOG.into(),
-        generation: 0,
-        stream_created: created.to_rfc3339(),
-    };
-    let limits = Limits {
-        segment_records: 10_000,
-        segment_bytes: 8 << 20,
-        fold_per_tick: 16,
-    };
+    let super::archive::FoldLog {
+        broker,
+        target,
+        limits,
+        ..
+    } = super::archive::fold_log(js, url, LOG, N, true).await?;
     let deadline = || tokio::time::Instant::now() + Duration::from_secs(120);
     let runs = samples.max(3);
     let (mut folds, mut puts, mut raw) = (Vec::new(), Vec::new(), Vec::new());
