@@ -37,7 +37,7 @@ use world::*;
 #[command(
     name = "crewlet-bench",
     version,
-    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about four and a half minutes in all (258 s on 2026-12-06, 2 cores), --only for some scenarios. Build and run it with scripts/bench."
+    about = "Performance figures of crewlet against baselines measured in the same run (docs/performance.md). Starts its own nats-servers; about four and a half minutes in all (258 s on 2026-12-06, 2 cores, before the cloud scenario, which adds some 15 s), --only for some scenarios. Build and run it with scripts/bench."
 )]
 pub struct BenchArgs {
     /// Samples per scenario.

@@ -107,9 +107,10 @@ pub enum LogFormat {
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Check the configuration file and, when the broker is reachable, each
-    /// domain's stream settings. Prints every error and warning with its
-    /// line; exits 0 (warnings only), 2 (an error) or 3 (valid file,
-    /// broker unreachable).
+    /// domain's stream settings and archive store (a cloud store's bucket
+    /// and the permissions these credentials have on it). Prints every
+    /// error and warning with its line; exits 0 (warnings only), 2 (an
+    /// error) or 3 (valid file, broker unreachable).
     Validate,
     /// Retention commands: the sidecar, its status, and the operator's
     /// gestures.
