@@ -4,6 +4,7 @@
 
 mod support;
 
+mod alerting;
 mod archive;
 mod archive_format;
 mod capacity;
