@@ -3,10 +3,11 @@
 
 use std::time::Duration;
 
-/// A broker time as a wall clock (UTC): "02:14" within the last day,
-/// "2026-11-30 02:14" before it.
+/// A broker time as a wall clock (UTC): "02:14" within a day of now,
+/// "2026-11-30 02:14" further off (before or after: a pause until next
+/// year is not "00:00").
 pub fn clock(at: chrono::DateTime<chrono::Utc>, now: chrono::DateTime<chrono::Utc>) -> String {
-    if now.signed_duration_since(at) < chrono::Duration::days(1) {
+    if now.signed_duration_since(at).abs() < chrono::Duration::days(1) {
         at.format("%H:%M").to_string()
     } else {
         at.format("%Y-%m-%d %H:%M").to_string()
@@ -105,6 +106,26 @@ mod tests {
         assert_eq!(count(1204311), "1 204 311");
         assert_eq!(count(999), "999");
         assert_eq!(count(1000), "1 000");
+    }
+
+    #[test]
+    fn names_read_as_one_list() {
+        assert_eq!(list::<&str>(&[]), "");
+        assert_eq!(list(&["a"]), "a");
+        assert_eq!(list(&["a", "b"]), "a and b");
+        assert_eq!(list(&["a", "b", "c"]), "a, b and c");
+    }
+}
+
+/// Names as one list in words: `a`, `a and b`, `a, b and c`.
+pub fn list<S: AsRef<str>>(names: &[S]) -> String {
+    match names {
+        [] => String::new(),
+        [one] => one.as_ref().to_string(),
+        [rest @ .., last] => {
+            let rest: Vec<&str> = rest.iter().map(|s| s.as_ref()).collect();
+            format!("{} and {}", rest.join(", "), last.as_ref())
+        }
     }
 }
 

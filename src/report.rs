@@ -6,6 +6,10 @@ use chrono::{DateTime, Utc};
 use crate::floor::{Answer, NodeState, NotReady, TermName, TermState};
 use crate::human;
 
+mod replicas;
+use replicas::replicas_text;
+pub use replicas::INVISIBLE_COPIES;
+
 /// Is this domain trimming? (docs/runbook.md, Reading status): not when NOT READY, in dry
 /// run with something it would purge, or when this tick licenses no purge
 /// while something holds it back.
@@ -147,46 +151,6 @@ pub fn held_phrase(h: &crate::floor::Held, now: DateTime<Utc>) -> String {
         human::count(h.records),
         human::bytes(h.bytes)
     )
-}
-
-/// The copies behind `replica_floor`, one line each, and what
-/// `replicas.ignore` leaves out, said on every run (docs/trim-floor.md,
-/// Replicas); nothing where the log has neither.
-fn replicas_text(a: &Answer, now: DateTime<Utc>) -> String {
-    let Some(c) = a
-        .terms
-        .iter()
-        .find(|t| t.term == TermName::ReplicaFloor)
-        .and_then(|t| t.replicas.as_ref())
-    else {
-        return String::new();
-    };
-    let mut out = String::new();
-    for r in &c.consumers {
-        let kind = if r.named { "named consumer" } else { "replica" };
-        let active = r.last_active.map_or(String::new(), |t| {
-            format!(
-                ", last confirmed {} ({} ago)",
-                human::clock(t.0, now),
-                human::age(now.signed_duration_since(t.0).to_std().unwrap_or_default())
-            )
-        });
-        let feeds = r
-            .feeds
-            .as_ref()
-            .map_or(String::new(), |s| format!(" (feeds {s})"));
-        out.push_str(&format!(
-            "  {kind} {}{feeds}: confirmed up to {}{active}\n",
-            r.consumer, r.confirmed
-        ));
-    }
-    if !c.ignored.is_empty() {
-        out.push_str(&format!(
-            "  warning: replicas left out by replicas.ignore (they pin nothing): {}\n",
-            c.ignored.join(", ")
-        ));
-    }
-    out
 }
 
 /// Why `term` holds the trim back, in words an on-call engineer acts on.
@@ -638,6 +602,12 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
         for c in &a.unprotected_copies {
             out.push_str(&format!(
                 "  warning: {c} copies this log through an ephemeral consumer: the trim cannot wait for it (replica_unprotected)\n"
+            ));
+        }
+        for o in &a.orphaned_copies {
+            out.push_str(&format!(
+                "  warning: {} copies this log through durable consumer {}, which does not exist: nothing is purged until it is back (replica_unprotected)\n",
+                o.stream, o.consumer
             ));
         }
         if a.evictions_unreadable {

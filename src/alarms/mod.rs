@@ -12,12 +12,14 @@ use crate::human;
 use crate::stream_check::bypass_remedy;
 
 mod remedies;
+mod replicas;
 mod types;
-pub use remedies::{announce_command, evict_advice, memory_lost_remedy};
+pub use remedies::{announce_command, evict_advice, memory_lost_remedy, recreate_consumer};
 use remedies::{
     archive_remedy, differing_fields, gates_remedy, held_remedy, not_ready_remedy,
     unreadable_remedy,
 };
+use replicas::{replica_behind, replica_unprotected};
 use types::since;
 pub use types::*;
 
@@ -114,7 +116,7 @@ pub fn evaluate(
 }
 
 /// What one domain's alarms are judged from.
-struct Ctx<'a> {
+pub(super) struct Ctx<'a> {
     a: &'a Answer,
     duty: &'a DutyView,
     p: &'a AlarmPolicy,
@@ -296,26 +298,6 @@ fn trim_held(c: &Ctx) -> Vec<Alarm> {
                 remedy: held_remedy(a, p, *first, now),
             });
         }
-    }
-    found
-}
-
-/// `replica_unprotected`: a copy of the log through an ephemeral consumer.
-fn replica_unprotected(c: &Ctx) -> Vec<Alarm> {
-    let a = c.a;
-    let d = || Some(c.a.domain.clone());
-    let mut found = Vec::new();
-    if !a.unprotected_copies.is_empty() {
-        found.push(Alarm {
-            alarm: AlarmName::ReplicaUnprotected,
-            domain: d(),
-            measurement: format!(
-                "{} copies {} through an ephemeral consumer: the log cannot see what it has stored, so the trim cannot wait for it",
-                a.unprotected_copies.join(", "),
-                a.stream
-            ),
-            remedy: "recreate its mirror or source with a durable consumer of its own on the log (docs/contract.md, Protecting a mirror or source); until then it may miss records the trim deletes".into(),
-        });
     }
     found
 }
@@ -633,51 +615,6 @@ fn duty_lease_mismatch(p: &AlarmPolicy) -> Option<Alarm> {
             "give every sidecar the same retention.tick, and the bucket a max_age of three ticks: nats stream edit KV_{} --max-age {}",
             p.duty_bucket,
             Dur(p.duty_ttl)
-        ),
-    })
-}
-
-/// `replica_behind` (docs/trim-floor.md, Replicas): the replicas' term
-/// binds, and the consumer that binds has confirmed nothing for longer
-/// than `held_alarm_after` (since its ack floor last moved; since the trim
-/// was first held where the broker gives no such time).
-fn replica_behind(a: &Answer, p: &AlarmPolicy, now: DateTime<Utc>) -> Option<Alarm> {
-    let t = a
-        .terms
-        .iter()
-        .find(|t| t.term == TermName::ReplicaFloor && t.binding)?;
-    let name = t.detail.as_deref()?;
-    let copy = t
-        .replicas
-        .as_ref()?
-        .consumers
-        .iter()
-        .find(|c| c.consumer == name)?;
-    let quiet_since = copy.last_active.or(a.held_since)?;
-    let quiet_for = since(now, quiet_since);
-    if quiet_for <= p.held_alarm_after {
-        return None;
-    }
-    let kind = match (&copy.feeds, copy.named) {
-        (Some(s), _) => format!("the durable consumer stream {s} copies the log through"),
-        (None, true) => "named in replicas.consumers".to_string(),
-        (None, false) => "a mirror's or source's durable consumer".to_string(),
-    };
-    Some(Alarm {
-        alarm: AlarmName::ReplicaBehind,
-        domain: Some(a.domain.clone()),
-        measurement: format!(
-            "consumer {name} ({kind}) has confirmed up to {}, {} record(s) short of the log's last sequence {}; nothing confirmed since {} ({} ago, held_alarm_after is {}), and it pins the trim",
-            copy.confirmed,
-            a.last_seq.saturating_sub(copy.confirmed),
-            a.last_seq,
-            human::clock(quiet_since.0, now),
-            human::age(quiet_for),
-            Dur(p.held_alarm_after)
-        ),
-        remedy: format!(
-            "check the copy's link: nats consumer info {s} {name} (its last activity), the stream it feeds and any leaf node between; if the copy is gone for good, leave it out (domains[].replicas.ignore: [{name}]) or delete its consumer (nats consumer rm {s} {name})",
-            s = a.stream
         ),
     })
 }

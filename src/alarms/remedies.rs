@@ -5,7 +5,7 @@ use chrono::{DateTime, Utc};
 
 use super::types::{since, AlarmPolicy, REANCHOR_COST};
 use crate::config::BackupPolicy;
-use crate::floor::{Answer, Cause, GateFault, NodeState, NotReady, TermName};
+use crate::floor::{Answer, Cause, GateFault, NodeState, NotReady, TermName, TermState};
 use crate::human;
 
 /// The command that announces a verified backup of `stream` (placeholders
@@ -31,8 +31,67 @@ pub(super) fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> Str
         (_, TermName::AgeFloor) => format!("check that the stream exists and the broker answers (nats stream info {})", a.stream),
         (Cause::Archive, TermName::ArchiveFloor) => format!("segments the archive had published are gone from its store: restore them from a copy of the store (crewlet retention verify-archive -stream {} lists what is there); nothing is purged until they are back", a.stream),
         (_, TermName::ArchiveFloor) => format!("check the archive's store ({}) and the broker; crewlet retention verify-archive -stream {} reads every segment", a.archive.as_ref().map_or("", |s| s.store.as_str()), a.stream),
-        (_, TermName::ReplicaFloor) => format!("check the consumers on the stream (nats consumer ls {}): a consumer named in replicas.consumers must exist; if it is gone for good, take it out of the list", a.stream),
+        (Cause::Orphaned, TermName::ReplicaFloor) => "see replica_unprotected: recreate the copy's consumer, or leave the copy out".into(),
+        (_, TermName::ReplicaFloor) => replica_read_remedy(a),
     }
+}
+
+/// `replica_floor` unreadable: a named consumer missing (take it out of
+/// the list, or create it), else the listing itself (what to check).
+fn replica_read_remedy(a: &Answer) -> String {
+    match missing_named(a) {
+        Some(name) => format!(
+            "consumer {name} is named in domains[].replicas.consumers but does not exist on {s}: create it (the system that reads through it makes it), or, if it is gone for good, take it out of replicas.consumers; nats consumer ls {s} lists what there is",
+            s = a.stream
+        ),
+        None => format!(
+            "the log's consumer listing is asked again every tick; if it keeps failing, check the broker (nats server check jetstream) and the log's consumers (nats consumer ls {})",
+            a.stream
+        ),
+    }
+}
+
+/// The consumer `replicas.consumers` names that the log does not have,
+/// where that is why `replica_floor` is unreadable.
+pub(super) fn missing_named(a: &Answer) -> Option<&str> {
+    a.terms.iter().find_map(|t| match &t.state {
+        TermState::Unreadable { error, .. } if t.term == TermName::ReplicaFloor => {
+            let (before, _) = error.split_once(" (named in replicas.consumers) does not exist")?;
+            before.rsplit(' ').next()
+        }
+        _ => None,
+    })
+}
+
+/// The request that recreates the durable consumer a copy names, as the
+/// NATS CLI sends it (`nats req`), with the settings docs/contract.md
+/// gives a copy's consumer; delivering from the log's first record, of
+/// which the copy stores only what it lacks. Or, for a copy gone for
+/// good, leaving it out, with the preview.
+pub fn recreate_consumer(log: &str, o: &crate::floor::OrphanedCopy) -> String {
+    let subject = format!("$JS.API.CONSUMER.CREATE.{log}.{}", o.consumer);
+    let body = serde_json::json!({
+        "stream_name": log,
+        "config": {
+            "durable_name": o.consumer,
+            "ack_policy": "flow_control",
+            "flow_control": true,
+            "idle_heartbeat": 1_000_000_000u64,
+            "max_deliver": -1,
+            "max_ack_pending": crate::floor::COPY_MAX_ACK_PENDING,
+            "deliver_subject": o.deliver_subject,
+            "deliver_policy": "all",
+        }
+    });
+    format!(
+        "recreate the consumer {} names: nats req {} {} (add the filter_subject it had, if it had one); if {} is gone for good, leave it out (domains[].replicas.ignore: [{}]; crewlet retention status --if-ignored {} previews it)",
+        o.stream,
+        human::shell_word(&subject),
+        human::shell_word(&body.to_string()),
+        o.stream,
+        o.consumer,
+        human::shell_word(&o.consumer),
+    )
 }
 
 /// The configuration fields that differ, each with both values:
@@ -161,9 +220,32 @@ pub(super) fn held_remedy(
         TermName::FeedAckFloor => format!("the feed consumer on {} is not acknowledging: fix the feed", a.stream),
         TermName::AgeFloor => "nothing to do: min_age holds the trim".into(),
         TermName::ArchiveFloor => format!("the archive's fold is behind: see archive_failing if it fires; otherwise raise archive.fold_per_tick so that each tick folds more (crewlet retention verify-archive -stream {} shows what is archived)", a.stream),
+        // Unreadable: the reason's own remedy (a named consumer missing,
+        // a copy's consumer gone, the listing), never a copy's link.
+        TermName::ReplicaFloor
+            if a
+                .terms
+                .iter()
+                .any(|t| t.term == TermName::ReplicaFloor && t.state_is_unreadable()) =>
+        {
+            match a.orphaned_copies.first() {
+                Some(o) => recreate_consumer(&a.stream, o),
+                None => replica_read_remedy(a),
+            }
+        }
         TermName::ReplicaFloor => {
             let who = a.terms.iter().find(|t| t.term == TermName::ReplicaFloor).and_then(|t| t.detail.clone()).unwrap_or_default();
-            format!("the copy through consumer {who} has not stored the records: check its link (nats consumer info {} {who}); if the copy is gone for good, leave it out (replicas.ignore) or delete its consumer", a.stream)
+            let named = a
+                .terms
+                .iter()
+                .filter_map(|t| t.replicas.as_ref())
+                .flat_map(|c| c.consumers.iter())
+                .any(|c| c.consumer == who && c.named);
+            if named {
+                format!("consumer {who} (named in replicas.consumers) has not acknowledged the records: check the system that reads through it (nats consumer info {} {who}); if it is gone for good, take it out of replicas.consumers", a.stream)
+            } else {
+                format!("the copy through consumer {who} has not stored the records: check its link (nats consumer info {} {who}); if the copy is gone for good, leave it out (domains[].replicas.ignore: [{who}]) or delete its consumer", a.stream)
+            }
         }
     }
 }

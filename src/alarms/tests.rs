@@ -525,7 +525,7 @@ fn a_presence_bucket_without_a_ttl_is_config_drift() {
 #[test]
 fn replica_behind_names_the_consumer_and_how_far_short() {
     use crate::floor::{FeedState, ReplicaState, ReplicasRead};
-    let with = |last_active: i64, confirmed: u64| {
+    let with_delivered = |last_active: i64, delivered: Option<i64>, confirmed: u64| {
         let mut w = fresh();
         w.replicas = Some(Ok(ReplicasRead {
             replicas: vec![ReplicaState {
@@ -538,14 +538,20 @@ fn replica_behind_names_the_consumer_and_how_far_short() {
                     num_pending: 10,
                 },
                 last_active: Some(Timestamp(now() + chrono::Duration::seconds(last_active))),
+                delivered_active: delivered
+                    .map(|d| Timestamp(now() + chrono::Duration::seconds(d))),
+                paused: false,
+                paused_until: None,
                 feeds: None,
             }],
             ignored: vec![],
+            present: vec![],
         }));
         let mut p = policy();
         p.held_alarm_after = Duration::from_secs(3600);
         evaluate(&[w.answer()], &held(), None, &p, now(), None)
     };
+    let with = |last_active: i64, confirmed: u64| with_delivered(last_active, None, confirmed);
     let a = with(-2 * 3600, 0);
     let behind = a
         .iter()
@@ -565,6 +571,19 @@ fn replica_behind_names_the_consumer_and_how_far_short() {
     );
     // Quiet for less than held_alarm_after: nothing yet.
     assert!(!with(-60, 0).iter().any(|x| x.alarm == "replica_behind"));
+    // Confirmed nothing for two hours but delivered to a minute ago: the
+    // copy is confirming (a durable sourcing consumer answers only now
+    // and then), not behind.
+    assert!(!with_delivered(-2 * 3600, Some(-60), 0)
+        .iter()
+        .any(|x| x.alarm == "replica_behind"));
+    // Delivery stopped too: behind, judged from the later of the two.
+    let a = with_delivered(-3 * 3600, Some(-2 * 3600), 0);
+    assert!(
+        a.iter()
+            .any(|x| x.alarm == "replica_behind" && x.measurement.contains("2 hours ago")),
+        "{a:?}"
+    );
 }
 
 /// `config_drift` names the fields that differ, with both values; and a

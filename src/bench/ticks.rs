@@ -203,6 +203,7 @@ pub(super) fn pure_floor(nodes: usize, samples: usize) -> Stats {
         feed: None,
         replicas: None,
         unprotected: Vec::new(),
+        orphaned: Vec::new(),
         young_seq: Ok(None),
         absorbed: None,
         clock: None,

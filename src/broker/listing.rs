@@ -25,7 +25,17 @@ pub struct Copies {
     pub unprotected: std::collections::BTreeMap<String, Vec<String>>,
     /// (log, consumer) → the stream copying the log through that durable
     /// consumer.
-    pub feeds: std::collections::BTreeMap<(String, String), String>,
+    pub feeds: std::collections::BTreeMap<(String, String), Feed>,
+}
+
+/// A stream that copies a log through a durable consumer, as its
+/// configuration names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Feed {
+    pub stream: String,
+    pub deliver_subject: String,
+    /// A mirror, not a source.
+    pub mirror: bool,
 }
 
 /// What one paged listing of the account's streams said ([`Broker::listing`]).
@@ -63,7 +73,7 @@ pub(super) struct Page {
     pub(super) names: Vec<String>,
     /// (log, copy) for each ephemeral copy of one of the logs.
     unprotected: Vec<(String, String)>,
-    feeds: Vec<((String, String), String)>,
+    feeds: Vec<((String, String), Feed)>,
     pub(super) states: Vec<(String, Proven<(StreamState, Reading)>)>,
 }
 
@@ -73,24 +83,33 @@ impl Page {
     /// ephemeral one, whose progress the log cannot see (docs/trim-floor.md,
     /// Replicas). A copy from another domain (`external`) is not visible
     /// from here, and is left to that domain.
-    fn copy(
-        &mut self,
-        logs: &HashSet<&str>,
-        copy: &str,
-        log: &str,
-        external: bool,
-        consumer: Option<&str>,
-    ) {
-        if external || !logs.contains(log) {
+    fn copy(&mut self, logs: &HashSet<&str>, copy: &str, origin: Origin<'_>) {
+        if origin.external || !logs.contains(origin.log) {
             return;
         }
-        match consumer {
-            Some(c) => self
-                .feeds
-                .push(((log.to_string(), c.to_string()), copy.to_string())),
-            None => self.unprotected.push((log.to_string(), copy.to_string())),
+        let log = origin.log.to_string();
+        match origin.consumer {
+            Some((c, deliver)) => self.feeds.push((
+                (log, c.to_string()),
+                Feed {
+                    stream: copy.to_string(),
+                    deliver_subject: deliver.to_string(),
+                    mirror: origin.mirror,
+                },
+            )),
+            None => self.unprotected.push((log, copy.to_string())),
         }
     }
+}
+
+/// One mirror or source of a listed stream.
+struct Origin<'a> {
+    log: &'a str,
+    /// From another JetStream domain.
+    external: bool,
+    /// The durable consumer it copies through, and its deliver subject.
+    consumer: Option<(&'a str, &'a str)>,
+    mirror: bool,
 }
 
 /// PURE: one `STREAM.LIST` page as the broker answered it at `local`:
@@ -130,18 +149,21 @@ fn judge_page(payload: &[u8], logs: &HashSet<&str>, local: DateTime<Utc>) -> Res
             Ok(item) => {
                 let name = item.config.name.as_str();
                 page.names.push(name.to_string());
-                let origins = item
-                    .config
-                    .mirror
-                    .iter()
-                    .chain(item.config.sources.iter().flatten());
-                for origin in origins {
+                let origins = (item.config.mirror.iter().map(|o| (o, true)))
+                    .chain(item.config.sources.iter().flatten().map(|o| (o, false)));
+                for (origin, mirror) in origins {
                     page.copy(
                         logs,
                         name,
-                        &origin.name,
-                        origin.external.is_some(),
-                        origin.consumer.as_ref().map(|c| c.name.as_str()),
+                        Origin {
+                            log: &origin.name,
+                            external: origin.external.is_some(),
+                            consumer: origin
+                                .consumer
+                                .as_ref()
+                                .map(|c| (c.name.as_str(), c.deliver_subject.as_str())),
+                            mirror,
+                        },
                     );
                 }
                 if !logs.contains(&name) || !led_cluster(item.cluster.as_ref()) {
@@ -190,18 +212,29 @@ fn lenient_origins(item: &serde_json::Value, logs: &HashSet<&str>, page: &mut Pa
     let Some(name) = config["name"].as_str() else {
         return;
     };
-    let origins = std::iter::once(&config["mirror"])
-        .chain(config["sources"].as_array().into_iter().flatten());
-    for origin in origins {
+    let origins = std::iter::once((&config["mirror"], true)).chain(
+        config["sources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|o| (o, false)),
+    );
+    for (origin, mirror) in origins {
         let Some(log) = origin["name"].as_str() else {
             continue;
         };
+        let consumer = &origin["consumer"];
         page.copy(
             logs,
             name,
-            log,
-            origin.get("external").is_some_and(|e| !e.is_null()),
-            origin["consumer"]["name"].as_str(),
+            Origin {
+                log,
+                external: origin.get("external").is_some_and(|e| !e.is_null()),
+                consumer: consumer["name"]
+                    .as_str()
+                    .map(|c| (c, consumer["deliver_subject"].as_str().unwrap_or_default())),
+                mirror,
+            },
         );
     }
 }
@@ -347,6 +380,13 @@ impl Broker {
                         named: is_named,
                         state,
                         last_active: info.ack_floor.last_active.map(instant_of),
+                        delivered_active: info.delivered.last_active.map(instant_of),
+                        paused: info.paused,
+                        paused_until: info
+                            .paused
+                            .then_some(info.config.pause_until)
+                            .flatten()
+                            .map(instant_of),
                         feeds: None,
                     });
                 }
@@ -387,6 +427,8 @@ impl Broker {
             }
             out.replicas.sort_by(|a, b| a.consumer.cmp(&b.consumer));
             out.ignored.sort();
+            seen.sort();
+            out.present = seen;
             if let Ok(mut m) = self.replicas_seen.lock() {
                 m.insert(
                     stream.to_string(),
@@ -606,7 +648,14 @@ mod tests {
         );
         assert_eq!(
             got.feeds,
-            [(("B".to_string(), "feed".to_string()), "D".to_string())]
+            [(
+                ("B".to_string(), "feed".to_string()),
+                super::Feed {
+                    stream: "D".into(),
+                    deliver_subject: "d.x".into(),
+                    mirror: false
+                }
+            )]
         );
         let refused = serde_json::json!({"error": {"code": 503, "err_code": 10039, "description": "JetStream not enabled for account"}});
         assert!(super::judge_page(refused.to_string().as_bytes(), &logs, local).is_err());

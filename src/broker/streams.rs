@@ -85,6 +85,26 @@ impl Broker {
         }
     }
 
+    /// Whether stream `copy` still mirrors or sources `log` through the
+    /// durable consumer `consumer`, as its configuration says now: a copy
+    /// the account's last listing named may have been deleted or given
+    /// another consumer since.
+    pub async fn still_copies(
+        &self,
+        copy: &str,
+        log: &str,
+        consumer: &str,
+    ) -> Result<bool, ReadError> {
+        let Some(c) = self.stream_config(copy).await? else {
+            return Ok(false);
+        };
+        Ok(c.mirror.iter().chain(c.sources.iter().flatten()).any(|o| {
+            o.name == log
+                && o.external.is_none()
+                && o.consumer.as_ref().is_some_and(|k| k.name == consumer)
+        }))
+    }
+
     /// The settings of `stream`, or `Missing`.
     pub async fn stream_facts(&self, stream: &str) -> Result<StreamRead, ReadError> {
         match self.stream_config(stream).await? {

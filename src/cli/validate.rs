@@ -57,8 +57,16 @@ pub async fn run(cli: &Cli) -> Exit {
         let server = server
             .as_ref()
             .map(|s| json!({"url": s.url, "source": s.source.to_string()}));
+        let limits: Vec<&str> = if ran {
+            vec![crate::report::INVISIBLE_COPIES
+                .trim()
+                .trim_start_matches("note: ")]
+        } else {
+            vec![]
+        };
         let out = json!({"file": file, "errors": errors, "warnings": warnings, "server": server,
-                         "broker_checked": ran, "broker_skipped": skipped, "problems": rows});
+                         "broker_checked": ran, "broker_skipped": skipped, "problems": rows,
+                         "limits": limits});
         println!("{out}");
     } else {
         for p in &problems {
@@ -67,8 +75,10 @@ pub async fn run(cli: &Cli) -> Exit {
         if let Some(server) = &server {
             println!("server: {server}");
         }
-        if let BrokerChecks::Skipped(why) = &broker_checks {
-            println!("note: broker checks skipped: {why}");
+        match &broker_checks {
+            BrokerChecks::Skipped(why) => println!("note: broker checks skipped: {why}"),
+            // What no check here can see, said every time.
+            BrokerChecks::Ran => print!("{}", crate::report::INVISIBLE_COPIES.trim_start()),
         }
         let domains = checked.config.as_ref().map_or(0, |c| c.domains.len());
         if errors == 0 {
@@ -203,6 +213,18 @@ async fn broker_problems(
                         Err(e) => found.push(Problem::error(format!("domains[{i}].feed_consumer"), e.to_string())),
                     }
                 }
+                // A named consumer that does not exist makes replica_floor
+                // unreadable: the log would never be trimmed.
+                for (j, consumer) in d.replicas.consumers.iter().enumerate() {
+                    match b.consumer_exists(&d.stream, consumer).await {
+                        Ok(true) => {}
+                        Ok(false) => found.push(Problem::error(
+                            format!("domains[{i}].replicas.consumers[{j}]"),
+                            format!("consumer {consumer:?} does not exist on stream {}; the replica_floor term would be unreadable and block the trim: create it (the system that reads through it makes it) or take it out of the list", d.stream),
+                        )),
+                        Err(e) => found.push(Problem::error(format!("domains[{i}].replicas.consumers[{j}]"), e.to_string())),
+                    }
+                }
             }
             Ok(StreamRead::Missing) => found.push(Problem::error(
                 format!("domains[{i}].stream"),
@@ -226,6 +248,26 @@ async fn broker_problems(
     let streams: Vec<&str> = config.domains.iter().map(|d| d.stream.as_str()).collect();
     if let Ok(copies) = b.unprotected_copies(&streams).await {
         for (i, d) in config.domains.iter().enumerate() {
+            // A copy naming a durable consumer the log does not have: the
+            // trim waits for it until the consumer is back.
+            let feeds = copies
+                .feeds
+                .iter()
+                .filter(|((log, c), _)| *log == d.stream && !d.replicas.ignore.contains(c));
+            for ((_, consumer), feed) in feeds {
+                if let Ok(false) = b.consumer_exists(&d.stream, consumer).await {
+                    let orphan = crate::floor::OrphanedCopy {
+                        stream: feed.stream.clone(),
+                        consumer: consumer.clone(),
+                        deliver_subject: feed.deliver_subject.clone(),
+                        mirror: feed.mirror,
+                    };
+                    found.push(Problem::warning(
+                        format!("domains[{i}].stream"),
+                        format!("stream {} copies {} through durable consumer {consumer}, which does not exist: nothing is purged until it is back (replica_unprotected); {}", feed.stream, d.stream, crate::alarms::recreate_consumer(&d.stream, &orphan)),
+                    ));
+                }
+            }
             for c in copies.unprotected.get(&d.stream).into_iter().flatten() {
                 found.push(Problem::warning(
                     format!("domains[{i}].stream"),

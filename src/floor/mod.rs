@@ -29,8 +29,8 @@ use std::time::Duration;
 pub use answer::compute;
 pub use answer::{
     explicit_point, Answer, Cause, ConfigFields, FloorState, GateFault, GateView, Held, NodeRow,
-    NodeState, NotReady, Outage, PurgeClamp, RequestedView, Settings, Term, TermName, TermState,
-    WouldPurge,
+    NodeState, NotReady, Outage, PurgeClamp, ReplicaCopy, RequestedView, Settings, Term, TermName,
+    TermState, WouldPurge,
 };
 pub use licensed::Licensed;
 pub use parsed::ParsedRows;
@@ -188,6 +188,14 @@ pub struct ReplicaState {
     pub state: FeedState,
     /// When its ack floor last moved, by the broker.
     pub last_active: Option<Timestamp>,
+    /// When it last delivered, by the broker: a copy still being
+    /// delivered to is alive, whatever its ack floor says (a durable
+    /// sourcing consumer confirms only now and then).
+    pub delivered_active: Option<Timestamp>,
+    /// Paused on the broker (`nats consumer pause`), and until when
+    /// (`None`: until resumed).
+    pub paused: bool,
+    pub paused_until: Option<Timestamp>,
     /// The stream that copies through it, when this account can see it (a
     /// copy in another domain is not).
     pub feeds: Option<String>,
@@ -199,6 +207,31 @@ pub struct ReplicasRead {
     pub replicas: Vec<ReplicaState>,
     /// Replicas found and left out by `replicas.ignore`.
     pub ignored: Vec<String>,
+    /// Every consumer the log's listing named, replica or not: a copy
+    /// whose durable consumer is not among them is orphaned.
+    pub present: Vec<String>,
+}
+
+/// The `max_ack_pending` docs/contract.md gives a copy's durable
+/// consumer: the server confirms what a copy stored at the latest every
+/// this many deliveries, so its pin trails by at most this many records
+/// (the server's default, 1000, leaves a healthy copy looking behind).
+pub const COPY_MAX_ACK_PENDING: u64 = 256;
+
+/// A stream this sidecar can see that copies the log through a durable
+/// consumer which does not exist on the log (deleted, or never made):
+/// what it has stored is invisible, so the trim waits until the consumer
+/// is back or the copy is left out (`replica_unprotected`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct OrphanedCopy {
+    /// The stream that copies the log.
+    pub stream: String,
+    /// The durable consumer its mirror or source names.
+    pub consumer: String,
+    /// Where that consumer must deliver (the copy's configuration says).
+    pub deliver_subject: String,
+    /// A mirror (keeps the log's sequence numbers), not a source.
+    pub mirror: bool,
 }
 
 /// What was read for one domain beyond the buckets, in read order: stream
@@ -215,6 +248,9 @@ pub struct DomainRead {
     /// an ephemeral consumer, which nothing can protect
     /// (`replica_unprotected`); empty when none, or not read.
     pub unprotected: Vec<String>,
+    /// Streams this sidecar can see that copy the log through a durable
+    /// consumer the log does not have (not left out by `replicas.ignore`).
+    pub orphaned: Vec<OrphanedCopy>,
     /// The first retained sequence stamped at or after `now - min_age`;
     /// `Ok(None)` when every retained record is older (or none is retained).
     pub young_seq: Result<Option<u64>, Unreadable>,

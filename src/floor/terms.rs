@@ -326,6 +326,7 @@ fn confirmed(f: &FeedState, last_seq_before: Option<u64>) -> u64 {
 /// stored, by the feed's rules (docs/trim-floor.md, Replicas).
 pub fn replica_floor(
     read: &Option<Result<super::ReplicasRead, Unreadable>>,
+    orphaned: &[super::OrphanedCopy],
     last_seq_before: Option<u64>,
 ) -> Term {
     let Some(read) = read else {
@@ -335,6 +336,25 @@ pub fn replica_floor(
         Err(e) => return unreadable(TermName::ReplicaFloor, Cause::Read, e.clone()),
         Ok(r) => r,
     };
+    // A copy whose durable consumer is gone has stored what nobody can
+    // read: the trim waits until the consumer is back or the copy is left
+    // out, never past what the copy may lack.
+    if !orphaned.is_empty() {
+        let said: Vec<String> = orphaned
+            .iter()
+            .map(|o| format!("{} through consumer {}", o.stream, o.consumer))
+            .collect();
+        return unreadable(
+            TermName::ReplicaFloor,
+            Cause::Orphaned,
+            format!(
+                "{} cop{} the log through a durable consumer that does not exist: what {} stored cannot be read (replica_unprotected)",
+                crate::human::list(&said),
+                if orphaned.len() == 1 { "ies" } else { "y" },
+                if orphaned.len() == 1 { "it has" } else { "they have" },
+            ),
+        );
+    }
     let copies: Vec<super::answer::ReplicaCopy> = r
         .replicas
         .iter()
@@ -343,6 +363,10 @@ pub fn replica_floor(
             named: c.named,
             confirmed: confirmed(&c.state, last_seq_before),
             last_active: c.last_active,
+            delivered: c.state.delivered_seq,
+            delivered_active: c.delivered_active,
+            paused: c.paused,
+            paused_until: c.paused_until,
             feeds: c.feeds.clone(),
         })
         .collect();

@@ -37,6 +37,7 @@ pub(crate) struct World {
     pub feed: Option<Result<FeedState, Unreadable>>,
     pub replicas: Option<Result<super::ReplicasRead, Unreadable>>,
     pub unprotected: Vec<String>,
+    pub orphaned: Vec<crate::floor::OrphanedCopy>,
     pub young: Result<Option<u64>, Unreadable>,
     pub absorbed: Option<Result<(), Unreadable>>,
     pub policy: Policy,
@@ -76,6 +77,7 @@ impl World {
             feed: None,
             replicas: None,
             unprotected: Vec::new(),
+            orphaned: Vec::new(),
             young: Ok(None),
             absorbed: None,
             created: super::carried::BucketsCreated::default(),
@@ -245,6 +247,7 @@ impl World {
             feed: self.feed.clone(),
             replicas: self.replicas.clone(),
             unprotected: self.unprotected.clone(),
+            orphaned: self.orphaned.clone(),
             young_seq: self.young.clone(),
             absorbed: self.absorbed.clone(),
             clock: None,
@@ -672,6 +675,9 @@ fn replica_rules() {
                 num_pending: pending,
             },
             last_active: None,
+            delivered_active: None,
+            paused: false,
+            paused_until: None,
             feeds: None,
         };
     let with = |r: Option<Result<ReplicasRead, Unreadable>>| {
@@ -693,6 +699,7 @@ fn replica_rules() {
             replica("dr-west", 1, 1, 0, 0),
         ],
         ignored: vec![],
+        present: vec![],
     })));
     check(&a, TermName::ReplicaFloor, "value 300");
     assert_eq!(
@@ -704,11 +711,13 @@ fn replica_rules() {
     let a = with(Some(Ok(ReplicasRead {
         replicas: vec![replica("dr", 40, 90, 0, 5)],
         ignored: vec![],
+        present: vec![],
     })));
     check(&a, TermName::ReplicaFloor, "value 90");
     let a = with(Some(Ok(ReplicasRead {
         replicas: vec![replica("dr", 0, 0, 0, 0), replica("cdc", 0, 0, 0, 3)],
         ignored: vec![],
+        present: vec![],
     })));
     check(&a, TermName::ReplicaFloor, "value 0");
     assert!(reason(&a, TermName::ReplicaFloor).contains("cdc has confirmed nothing yet"));

@@ -68,20 +68,17 @@ impl Ask {
         for (stream, seq) in &self.ack {
             parts.push(format!("acknowledging {stream} up to {seq}"));
         }
-        for name in &self.ignore {
-            parts.push(format!("leaving out replica {name}"));
+        // One phrase for every replica left out: "leaving out replicas a,
+        // b and c", not a phrase per name.
+        match self.ignore.as_slice() {
+            [] => {}
+            [one] => parts.push(format!("leaving out replica {one}")),
+            many => parts.push(format!("leaving out replicas {}", crate::human::list(many))),
         }
         for stream in &self.adopt {
             parts.push(format!("adopting {stream} afresh"));
         }
-        match parts.len() {
-            0 => String::new(),
-            1 => parts.remove(0),
-            _ => {
-                let last = parts.pop().unwrap_or_default();
-                format!("{} and {last}", parts.join(", "))
-            }
-        }
+        crate::human::list(&parts)
     }
 }
 
@@ -187,6 +184,10 @@ fn ignore_replicas(reads: &[DomainRead], ask: &Ask) -> Result<Vec<DomainRead>, R
                     r.ignored.push(name.clone());
                 }
             }
+            // A copy whose consumer is gone, left out the same way.
+            let before = read.orphaned.len();
+            read.orphaned.retain(|o| o.consumer != *name);
+            found |= read.orphaned.len() < before;
         }
         if !found {
             return Err(Refused::UnknownReplica(name.clone()));

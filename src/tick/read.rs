@@ -96,6 +96,7 @@ pub async fn read_domain(
         feed: feed.map(|f| f.map_err(Unreadable::from)),
         replicas: replicas.map(|r| r.map_err(Unreadable::from)),
         unprotected: Vec::new(),
+        orphaned: Vec::new(),
         young_seq: young_seq.map_err(Unreadable::from),
         absorbed: None,
         clock,
@@ -197,12 +198,53 @@ pub async fn read_listed(
                     c.feeds = copies
                         .feeds
                         .get(&(d.stream.clone(), c.consumer.clone()))
-                        .cloned();
+                        .map(|f| f.stream.clone());
+                }
+                read.orphaned = orphaned(copies, &d.stream, r, &d.replicas.ignore);
+            }
+        }
+        // The listing may be some ticks old: an orphan is asked again, and
+        // one no longer copying the log (deleted, or given another
+        // consumer) is dropped; one that cannot be asked stays (it holds
+        // the trim, the safe direction).
+        for (read, d) in reads.iter_mut().zip(&config.domains) {
+            let mut kept = Vec::new();
+            for o in std::mem::take(&mut read.orphaned) {
+                if !matches!(
+                    broker.still_copies(&o.stream, &d.stream, &o.consumer).await,
+                    Ok(false)
+                ) {
+                    kept.push(o);
                 }
             }
+            read.orphaned = kept;
         }
     }
     reads
+}
+
+/// The streams copying `log` through a durable consumer the log does not
+/// have (its listing, `r`, did not name it), unless `replicas.ignore`
+/// leaves the consumer out: what they have stored is invisible, so the
+/// trim must wait (docs/trim-floor.md, Replicas).
+fn orphaned(
+    copies: &crate::broker::listing::Copies,
+    log: &str,
+    r: &floor::ReplicasRead,
+    ignore: &[String],
+) -> Vec<floor::OrphanedCopy> {
+    copies
+        .feeds
+        .range((log.to_string(), String::new())..)
+        .take_while(|((l, _), _)| l == log)
+        .filter(|((_, c), _)| !r.present.contains(c) && !ignore.contains(c))
+        .map(|((_, c), f)| floor::OrphanedCopy {
+            stream: f.stream.clone(),
+            consumer: c.clone(),
+            deliver_subject: f.deliver_subject.clone(),
+            mirror: f.mirror,
+        })
+        .collect()
 }
 
 /// The log, generation and incarnation an archived domain's segments

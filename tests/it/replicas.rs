@@ -165,8 +165,25 @@ async fn a_durable_mirror_pins_the_log_while_its_link_is_down() {
             .contains("  replica dr (feeds DR): confirmed up to 50, last confirmed "),
         "{run:?}"
     );
+    let behind = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("ALARM replica_behind tracker: consumer dr (the durable consumer stream DR copies the log through) has confirmed up to 50, 20 record(s) short of the log's last sequence 70"))
+        .unwrap_or_else(|| panic!("{run:?}"));
+    // Paused, and said so, with the command that resumes it.
     assert!(
-        run.stderr.lines().any(|l| l.starts_with("ALARM replica_behind tracker: consumer dr (the durable consumer stream DR copies the log through) has confirmed up to 50, 20 record(s) short of the log's last sequence 70")),
+        behind.contains("it is paused on the broker until 2099-01-01"),
+        "{behind}"
+    );
+    assert!(
+        behind.contains("resume it (nats consumer resume CREWLET_TRACKER_LOG dr)"),
+        "{behind}"
+    );
+    assert!(run.stdout.contains(", paused until 2099-01-01"), "{run:?}");
+    // What no sidecar can see is named as a limit.
+    assert!(
+        run.stdout
+            .contains("  note: a copy in another JetStream domain"),
         "{run:?}"
     );
     // The preview says what leaving the copy out would free, exactly; a
@@ -219,12 +236,96 @@ async fn a_named_consumer_pins_by_its_acks_and_a_missing_one_blocks() {
         term_state(&r, TermName::ReplicaFloor)
     );
     assert_eq!(f.first_seq().await, 1, "nothing purged");
+    // Said with the consumer's name, and a remedy that fits a named
+    // consumer (never an empty name, never a copy's link).
+    let run = status(&f, "{consumers: [cdc]}");
+    assert!(!run.stderr.contains("consumer  "), "{run:?}");
+    assert!(
+        run.stderr.contains("consumer cdc is named in domains[].replicas.consumers but does not exist on CREWLET_TRACKER_LOG"),
+        "{run:?}"
+    );
+    // validate refuses it, naming the field.
+    let run = operator(&f, "{consumers: [cdc]}").run(&["validate"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stdout.contains("domains[0].replicas.consumers[0]")
+            && run
+                .stdout
+                .contains("consumer \"cdc\" does not exist on stream CREWLET_TRACKER_LOG"),
+        "{run:?}"
+    );
 
     // Delivered 20, acknowledged the first 12.
     f.durable_acked("cdc", 20, 12).await;
     let r = s.tick().await;
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 12");
     assert_eq!(f.first_seq().await, 13);
+    // Behind, it is named as a named consumer: the remedy takes it out of
+    // replicas.consumers (validate refuses ignoring a named consumer),
+    // and its printed preview works.
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let run = status(&f, "{consumers: [cdc]}");
+    let behind = run
+        .stderr
+        .lines()
+        .find(|l| {
+            l.starts_with(
+                "ALARM replica_behind tracker: consumer cdc (named in replicas.consumers)",
+            )
+        })
+        .unwrap_or_else(|| panic!("{run:?}"));
+    assert!(!behind.contains("replicas.ignore"), "{behind}");
+    assert!(behind.contains("take it out of domains[].replicas.consumers (crewlet retention status --if-ignored cdc previews it)"), "{behind}");
+    let run =
+        operator(&f, "{consumers: [cdc]}").run(&["retention", "status", "--if-ignored", "cdc"]);
+    assert!(
+        run.stdout
+            .contains("leaving out replica cdc would move tracker's trim"),
+        "{run:?}"
+    );
+}
+
+/// Fifty copies must not hide the one that matters: status lists the
+/// laggard first, at most ten lines, then a count; a copy delivered past
+/// what it confirmed is "confirming", not behind; a preview of several
+/// names reads as one list.
+#[tokio::test]
+async fn many_copies_are_listed_laggard_first_and_a_confirming_copy_is_not_behind() {
+    let mut f = Fleet::new(50).await;
+    let names: Vec<String> = (0..12).map(|i| format!("c{i:02}")).collect();
+    f.config.domains[0].replicas.consumers = names.clone();
+    f.healthy(&[("node-1", 50)], 50).await;
+    for (i, n) in names.iter().enumerate() {
+        // c07 lags most: 10 acknowledged of 30 delivered.
+        let acked = if n == "c07" { 10 } else { 38 + i };
+        f.durable_acked(n, 30.max(acked), acked).await;
+    }
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let list = format!("{{consumers: [{}]}}", names.join(", "));
+    let run = status(&f, &list);
+    let lines: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.starts_with("  named consumer ") || l.starts_with("  … and "))
+        .collect();
+    assert_eq!(lines.len(), 11, "{run:?}");
+    assert!(
+        lines[0].starts_with(
+            "  named consumer c07: confirmed up to 10, delivered up to 30 (confirming)"
+        ),
+        "{lines:?}"
+    );
+    assert_eq!(
+        lines[10],
+        "  … and 2 more copies, each confirmed up to 48 or further (status --json lists every one)"
+    );
+    let op = operator(&f, &list);
+    let run = op.run(&["retention", "status", "--if-ignored", "c07,c00,c01"]);
+    assert!(
+        run.stdout
+            .contains("leaving out replicas c07, c00 and c01 would move"),
+        "{run:?}"
+    );
 }
 
 /// A replica the operator leaves out (`replicas.ignore`) pins nothing: the
@@ -494,4 +595,125 @@ async fn a_running_tick_keeps_its_logs_state_and_sees_a_copy_made_after_it_start
         tokio::time::sleep(Duration::from_millis(300)).await;
     }
     assert!(seen, "the copy made after the first tick was never said");
+}
+
+/// The hole a trial found: a durable mirror whose consumer on the log is
+/// deleted (the mirror's configuration still names it) used to pin
+/// nothing, so the trim passed records the mirror never stored and it
+/// resumed with a gap. Now the trim holds at what the copy confirmed,
+/// `replica_unprotected` names the copy and prints the request that
+/// recreates its consumer, and that request, run as printed, brings the
+/// mirror back with every record.
+#[tokio::test]
+async fn a_copy_whose_durable_consumer_is_deleted_holds_the_trim_until_it_is_back() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 50)], 50).await;
+    durable_mirror(&f).await;
+    assert!(mirror_holds(&f, 50).await, "the mirror copies the log");
+    let mut s = f.sidecar().await;
+    tick_until(&mut s, "value 50").await;
+    assert_eq!(f.first_seq().await, 51);
+    api(&f, &format!("CONSUMER.DELETE.{STREAM}.dr"), json!({})).await;
+    log_moves_on(&f).await;
+    let r = s.tick().await;
+    let state = term_state(&r, TermName::ReplicaFloor);
+    assert!(
+        state.starts_with("unreadable: DR through consumer dr copies the log through a durable consumer that does not exist"),
+        "{state}"
+    );
+    assert_eq!(
+        f.first_seq().await,
+        51,
+        "nothing the mirror lacks is purged"
+    );
+    // status pages for it, with the request that recreates the consumer.
+    tokio::time::sleep(Duration::from_millis(3100)).await;
+    let run = status(&f, "{}");
+    assert_eq!(run.code, 1, "{run:?}");
+    let line = run
+        .stderr
+        .lines()
+        .find(|l| l.starts_with("ALARM replica_unprotected tracker: DR mirrors CREWLET_TRACKER_LOG through durable consumer dr, which does not exist on the log"))
+        .unwrap_or_else(|| panic!("{run:?}"));
+    // The printed preview works in this state, and says what leaving the
+    // copy out would free.
+    let preview = operator(&f, "{}").run(&["retention", "status", "--if-ignored", "dr"]);
+    assert!(
+        preview
+            .stdout
+            .contains("leaving out replica dr would move tracker's trim"),
+        "{preview:?}"
+    );
+    // validate warns of it with the same request (exit 0: the trim is
+    // safe, the copy is what is at risk).
+    let run = operator(&f, "{}").run(&["validate"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("stream DR copies CREWLET_TRACKER_LOG through durable consumer dr, which does not exist")
+            && run.stdout.contains("nats req '$JS.API.CONSUMER.CREATE.CREWLET_TRACKER_LOG.dr'"),
+        "{run:?}"
+    );
+    // The printed request, sent as `nats req` sends it: the subject and
+    // the body as the shell would pass them.
+    let (subject, body) = printed_request(line);
+    let reply =
+        f.js.client()
+            .request(subject, body.into())
+            .await
+            .expect("the printed request is answered");
+    let reply: Value = serde_json::from_slice(&reply.payload).expect("JSON");
+    assert!(reply.get("error").is_none(), "{reply}");
+    assert!(mirror_holds(&f, 70).await, "the mirror catches up");
+    let r = tick_until(&mut s, "value 70").await;
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 70");
+    assert!(
+        !r.alarms.iter().any(|a| a.alarm == "replica_unprotected"),
+        "{:?}",
+        r.alarms
+    );
+    assert_eq!(f.first_seq().await, 71);
+    assert_eq!(mirrored(&f).await, (70, 1), "every record the log ever had");
+}
+
+/// The `nats req SUBJECT BODY` a remedy prints: its two words, unquoted
+/// as a POSIX shell would.
+fn printed_request(line: &str) -> (String, String) {
+    let at = line.find("nats req ").expect("a nats req command") + "nats req ".len();
+    let words = shell_words(&line[at..]);
+    (words[0].clone(), words[1].clone())
+}
+
+/// Splits `text` into words as a POSIX shell does for plain and single-
+/// quoted words (what `human::shell_word` prints), up to the first
+/// unquoted word that ends the command.
+fn shell_words(text: &str) -> Vec<String> {
+    let mut words = Vec::new();
+    let mut cur = String::new();
+    let mut quoted = false;
+    let mut started = false;
+    for c in text.chars() {
+        match c {
+            '\'' => {
+                quoted = !quoted;
+                started = true;
+            }
+            ' ' if !quoted => {
+                if started {
+                    words.push(std::mem::take(&mut cur));
+                    started = false;
+                    if words.len() == 2 {
+                        break;
+                    }
+                }
+            }
+            c => {
+                cur.push(c);
+                started = true;
+            }
+        }
+    }
+    if started {
+        words.push(cur);
+    }
+    words
 }

@@ -263,6 +263,7 @@ async fn json_schema_is_stable_and_stream_filters() {
         "memory",
         "nodes",
         "not_ready",
+        "orphaned_copies",
         "published",
         "published_at",
         "purge_clamped_by",

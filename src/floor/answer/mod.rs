@@ -267,6 +267,7 @@ pub fn compute(
             .into_iter()
             .collect(),
         unprotected_copies: read.unprotected.clone(),
+        orphaned_copies: read.orphaned.clone(),
         published_at: published.map(|(p, _)| p.at),
         current_at: published.map(|(p, _)| {
             // The holder's last tick vouches for every row it did not name
@@ -464,6 +465,7 @@ fn seven_terms(
     // consumer is named (docs/trim-floor.md, Replicas).
     terms.push(terms::replica_floor(
         &read.replicas,
+        &read.orphaned,
         state.map(|s| s.last_seq),
     ));
     (terms, backup_age, archive)

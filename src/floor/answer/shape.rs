@@ -68,6 +68,9 @@ pub enum Cause {
     Read,
     /// The archive's segments do not reach its published frontier.
     Archive,
+    /// A copy of the log names a durable consumer the log does not have
+    /// (`replica_unprotected`).
+    Orphaned,
     /// No server of the broker's list can be reached: nothing was read.
     Unreachable,
 }
@@ -139,6 +142,22 @@ pub struct ReplicaCopy {
     pub confirmed: u64,
     /// When its ack floor last moved (the broker's word).
     pub last_active: Option<Timestamp>,
+    /// What it has been delivered (`delivered.stream_seq`): past
+    /// `confirmed` while the copy's answer is on its way. Not serialized:
+    /// it moves with every delivery, and the floors row, which carries
+    /// these, is written only when it changes.
+    #[serde(skip)]
+    pub delivered: u64,
+    /// When it last delivered (the broker's word): a copy still being
+    /// delivered to is confirming, not behind. Not serialized, as above.
+    #[serde(skip)]
+    pub delivered_active: Option<Timestamp>,
+    /// Paused on the broker, and until when (absent: until resumed);
+    /// both absent while it is not paused.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub paused_until: Option<Timestamp>,
     /// The stream that copies through it, where visible.
     pub feeds: Option<String>,
 }
@@ -442,6 +461,10 @@ pub struct Answer {
     /// consumer: invisible to the log, so the trim cannot wait for them
     /// (`replica_unprotected`). Shown by `status`, not published.
     pub unprotected_copies: Vec<String>,
+    /// Streams that copy the log through a durable consumer the log does
+    /// not have: the trim waits for them (`replica_unprotected`). Shown by
+    /// `status`, not published.
+    pub orphaned_copies: Vec<crate::floor::OrphanedCopy>,
     /// When the floors row this answer follows was written (null if none).
     pub published_at: Option<Timestamp>,
     /// Until when that row is known to stand: the duty holder's last
@@ -672,6 +695,7 @@ impl Answer {
         self.broker_retention_bypass.clear();
         self.stream_warnings.clear();
         self.unprotected_copies.clear();
+        self.orphaned_copies.clear();
         self.stream_error = Some(reason);
         self.purge_clamped_by = None;
         self
