@@ -717,3 +717,110 @@ fn shell_words(text: &str) -> Vec<String> {
     }
     words
 }
+
+/// Every JetStream request docs/contract.md's "Protecting a mirror or
+/// source" prints, in order: the subject line, then its JSON body.
+fn contract_requests() -> Vec<(String, Value)> {
+    let text = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/contract.md"),
+    )
+    .expect("docs/contract.md");
+    let section = text
+        .split("### Protecting a mirror or source")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("the section");
+    let mut out = Vec::new();
+    // The bare code blocks (the `sh` block repeats the first two).
+    for block in section.split("```").skip(1).step_by(2) {
+        let Some(body) = block.strip_prefix('\n') else {
+            continue;
+        };
+        for request in body.split("\n\n") {
+            let (subject, json) = request.trim().split_once('\n').expect("subject, body");
+            let body: Value = serde_json::from_str(json)
+                .unwrap_or_else(|e| panic!("{subject}: the body is not JSON: {e}"));
+            out.push((subject.trim().to_string(), body));
+        }
+    }
+    out
+}
+
+/// docs/contract.md's requests, sent as printed, are accepted by the
+/// server: a durable mirror, a source filtered on its consumer, and a
+/// mirror from a start sequence. Each copies what it should, each is a
+/// replica that pins the log, and the filtered one never holds the trim
+/// for records outside its filter.
+#[tokio::test]
+async fn the_contracts_copies_are_accepted_and_each_pins_the_log() {
+    let f = Fleet::new(50).await;
+    f.healthy(&[("node-1", 60)], 60).await;
+    let requests = contract_requests();
+    assert_eq!(requests.len(), 6, "{requests:?}");
+    for (subject, body) in requests {
+        let reply =
+            f.js.client()
+                .request(subject.clone(), body.to_string().into())
+                .await
+                .unwrap_or_else(|e| panic!("{subject}: {e}"));
+        let v: Value = serde_json::from_slice(&reply.payload).expect("JSON");
+        assert!(v.get("error").is_none(), "{subject}: {v}");
+    }
+    // Ten audit records after the fifty ordinary ones.
+    for i in 0..10 {
+        f.js.publish(format!("{STREAM}.audit.e{i}"), "a".into())
+            .await
+            .expect("publish")
+            .await
+            .expect("ack");
+    }
+    let count = |name: &'static str| {
+        let f = &f;
+        async move {
+            let v = api(f, &format!("STREAM.INFO.{name}"), json!({})).await;
+            (
+                v["state"]["messages"].as_u64().unwrap_or(0),
+                v["state"]["first_seq"].as_u64().unwrap_or(0),
+            )
+        }
+    };
+    assert!(
+        eventually(20, || async { count("DR").await == (60, 1) }).await,
+        "DR: {:?}",
+        count("DR").await
+    );
+    assert!(
+        eventually(20, || async { count("AUDIT").await.0 == 10 }).await,
+        "AUDIT: {:?}",
+        count("AUDIT").await
+    );
+    assert!(
+        eventually(20, || async { count("RECENT").await == (21, 40) }).await,
+        "RECENT: {:?}",
+        count("RECENT").await
+    );
+    let mut s = f.sidecar().await;
+    let r = tick_until(&mut s, "value 60").await;
+    let t = r.domains[0]
+        .answer
+        .terms
+        .iter()
+        .find(|t| t.term == TermName::ReplicaFloor)
+        .expect("term")
+        .clone();
+    let names: Vec<&str> = t
+        .replicas
+        .as_ref()
+        .expect("copies")
+        .consumers
+        .iter()
+        .map(|c| c.consumer.as_str())
+        .collect();
+    assert_eq!(names, ["audit", "dr", "recent"], "each is a replica");
+    assert_eq!(term_state(&r, TermName::ReplicaFloor), "value 60");
+    assert_eq!(
+        f.first_seq().await,
+        61,
+        "every copy has every record it takes"
+    );
+}
