@@ -8,7 +8,7 @@ use crate::human;
 
 mod replicas;
 use replicas::replicas_text;
-pub use replicas::INVISIBLE_COPIES;
+pub use replicas::{ignored_line, INVISIBLE_COPIES};
 
 /// Is this domain trimming? (docs/runbook.md, Reading status): not when NOT READY, in dry
 /// run with something it would purge, or when this tick licenses no purge

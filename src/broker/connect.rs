@@ -52,9 +52,41 @@ pub struct Link {
     /// The server's refusal of this client's credentials on the last
     /// attempt to connect again (cleared once connected).
     refused: std::sync::Mutex<Option<String>>,
+    /// When a client error was last logged, and how many were left out
+    /// since: at most one line a minute ([`Link::client_error`]).
+    errors: std::sync::Mutex<(Option<std::time::Instant>, u64)>,
 }
 
+/// The least time between two `broker_client_error` lines.
+const CLIENT_ERROR_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
 impl Link {
+    /// Logs a client error the library reported, at most once a minute,
+    /// with how many it left out since the last line: a reconnection
+    /// refused over and over is a condition, said once, not a line per
+    /// attempt.
+    fn client_error(&self, error: &str) {
+        let mut g = match self.errors.lock() {
+            Ok(g) => g,
+            Err(p) => p.into_inner(),
+        };
+        let now = std::time::Instant::now();
+        if g.0
+            .is_some_and(|last| now.duration_since(last) < CLIENT_ERROR_EVERY)
+        {
+            g.1 += 1;
+            return;
+        }
+        let left_out = std::mem::take(&mut g.1);
+        g.0 = Some(now);
+        tracing::warn!(
+            event = "broker_client_error",
+            error = %error,
+            left_out,
+            "the broker client reports an error (at most one line a minute; {left_out} left out since the last)"
+        );
+    }
+
     fn refused(&self) -> Option<String> {
         match self.refused.lock() {
             Ok(g) => g.clone(),
@@ -260,6 +292,8 @@ pub async fn connect(
                     ) => {
                         link.set_refused(Some("authorization violation".into()));
                     }
+                    async_nats::Event::ClientError(e) => link.client_error(&e.to_string()),
+                    async_nats::Event::ServerError(e) => link.client_error(&e.to_string()),
                     async_nats::Event::Connected => {
                         // The first connection is the one `started` logs.
                         if let Some(down) = link.connected() {

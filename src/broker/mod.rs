@@ -26,8 +26,10 @@ pub mod write;
 pub use connect::{connect, Broker, ConnectError};
 pub use fault::Fault;
 
-/// The log filter for the client library's own lines: from `warn` up. At
-/// `info` it logs every reconnection attempt during an outage, which the
-/// sidecar's `broker_*` lines and its `broker_unreachable` alarm already
-/// say once (`RUST_LOG` overrides it).
-pub const CLIENT_LOG_FILTER: &str = "async_nats=warn";
+/// The log filter for the client library's own lines: none. It logs each
+/// refused or failed reconnection at ERROR (53 lines in 3 minutes for one
+/// wrong password), which the sidecar's `broker_*` lines, its alarms and
+/// `broker_client_error` (at most once a minute) already say
+/// (docs/decisions.md, The client library's log lines; `RUST_LOG`
+/// overrides it).
+pub const CLIENT_LOG_FILTER: &str = "async_nats=off";

@@ -286,7 +286,7 @@ pub async fn connect_or_embed(
     {
         Ok(b) => Ok((b, Some(server))),
         Err(e) => {
-            crate::cli::say::error(format_args!("{e}"));
+            say_connect_error(&e);
             server.stop().await;
             Err(if e.is_configuration() {
                 Exit::Usage
@@ -294,6 +294,18 @@ pub async fn connect_or_embed(
                 Exit::Unreachable
             })
         }
+    }
+}
+
+/// Says why a connection failed; a refusal of the credentials with its
+/// own code, `broker_refused` (in `--json`: `"error": "broker_refused"`),
+/// as the running sidecar's alarm names it.
+fn say_connect_error(e: &broker::ConnectError) {
+    match e {
+        broker::ConnectError::Refused { .. } => {
+            crate::cli::say::error_coded("broker_refused", format_args!("{e}"))
+        }
+        _ => crate::cli::say::error(format_args!("{e}")),
     }
 }
 
@@ -307,7 +319,7 @@ pub async fn connect(config: &Config) -> Result<Broker, Exit> {
     match broker::connect(&url, &config.nats, &format!("crewlet/{}", config.node.id)).await {
         Ok(b) => Ok(b),
         Err(e) => {
-            crate::cli::say::error(format_args!("{e}"));
+            say_connect_error(&e);
             // A refused credential, an unreadable creds/nkey/TLS file or a
             // bad URL is configuration (2), not the network (3).
             Err(if e.is_configuration() {

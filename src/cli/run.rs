@@ -60,12 +60,17 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
     let mut wait = std::time::Duration::from_secs(1);
     let mut attempt: u32 = 0;
     let mut refused = false;
+    // While refused, /metrics says so (nothing else is served yet).
+    let mut waiting: Option<Waiting> = None;
     let stop = wait_for_signal();
     tokio::pin!(stop);
     loop {
         attempt = attempt.saturating_add(1);
         match crate::broker::connect(&url, &config.nats, &name).await {
             Ok(b) => {
+                if let Some(w) = waiting.take() {
+                    w.stop().await;
+                }
                 if refused {
                     tracing::info!(
                         event = "alarm_cleared",
@@ -89,6 +94,7 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
                     );
                     tracing::warn!(event = "alarm_raised", alarm = a.alarm.as_str(), domain = "*", measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
                     refused = true;
+                    waiting = Waiting::start(config, a);
                 }
                 tracing::warn!(event = "waiting_for_broker", attempt, url = %crate::config::redact_url(&url), retry_in_secs = wait.as_secs(), error = %e, "the broker refuses this sidecar's credentials; retrying");
             }
@@ -101,10 +107,49 @@ async fn wait_for_broker(config: &Config) -> Result<Option<Broker>, Exit> {
             }
         }
         tokio::select! {
-            _ = &mut stop => return Ok(None),
+            _ = &mut stop => {
+                if let Some(w) = waiting.take() {
+                    w.stop().await;
+                }
+                return Ok(None);
+            }
             _ = tokio::time::sleep(wait) => {}
         }
         wait = (wait * 2).min(std::time::Duration::from_secs(30));
+    }
+}
+
+/// The HTTP surface of a sidecar still waiting for a broker that refuses
+/// it: `/metrics` carries `broker_refused` (docs/runbook.md,
+/// broker_refused) until the broker takes the credentials and the whole
+/// surface takes the port.
+struct Waiting {
+    stop: Arc<Notify>,
+    done: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Waiting {
+    /// Serves on `http.listen`, when set; a port that cannot be bound is
+    /// logged, and the real surface reports it again once connected.
+    fn start(config: &Config, alarm: crate::alarms::Alarm) -> Option<Waiting> {
+        let addr = config.http.address()?;
+        let listener = match std::net::TcpListener::bind(addr) {
+            Ok(l) => l,
+            Err(e) => {
+                tracing::warn!(event = "http_unavailable", address = %addr, error = %e, "cannot serve /metrics while waiting for the broker");
+                return None;
+            }
+        };
+        let stop = Arc::new(Notify::new());
+        let done = tokio::spawn(crate::http::serve_waiting(listener, alarm, stop.clone()));
+        Some(Waiting { stop, done })
+    }
+
+    /// Stops serving and waits until the port is free again.
+    async fn stop(self) {
+        self.stop.notify_one();
+        // Its failure, if any, ends with it: the real surface binds next.
+        let _ = self.done.await;
     }
 }
 
@@ -164,6 +209,13 @@ async fn serve(
         crate::cli::say::error(format_args!("{e}"));
         return Exit::Unreachable;
     }
+    // The replicas left out on purpose, said once as the loop starts (and
+    // by every status and run --once).
+    for d in &config.domains {
+        if !d.replicas.ignore.is_empty() {
+            tracing::warn!(event = "replicas_ignored", domain = %d.name, replicas = %d.replicas.ignore.join(","), "domain {}: replicas left out by replicas.ignore (they pin nothing): {}", d.name, crate::human::list(&d.replicas.ignore));
+        }
+    }
     let mut sidecar = Sidecar::new(config, broker);
     if once {
         // The alarms are printed below, each once; the tick's own
@@ -184,6 +236,14 @@ async fn serve(
             println!(
                 "{holder} holds the trim duty (claimed at {claimed_at}); this run computed the answer and published and purged nothing"
             );
+        }
+        if !cli.json {
+            // What it leaves out, said on every run as status says it.
+            for d in &report.domains {
+                if let Some(line) = crate::report::ignored_line(&d.answer) {
+                    println!("{}: {}", d.answer.domain, line.trim());
+                }
+            }
         }
         for a in &report.alarms {
             super::print_alarm(cli, a);
@@ -252,7 +312,7 @@ async fn start_http(
             // The last answer read while the broker answered stays the
             // one kept (and served as stale, with its age).
             if let Some(o) = &report.outage {
-                recorder.met_outage(o.clone());
+                recorder.met_outage(o.clone(), report.raised.clone());
                 return;
             }
             recorder.record(crate::http::Recorded::of(s, report, Some(server.clone())));

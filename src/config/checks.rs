@@ -65,6 +65,13 @@ pub(super) const DUR_BOUNDS: &[DurBound] = &[
         max: Dur::secs(60),
     },
     DurBound {
+        field: "alarm_grace",
+        get: |r| r.alarm_grace(),
+        min: Dur::secs(0),
+        unsafe_min: Dur::secs(0),
+        max: Dur::hours(1),
+    },
+    DurBound {
         field: "held_alarm_after",
         get: |r| r.held_alarm_after,
         min: Dur::secs(600),

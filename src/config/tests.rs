@@ -142,7 +142,7 @@ fn single_problems() {
         (
             "unknown field",
             "retention:\n  tikc: 10s\n  backup_owner: x\n",
-            &["error: c.yaml:4: retention.tikc: unknown field `tikc`; allowed: `tick`, `min_age`, `backup_floor`, `backup_max_age`, `backup_owner`, `snapshot_interval`, `snapshots_kept`, `snapshot_quorum`, `fence_window`, `presence_ttl`, `held_alarm_after`, `allow_unsafe_limits`, `max_clock_skew`, `full_read_every`"],
+            &["error: c.yaml:4: retention.tikc: unknown field `tikc`; allowed: `tick`, `min_age`, `backup_floor`, `backup_max_age`, `backup_owner`, `snapshot_interval`, `snapshots_kept`, `snapshot_quorum`, `fence_window`, `presence_ttl`, `held_alarm_after`, `allow_unsafe_limits`, `max_clock_skew`, `full_read_every`, `alarm_grace`"],
         ),
         (
             "unknown section",

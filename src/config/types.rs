@@ -215,6 +215,9 @@ pub struct Retention {
     /// Every this many ticks each bucket is read whole, whatever its
     /// incremental view proves (1: every tick).
     pub full_read_every: u32,
+    /// How long an alarm's condition must hold before `run` raises it
+    /// (log line, metric); unset: three ticks ([`Retention::alarm_grace`]).
+    pub alarm_grace: Option<Dur>,
 }
 
 impl Default for Retention {
@@ -234,6 +237,7 @@ impl Default for Retention {
             allow_unsafe_limits: false,
             max_clock_skew: Dur::secs(2),
             full_read_every: DEFAULT_FULL_READ_EVERY,
+            alarm_grace: None,
         }
     }
 }
@@ -255,6 +259,13 @@ pub const MIN_FENCE_GRANT: Duration = Duration::from_millis(500);
 pub const MAX_READ_TIMEOUT: Duration = Duration::from_secs(10);
 
 impl Retention {
+    /// How long an alarm's condition must hold before `run` raises it:
+    /// `alarm_grace`, or three ticks, so that a leader election or a
+    /// server restart that ends within it is logged, not paged.
+    pub fn alarm_grace(&self) -> Dur {
+        self.alarm_grace.unwrap_or(Dur(self.tick.0 * 3))
+    }
+
     /// The duty lease's TTL: three ticks (docs/contract.md, `crewlet_duty` — who trims).
     pub fn duty_ttl(&self) -> Duration {
         self.tick.0 * 3

@@ -29,7 +29,16 @@ pub(super) async fn metrics_route(
     headers: HeaderMap,
 ) -> Response {
     let last = shared.last();
+    // During an outage the last answer's values stand, and the alarm is
+    // the outage's (`broker_unreachable`, `broker_refused`), not the
+    // alarms that answer had.
+    let outage_alarms = shared.outage_alarms();
     let tick = match &last {
+        _ if !outage_alarms.is_empty() => metrics::encode(
+            last.as_ref().map_or(&[][..], |l| &l.answers[..]),
+            &outage_alarms,
+            &shared.lasting,
+        ),
         Some(l) => String::from_utf8_lossy(&l.metrics).into_owned(),
         None => metrics::encode(&[], &[], &shared.lasting),
     };

@@ -36,7 +36,7 @@ use server::*;
 use streams::*;
 
 pub use auth::{authorise, domain_of, error, ApiError, Token};
-pub use server::{serve, serve_apart, MAX_CONNECTIONS};
+pub use server::{serve, serve_apart, serve_waiting, MAX_CONNECTIONS};
 
 /// The most a request may take before it is answered 503.
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -61,6 +61,9 @@ pub struct Last {
     /// Whether that tick held the trim duty (`/metrics` says so only
     /// while the lease it renewed can still be ours).
     pub duty_held: bool,
+    /// That tick's answers: during an outage `/metrics` serves their
+    /// values beside the outage's alarm.
+    answers: Vec<crate::floor::Answer>,
 }
 
 /// A tick's answer as the loop hands it over ([`Shared::record`]).
@@ -86,7 +89,7 @@ impl Recorded {
         Recorded {
             status: report.status(sidecar, server),
             answers: report.domains.iter().map(|d| (*d.answer).clone()).collect(),
-            alarms: report.alarms.clone(),
+            alarms: report.raised.clone(),
             duty_held: matches!(report.duty, crate::tick::duty::DutyStatus::Held),
         }
     }
@@ -103,6 +106,7 @@ impl Last {
             metrics: axum::body::Bytes::from(metrics),
             at,
             duty_held: r.duty_held,
+            answers: r.answers.clone(),
         }
     }
 }
@@ -120,6 +124,10 @@ pub struct Shared {
     /// that takes connections and answers nothing); a connection that is
     /// down is read from the client itself, at once.
     outage: RwLock<Option<crate::floor::Outage>>,
+    /// The alarms the last tick raised during an outage
+    /// (`broker_unreachable`, `broker_refused`), which `/metrics` carries
+    /// while it lasts.
+    outage_alarms: RwLock<Vec<crate::alarms::Alarm>>,
 }
 
 impl Shared {
@@ -132,13 +140,30 @@ impl Shared {
             lasting: metrics::Lasting::default(),
             last: RwLock::new(None),
             outage: RwLock::new(None),
+            outage_alarms: RwLock::new(Vec::new()),
         }
     }
 
     /// A tick that met an outage: the last answer stays the last one read
     /// while the broker answered, and is no longer served as current.
-    pub fn met_outage(&self, outage: crate::floor::Outage) {
+    pub fn met_outage(&self, outage: crate::floor::Outage, alarms: Vec<crate::alarms::Alarm>) {
         *self.outage.write().unwrap_or_else(|p| p.into_inner()) = Some(outage);
+        *self
+            .outage_alarms
+            .write()
+            .unwrap_or_else(|p| p.into_inner()) = alarms;
+    }
+
+    /// The alarms an outage raised, while the broker is out of reach
+    /// (empty otherwise).
+    pub fn outage_alarms(&self) -> Vec<crate::alarms::Alarm> {
+        if self.outage().is_none() {
+            return Vec::new();
+        }
+        self.outage_alarms
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     /// The broker cannot be reached now: the connection is down, or the
@@ -162,6 +187,10 @@ impl Shared {
     pub fn record(&self, recorded: Recorded) {
         let last = Arc::new(Last::encode(&recorded, &self.lasting, chrono::Utc::now()));
         *self.outage.write().unwrap_or_else(|p| p.into_inner()) = None;
+        self.outage_alarms
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .clear();
         *self.last.write().unwrap_or_else(|p| p.into_inner()) = Some(last);
     }
 

@@ -186,3 +186,47 @@ pub(super) async fn bounded(
 pub(super) fn erase_wait(config: &Config) -> Duration {
     config.retention.tick.0 * 3 + Duration::from_secs(15)
 }
+
+/// While `run` waits for a broker that refuses its credentials at start:
+/// `/metrics` says so (`crewlet_alarm{alarm="broker_refused"} 1`,
+/// `crewlet_broker_connected 0`), `/healthz` answers (the process is
+/// alive and retrying) and `/readyz` does not, until `stop` is notified
+/// and the whole surface takes the port. Nothing else is served: there
+/// is no answer to serve yet.
+pub async fn serve_waiting(
+    listener: std::net::TcpListener,
+    alarm: crate::alarms::Alarm,
+    stop: Arc<tokio::sync::Notify>,
+) -> std::io::Result<()> {
+    listener.set_nonblocking(true)?;
+    let listener = tokio::net::TcpListener::from_std(listener)?;
+    let lasting = super::metrics::Lasting::default();
+    let text = super::metrics::with_live(
+        &super::metrics::encode(&[], std::slice::from_ref(&alarm), &lasting),
+        false,
+        None,
+        false,
+    );
+    let reason = alarm.line();
+    let app = Router::new()
+        .route(
+            "/metrics",
+            get(move || {
+                let text = text.clone();
+                async move { ([(header::CONTENT_TYPE, super::OPENMETRICS)], text) }
+            }),
+        )
+        .route("/healthz", get(|| async { "ok\n" }))
+        .route(
+            "/readyz",
+            get(move || {
+                let reason = reason.clone();
+                async move {
+                    error(StatusCode::SERVICE_UNAVAILABLE, "broker_refused", reason).into_response()
+                }
+            }),
+        );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { stop.notified().await })
+        .await
+}

@@ -8,7 +8,7 @@ use crate::floor::{Answer, ReplicaCopy, TermName};
 use crate::human;
 
 /// The limit status and validate name: copies they cannot see.
-pub const INVISIBLE_COPIES: &str = "  note: a copy in another JetStream domain (a leaf node's mirror or source) through an ephemeral consumer is invisible from here and pins nothing; give it a durable consumer on the log (docs/contract.md, Protecting a mirror or source)\n";
+pub const INVISIBLE_COPIES: &str = "  note: a copy in another JetStream domain through an ephemeral consumer is invisible here and pins nothing (docs/contract.md, Protecting a mirror or source)\n";
 
 /// How many copies status lists one per line before it counts the rest.
 const REPLICA_LINES: usize = 10;
@@ -84,11 +84,24 @@ pub(super) fn replicas_text(a: &Answer, now: DateTime<Utc>) -> String {
     // What no sidecar can check, said where copies are listed: a copy in
     // another JetStream domain through an ephemeral consumer.
     out.push_str(INVISIBLE_COPIES);
-    if !c.ignored.is_empty() {
-        out.push_str(&format!(
-            "  warning: replicas left out by replicas.ignore (they pin nothing): {}\n",
-            c.ignored.join(", ")
-        ));
+    if let Some(line) = ignored_line(a) {
+        out.push_str(&line);
     }
     out
+}
+
+/// The replicas `replicas.ignore` leaves out, as one warning line; `None`
+/// where it leaves none out.
+pub fn ignored_line(a: &Answer) -> Option<String> {
+    let c = a
+        .terms
+        .iter()
+        .find(|t| t.term == TermName::ReplicaFloor)
+        .and_then(|t| t.replicas.as_ref())?;
+    (!c.ignored.is_empty()).then(|| {
+        format!(
+            "  warning: replicas left out by replicas.ignore (they pin nothing): {}\n",
+            c.ignored.join(", ")
+        )
+    })
 }

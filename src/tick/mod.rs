@@ -60,6 +60,9 @@ pub struct TickReport {
     pub domains: Vec<DomainTick>,
     pub duty: DutyStatus,
     pub alarms: Vec<Alarm>,
+    /// The alarms `run` raises (logs, exports) this tick: those that have
+    /// held for `retention.alarm_grace` (all of `alarms` for `run --once`).
+    pub raised: Vec<Alarm>,
     /// The broker could not be reached: every answer says so, and the one
     /// alarm is `broker_unreachable`.
     pub outage: Option<Outage>,
@@ -136,7 +139,9 @@ impl TickReport {
             duty_claimed_at,
             server,
             domains,
-            alarms: self.alarms.clone(),
+            // What `run` raised: the same alarms its logs and metrics
+            // carry (all of them for `run --once`).
+            alarms: self.raised.clone(),
         }
     }
 
@@ -159,7 +164,12 @@ pub struct Sidecar {
     pub config: Config,
     pub broker: Broker,
     pub duty: Duty,
+    /// The alarms raised (logged, exported), by name and domain.
     active: BTreeSet<(String, Option<String>)>,
+    /// Every alarm whose condition holds, and since when (this process's
+    /// monotonic clock): raised once it has held for
+    /// `retention.alarm_grace`.
+    pending: BTreeMap<(String, Option<String>), std::time::Instant>,
     /// How far the broker's clock is ahead of ours, as last read.
     offset: Option<chrono::Duration>,
     /// Log alarms as they start and clear (a running sidecar); off for
@@ -217,6 +227,7 @@ impl Sidecar {
             broker,
             duty,
             active: BTreeSet::new(),
+            pending: BTreeMap::new(),
             offset: None,
             log_alarms: true,
             observer: None,
@@ -408,12 +419,13 @@ impl Sidecar {
         // Borrowed: an answer carries every counted node's pin.
         let all: Vec<&Answer> = domains.iter().map(|d| &*d.answer).collect();
         let alarms = alarms::evaluate(&all, &view, offset, &policy, now, outage.as_ref());
-        self.log_alarm_changes(&alarms, outage.is_some());
+        let raised = self.raise_after_grace(&alarms, outage.is_some());
         self.last_took = started.elapsed();
         TickReport {
             domains,
             duty,
             alarms,
+            raised,
             outage,
             views,
         }
@@ -430,25 +442,61 @@ impl Sidecar {
         }
     }
 
-    /// Logs each alarm as it starts and clears. During an outage the
-    /// others are unknown, not cleared: they stay as they were, and the
-    /// first tick after it says which did clear meanwhile.
-    fn log_alarm_changes(&mut self, alarms: &[Alarm], outage: bool) {
+    /// The alarms `run` raises this tick: those whose condition has held
+    /// for `retention.alarm_grace` (docs/runbook.md, Alarms), each logged
+    /// as it is raised and as it clears. One that ends within the grace (a
+    /// leader election, a server restart) is logged as `alarm_suppressed`,
+    /// never raised. During an outage the others are unknown, not
+    /// cleared: they stay as they were, and the first tick after it says
+    /// which did clear meanwhile. Off (`run --once`): every alarm read,
+    /// nothing logged.
+    fn raise_after_grace(&mut self, alarms: &[Alarm], outage: bool) -> Vec<Alarm> {
         if !self.log_alarms {
-            return;
+            return alarms.to_vec();
         }
-        let mut now: BTreeSet<(String, Option<String>)> = alarms
-            .iter()
-            .map(|a| (a.alarm.to_string(), a.domain.clone()))
-            .collect();
+        let grace = self.config.retention.alarm_grace().0;
+        let at = std::time::Instant::now();
+        let key = |a: &Alarm| (a.alarm.to_string(), a.domain.clone());
+        let holding: BTreeSet<(String, Option<String>)> = alarms.iter().map(key).collect();
+        // Ended: raised ones clear; ones never raised were suppressed.
+        // During an outage nothing is known to have ended.
+        if !outage {
+            let ended: Vec<_> = self
+                .pending
+                .keys()
+                .filter(|k| !holding.contains(*k))
+                .cloned()
+                .collect();
+            for k in ended {
+                let since = self.pending.remove(&k).unwrap_or(at);
+                if !self.active.contains(&k) {
+                    tracing::info!(
+                        event = "alarm_suppressed",
+                        alarm = %k.0,
+                        domain = k.1.as_deref().unwrap_or("*"),
+                        lasted_ms = u64::try_from(at.duration_since(since).as_millis()).unwrap_or(u64::MAX),
+                        alarm_grace = %crate::config::Dur(grace),
+                        "alarm {} {} ended within alarm_grace ({}): not raised",
+                        k.0,
+                        k.1.as_deref().unwrap_or("*"),
+                        crate::config::Dur(grace)
+                    );
+                }
+            }
+        }
+        let mut raised = Vec::new();
+        for a in alarms {
+            let since = *self.pending.entry(key(a)).or_insert(at);
+            if at.duration_since(since) >= grace || self.active.contains(&key(a)) {
+                raised.push(a.clone());
+            }
+        }
+        let mut now: BTreeSet<(String, Option<String>)> = raised.iter().map(key).collect();
         if outage {
             now.extend(self.active.iter().cloned());
         }
-        for a in alarms {
-            if !self
-                .active
-                .contains(&(a.alarm.to_string(), a.domain.clone()))
-            {
+        for a in &raised {
+            if !self.active.contains(&key(a)) {
                 tracing::warn!(event = "alarm_raised", alarm = a.alarm.as_str(), domain = a.domain.as_deref().unwrap_or("*"), measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
             }
         }
@@ -456,6 +504,7 @@ impl Sidecar {
             tracing::info!(event = "alarm_cleared", alarm = %name, domain = domain.as_deref().unwrap_or("*"), "alarm cleared");
         }
         self.active = now;
+        raised
     }
 
     /// Runs until `shutdown` is notified. A tick that has started always

@@ -441,3 +441,99 @@ async fn the_feed_binds_on_a_cluster_and_its_leaders_stepdowns_never_purge_past_
         assert_eq!(f.first_seq().await, 26, "round {round}");
     }
 }
+
+/// Elections are not pages: three sidecars, one beside each server, run
+/// while one server is killed and brought back. Each read the lost server
+/// answered is tried elsewhere, the leaders move, and what that costs
+/// ends within `retention.alarm_grace`: every sidecar logs it as
+/// `alarm_suppressed` and raises nothing.
+#[tokio::test]
+async fn a_server_restart_within_the_grace_raises_no_alarm_on_any_sidecar() {
+    let mut f = Fleet::cluster(30).await;
+    f.healthy(&[("node-1", 20), ("node-2", 20)], 30).await;
+    let s = Scratch::new();
+    let urls: Vec<String> = (0..3).map(|i| f.url_from(i)).collect();
+    let logs: Vec<std::path::PathBuf> = (0..3)
+        .map(|i| s.dir.path().join(format!("s{i}.log")))
+        .collect();
+    let mut sidecars: Vec<std::process::Child> = (0..3)
+        .map(|i| {
+            let text = yaml(&urls[i], &format!("sidecar-{i}"), 3).replace(
+                "retention: {tick: 1s,",
+                "retention: {tick: 1s, alarm_grace: 20s,",
+            );
+            let cfg = s.write(&format!("s{i}.yaml"), &text);
+            let log = std::fs::File::create(&logs[i]).expect("log file");
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"));
+            cmd.args([
+                "--log-format",
+                "json",
+                "retention",
+                "run",
+                "--config",
+                cfg.to_str().expect("utf-8"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(log);
+            crate::support::hermetic(&mut cmd);
+            cmd.spawn().expect("start a sidecar")
+        })
+        .collect();
+    let until = Instant::now() + Duration::from_secs(20);
+    while f.first_seq().await != 21 {
+        assert!(Instant::now() < until, "trims before the loss");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    // Settled: from here on, every alarm would be the restart's.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let before: Vec<usize> = logs.iter().map(|l| count(l, "alarm_raised")).collect();
+    f.peers[0].kill();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    f.peers[0].restart();
+    // The fleet moves on meanwhile, and the trim with it.
+    f.position("node-1", 30).await;
+    f.position("node-2", 30).await;
+    f.snapshot("node-1", 30).await;
+    f.snapshot("node-2", 30).await;
+    let until = Instant::now() + Duration::from_secs(20);
+    while f.first_seq().await != 31 {
+        assert!(Instant::now() < until, "trims after the restart");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    for c in &mut sidecars {
+        let _ = c.kill();
+        let _ = c.wait();
+    }
+    let raised: Vec<usize> = logs
+        .iter()
+        .zip(&before)
+        .map(|(l, b)| count(l, "alarm_raised") - b)
+        .collect();
+    let suppressed: Vec<usize> = logs.iter().map(|l| count(l, "alarm_suppressed")).collect();
+    eprintln!("after the restart: raised {raised:?}, suppressed {suppressed:?}");
+    for (i, l) in logs.iter().enumerate() {
+        assert_eq!(
+            raised[i],
+            0,
+            "sidecar-{i} raised alarms:\n{}",
+            lines_with(l, "alarm_raised")
+        );
+    }
+}
+
+/// How many JSON log lines of `path` carry `"event":"<event>"`.
+fn count(path: &std::path::Path, event: &str) -> usize {
+    lines_with(path, event).lines().count()
+}
+
+/// The JSON log lines of `path` that carry `"event":"<event>"`.
+fn lines_with(path: &std::path::Path, event: &str) -> String {
+    let want = format!("\"event\":\"{event}\"");
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter(|l| l.contains(&want))
+        .map(|l| format!("{l}\n"))
+        .collect()
+}

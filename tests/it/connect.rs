@@ -217,9 +217,10 @@ async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
         "nats",
     );
     let s = Scratch::new();
+    let port = crate::support::free_port();
     let path = s.write(
         "c.yaml",
-        &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: wrongpw}}\nretention: {{backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
+        &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: wrongpw}}\nretention: {{backup_owner: x}}\nhttp: {{listen: \"127.0.0.1:{port}\"}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
     );
     let mut child = spawn_run(&path, &[]);
     tokio::time::sleep(std::time::Duration::from_secs(4)).await;
@@ -227,6 +228,27 @@ async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
         matches!(child.try_wait(), Ok(None)),
         "run keeps retrying a refusal"
     );
+    // A scrape says so while it waits, and the sidecar is not ready.
+    let (code, metrics) = crate::http::request(port, "GET", "/metrics", None, None);
+    assert_eq!(code, 200, "{metrics}");
+    assert!(
+        metrics.contains("crewlet_alarm{alarm=\"broker_refused\"} 1")
+            && metrics.contains("crewlet_broker_connected 0"),
+        "{metrics}"
+    );
+    let (code, body) = crate::http::request(port, "GET", "/readyz", None, None);
+    assert_eq!(code, 503, "{body}");
+    // status says it as the error it is, with its own code.
+    let run = crate::support::crewlet(&[
+        "retention",
+        "status",
+        "--json",
+        "--config",
+        path.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON");
+    assert_eq!(v["error"], "broker_refused", "{run:?}");
     signal(&child, libc::SIGTERM);
     let out = finished(child).await;
     let log = &out.stderr;
@@ -244,6 +266,13 @@ async fn run_keeps_retrying_a_refusal_and_raises_broker_refused() {
         .unwrap_or_else(|| panic!("an alarm_raised line: {log}"));
     assert_eq!(log_keys(&raised), ALARM_KEYS, "{raised}");
     assert_eq!(raised["alarm"], "broker_refused");
+    // Not a line per refused reconnection: the client library's own
+    // lines stay off, even at RUST_LOG=info.
+    let client: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("async_nats") || l.contains("\"level\":\"ERROR\""))
+        .collect();
+    assert!(client.is_empty(), "{client:?}");
 }
 
 /// A refusal that comes later, in a running sidecar (the password rotated
@@ -255,9 +284,10 @@ async fn a_refusal_in_a_running_sidecar_raises_broker_refused_and_clears() {
     let allowed = "authorization { user: alice, password: s3cretpw }\n";
     let mut server = Server::start_with(allowed, "nats");
     let s = Scratch::new();
+    let port = crate::support::free_port();
     let path = s.write(
         "c.yaml",
-        &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: s3cretpw}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: x}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
+        &format!("node: {{id: node-1}}\nnats: {{url: \"{}\", user: alice, password: s3cretpw}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: x}}\nhttp: {{listen: \"127.0.0.1:{port}\"}}\ndomains: [{{name: t, stream: T}}]\n", server.url()),
     );
     let mut child = spawn_run(&path, &[]);
     // The log as it is written, read beside the running sidecar.
@@ -308,6 +338,16 @@ async fn a_refusal_in_a_running_sidecar_raises_broker_refused_and_clears() {
         log.lock().expect("log")
     );
     assert!(matches!(child.try_wait(), Ok(None)), "run keeps going");
+    // A scrape carries it too.
+    let scraped = || async move {
+        let (_, text) = crate::http::request(port, "GET", "/metrics", None, None);
+        text.contains("crewlet_alarm{alarm=\"broker_refused\"} 1")
+    };
+    assert!(
+        crate::support::fleet::eventually(10, scraped).await,
+        "{}",
+        crate::http::request(port, "GET", "/metrics", None, None).1
+    );
     server.rewrite_config(allowed);
     server.restart();
     assert!(

@@ -92,7 +92,7 @@ impl Served {
         let cfg = scratch.write(
             "crewlet.yaml",
             &format!(
-                "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall{retention}}}\ntrim: {{enabled: true}}\nhttp: {{listen: \"127.0.0.1:{port}\", tokens_file: {}}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate{domain}}}]\n",
+                "node: {{id: node-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 3s, snapshot_interval: 1s, allow_unsafe_limits: true, backup_owner: oncall, alarm_grace: 0s{retention}}}\ntrim: {{enabled: true}}\nhttp: {{listen: \"127.0.0.1:{port}\", tokens_file: {}}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate{domain}}}]\n",
                 f.url(),
                 tokens.display()
             ),
@@ -1362,4 +1362,29 @@ async fn a_preview_over_http_is_a_read_with_the_gestures_refusals() {
         body.contains(r#"\"evict\" is not a parameter of /v1/retention"#),
         "{body}"
     );
+}
+
+/// `published_at` is one thing in every surface: the floors row's `at`,
+/// as `/v1/retention` and `status --json` both say it, including while
+/// the row stands unchanged tick after tick (it is not written again);
+/// `run --once` names the replicas it leaves out, as `status` does.
+#[tokio::test]
+async fn published_at_is_the_rows_at_in_every_surface() {
+    let f = Fleet::new(60).await;
+    f.healthy(&[("node-1", 60)], 60).await;
+    let s = Served::start(&f);
+    let reader = s.token("reader", "read");
+    // A few ticks on a quiet fleet: the row stands, it is not rewritten.
+    tokio::time::sleep(Duration::from_millis(4500)).await;
+    let row_at = f.floors_row().await.expect("a row")["at"].clone();
+    let (code, body) = s.get("/v1/retention", Some(&reader));
+    assert_eq!(code, 200, "{body}");
+    let served = json(&body)["domains"][0]["published_at"].clone();
+    let run = crewlet(&["retention", "status", "--json", "--config", &s.cfg]);
+    let read = json(&run.stdout)["domains"][0]["published_at"].clone();
+    let row_after = f.floors_row().await.expect("a row")["at"].clone();
+    assert_eq!(row_at, row_after, "the row stood meanwhile");
+    assert_eq!(served, row_at, "/v1/retention");
+    assert_eq!(read, row_at, "status --json");
+    s.stop();
 }

@@ -342,11 +342,18 @@ async fn an_ignored_replica_pins_nothing() {
     let r = f.sidecar().await.tick().await;
     assert_eq!(term_state(&r, TermName::ReplicaFloor), "unbounded");
     assert_eq!(f.first_seq().await, 71, "left out on purpose");
-    // Said on every run.
+    // Said on every run: status, and run --once.
     let run = status(&f, "{ignore: [dr]}");
     assert!(
         run.stdout
             .contains("  warning: replicas left out by replicas.ignore (they pin nothing): dr"),
+        "{run:?}"
+    );
+    let run = operator(&f, "{ignore: [dr]}").run(&["retention", "run", "--once"]);
+    assert!(
+        run.stdout.contains(
+            "tracker: warning: replicas left out by replicas.ignore (they pin nothing): dr"
+        ),
         "{run:?}"
     );
 }
