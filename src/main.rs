@@ -56,20 +56,8 @@ fn keep_large_buffers_apart() {
 
 fn init_tracing(format: LogFormat, default_level: &str) {
     use tracing_subscriber::EnvFilter;
-    // `RUST_LOG` sets the level; the client library's own lines stay off
-    // unless it names the library (`RUST_LOG=async_nats=debug`): a level
-    // raised to see the sidecar's own info lines must not bring back a
-    // line per refused reconnection.
-    let directives = match std::env::var("RUST_LOG") {
-        Ok(v) if !v.trim().is_empty() => {
-            if v.contains("async_nats") {
-                v
-            } else {
-                format!("{v},{}", crewlet::broker::CLIENT_LOG_FILTER)
-            }
-        }
-        _ => format!("{default_level},{}", crewlet::broker::CLIENT_LOG_FILTER),
-    };
+    let directives =
+        crewlet::broker::log_directives(std::env::var("RUST_LOG").ok().as_deref(), default_level);
     let filter = EnvFilter::try_new(&directives).unwrap_or_else(|_| {
         EnvFilter::new(format!(
             "{default_level},{}",

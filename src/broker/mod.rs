@@ -33,3 +33,15 @@ pub use fault::Fault;
 /// (docs/decisions.md, The client library's log lines; `RUST_LOG`
 /// overrides it).
 pub const CLIENT_LOG_FILTER: &str = "async_nats=off";
+
+/// The log filter's directives: `RUST_LOG` (else `default_level`), with
+/// the client library's own lines off unless `RUST_LOG` names the library
+/// (`RUST_LOG=async_nats=debug`): a level raised to see the sidecar's own
+/// info lines must not bring back a line per refused reconnection.
+pub fn log_directives(rust_log: Option<&str>, default_level: &str) -> String {
+    match rust_log.map(str::trim).filter(|v| !v.is_empty()) {
+        Some(v) if v.contains("async_nats") => v.to_string(),
+        Some(v) => format!("{v},{CLIENT_LOG_FILTER}"),
+        None => format!("{default_level},{CLIENT_LOG_FILTER}"),
+    }
+}
