@@ -222,6 +222,9 @@ pub struct Status {
     pub duty_holder: Option<String>,
     /// When the holder claimed the duty (its lease's `claimed_at`).
     pub duty_claimed_at: Option<crate::rows::Timestamp>,
+    /// Why the duty lease could not be read, where it could not: who holds
+    /// it is then unknown, never "nobody".
+    pub duty_unknown: Option<String>,
     /// The server read (redacted) and where its URL came from (a flag, a
     /// variable, a nats context, the file, the default).
     pub server: Option<(String, String)>,
@@ -505,7 +508,12 @@ pub fn status_text(s: &Status, now: DateTime<Utc>) -> String {
             out.push_str(&format!("trim duty: {holder}    claimed at {claimed}\n"))
         }
         (Some(holder), None) => out.push_str(&format!("trim duty: {holder}\n")),
-        (None, _) => out.push_str("trim duty: nobody holds it now\n"),
+        (None, _) => match &s.duty_unknown {
+            Some(why) => out.push_str(&format!(
+                "trim duty: unknown, the lease could not be read ({why})\n"
+            )),
+            None => out.push_str("trim duty: nobody holds it now\n"),
+        },
     }
     if let Some((url, source)) = &s.server {
         out.push_str(&format!("server: {url} (from {source})\n"));
@@ -713,6 +721,7 @@ mod tests {
             node: "sidecar-1".into(),
             duty_holder: Some("sidecar-1".into()),
             duty_claimed_at: None,
+            duty_unknown: None,
             server: Some(("nats://127.0.0.1:4222".into(), "the file".into())),
             domains: vec![
                 DomainStatus {

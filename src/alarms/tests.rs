@@ -89,6 +89,24 @@ fn duty_unheld_is_fleet_level_and_quiet_between_cron_runs() {
         "{}",
         a[1].remedy
     );
+    // The lease unreadable (a status through a list that starts with a
+    // dead server, a leader being elected): a fresh row says someone
+    // trims, so nothing is said of the duty; with no fresh row, it is
+    // said as unreadable.
+    let unreadable = |w: &World| {
+        evaluate(
+            &[w.answer()],
+            &DutyView::Unreadable("reading the duty lease: no answer within 1s".into()),
+            None,
+            &policy(),
+            now(),
+            None,
+        )
+    };
+    assert_eq!(names(&unreadable(&fresh())), Vec::<&str>::new());
+    let a = unreadable(&World::new());
+    assert_eq!(names(&a), ["duty_unheld"]);
+    assert!(a[0].measurement.contains("could not be read"), "{a:?}");
 }
 
 #[test]
@@ -809,4 +827,44 @@ fn a_carried_node_below_the_log_is_node_behind_log() {
             .any(|x| x.alarm == "node_behind_log" && x.measurement.contains("node-9")),
         "{alarms:?}"
     );
+}
+
+/// `replica_floor` unreadable says what to do for its own reason: a named
+/// consumer missing is named (never an empty name), a listing that failed
+/// never speaks of named consumers, whichever alarm says it.
+#[test]
+fn an_unreadable_replica_term_is_remedied_for_its_reason() {
+    let with = |error: &str| {
+        let mut w = fresh();
+        w.replicas = Some(Err(error.into()));
+        let mut p = policy();
+        p.held_alarm_after = Duration::ZERO;
+        evaluate(&[w.answer()], &held(), None, &p, now(), None)
+    };
+    let a = with("consumers of CREWLET_TRACKER_LOG: no answer within 1s");
+    let unreadable = a
+        .iter()
+        .find(|x| x.alarm == "term_unreadable")
+        .unwrap_or_else(|| panic!("{a:?}"));
+    assert!(!unreadable.remedy.contains("named"), "{unreadable:?}");
+    assert!(
+        unreadable
+            .remedy
+            .contains("nats consumer ls CREWLET_TRACKER_LOG"),
+        "{unreadable:?}"
+    );
+    let a =
+        with("consumer cdc (named in replicas.consumers) does not exist on CREWLET_TRACKER_LOG");
+    for x in a
+        .iter()
+        .filter(|x| x.alarm == "term_unreadable" || x.alarm == "trim_held")
+    {
+        assert!(
+            x.remedy.contains(
+                "consumer cdc is named in domains[].replicas.consumers but does not exist"
+            ),
+            "{x:?}"
+        );
+        assert!(!x.remedy.contains("consumer  "), "{x:?}");
+    }
 }

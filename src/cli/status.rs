@@ -147,6 +147,10 @@ pub async fn run(cli: &Cli, args: &StatusArgs) -> Exit {
         node: config.node.id.clone(),
         duty_holder,
         duty_claimed_at,
+        duty_unknown: match &duty {
+            DutyStatus::Unknown(e) => Some(e.clone()),
+            _ => None,
+        },
         server: Some(server),
         domains,
         alarms: active,

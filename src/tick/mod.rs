@@ -137,6 +137,10 @@ impl TickReport {
             node: sidecar.config.node.id.clone(),
             duty_holder,
             duty_claimed_at,
+            duty_unknown: match &self.duty {
+                DutyStatus::Unknown(e) => Some(e.clone()),
+                _ => None,
+            },
             server,
             domains,
             // What `run` raised: the same alarms its logs and metrics
