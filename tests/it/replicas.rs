@@ -380,9 +380,20 @@ async fn a_mirror_through_an_ephemeral_consumer_is_said_unprotected() {
             .contains("  warning: OLDDR copies this log through an ephemeral consumer"),
         "{run:?}"
     );
-    // validate warns of it, and passes: the trim is as safe as it was.
+    // validate warns of it, and passes: the trim is as safe as it was;
+    // what no sidecar can see is named as a limit.
     let run = operator(&f, "{}").run(&["validate"]);
     assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout.contains("note: a copy in another JetStream domain through an ephemeral consumer is invisible here"),
+        "{run:?}"
+    );
+    let json = operator(&f, "{}").run(&["validate", "--json"]);
+    assert!(
+        json.stdout
+            .contains("\"limits\":[\"a copy in another JetStream domain"),
+        "{json:?}"
+    );
     assert!(
         run.stdout.contains(
             "stream OLDDR mirrors or sources CREWLET_TRACKER_LOG through an ephemeral consumer"
