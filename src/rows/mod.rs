@@ -16,6 +16,7 @@ mod mark;
 mod node;
 mod sidecar;
 mod time;
+pub(crate) mod whole;
 pub use ids::*;
 pub use mark::*;
 pub use node::*;

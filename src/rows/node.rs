@@ -94,8 +94,10 @@ pub struct PositionRow {
     pub node: String,
     pub stream: String,
     /// Last applied sequence, inclusive.
+    #[serde(deserialize_with = "super::whole::number")]
     pub seq: u64,
     /// With `stream_created`, names the number space `seq` belongs to.
+    #[serde(deserialize_with = "super::whole::number")]
     pub generation: u64,
     pub stream_created: Timestamp,
     pub updated_at: Timestamp,
@@ -171,7 +173,9 @@ mod wire {
         pub node: Cow<'a, str>,
         #[serde(borrow)]
         pub stream: Cow<'a, str>,
+        #[serde(deserialize_with = "crate::rows::whole::number")]
         pub seq: u64,
+        #[serde(deserialize_with = "crate::rows::whole::number")]
         pub generation: u64,
         pub stream_created: Timestamp,
         pub updated_at: Timestamp,
@@ -233,6 +237,7 @@ impl<'de> Deserialize<'de> for HoldKind {
 pub struct HoldRow {
     /// First sequence the holder still needs: the hold permits deleting up
     /// to `seq - 1`.
+    #[serde(deserialize_with = "super::whole::number")]
     pub seq: u64,
     pub owner: String,
     #[serde(default)]
@@ -293,6 +298,7 @@ pub struct BackupManifest {
     #[serde(default)]
     pub owner: String,
     /// Highest sequence the backed-up database holds, per stream.
+    #[serde(deserialize_with = "super::whole::map")]
     pub positions: BTreeMap<String, u64>,
 }
 
@@ -328,6 +334,7 @@ pub const ACK_PREFIX: &str = "_ack.";
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AckRow {
     pub stream: String,
+    #[serde(deserialize_with = "super::whole::number")]
     pub position: u64,
     pub by: String,
     pub at: Timestamp,
@@ -386,7 +393,9 @@ impl<'de> Deserialize<'de> for SkipReason {
 /// One snapshot artefact a node can donate.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Artefact {
+    #[serde(deserialize_with = "super::whole::number")]
     pub position: u64,
+    #[serde(deserialize_with = "super::whole::number")]
     pub generation: u64,
     pub taken_at: Timestamp,
     pub verified: bool,

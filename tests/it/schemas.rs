@@ -3,7 +3,11 @@
 //! reads rows with agree on every case below, valid and invalid. A schema
 //! that let through a row the sidecar refuses would tell an integrator a
 //! broken row is fine (and one bad row makes its term unreadable for the
-//! whole fleet).
+//! whole fleet). The same cases are judged by the validators node
+//! implementers use most, Python's `jsonschema` and JavaScript's `ajv`
+//! (scripts/install-validators), as well as the Rust one: a pattern that
+//! means one thing in ECMA-262 and another in Python's `re` (a `$` that
+//! matches before a trailing newline) is caught here.
 
 use std::path::PathBuf;
 
@@ -116,6 +120,95 @@ fn judged(r: &Row, value: &Value) -> (bool, Result<(), String>) {
     )
 }
 
+/// What an external validator (`python3 validate.py`, `node
+/// validate.cjs`) says of each `(row, value)`, in order.
+fn external(which: &str, cases: &[(&Row, Value)]) -> Vec<bool> {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let input: Vec<Value> = cases
+        .iter()
+        .map(|(r, v)| {
+            json!({"schema": dir().join(format!("{}.schema.json", r.name)), "instance": v})
+        })
+        .collect();
+    let support = root.join("tests/it/support");
+    let mut cmd = match which {
+        "python" => {
+            let mut c = std::process::Command::new("python3");
+            c.arg(support.join("validate.py"))
+                .env("PYTHONPATH", root.join(".tools/pyjsonschema"));
+            c
+        }
+        _ => {
+            let mut c = std::process::Command::new("node");
+            c.arg(support.join("validate.cjs"))
+                .env("AJV_DIR", root.join(".tools/ajv"));
+            c
+        }
+    };
+    use std::io::Write;
+    let mut child = cmd
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap_or_else(|e| panic!("{which}: {e} (scripts/install-validators installs it)"));
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(Value::Array(input).to_string().as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("validator");
+    assert!(
+        out.status.success(),
+        "{which} validator failed (scripts/install-validators installs it): {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_json::from_slice(&out.stdout).expect("a JSON array of booleans")
+}
+
+/// Every case judged the same by the Rust, Python and JavaScript
+/// validators and by the sidecar's parser: `want` is what all must say.
+fn all_agree(cases: Vec<(&'static str, Vec<&'static str>, Option<Value>)>, want: bool) {
+    let judged: Vec<(&Row, Value)> = cases
+        .iter()
+        .map(|(name, path, to)| {
+            let sample = read(dir().join(format!("samples/{name}.json")));
+            (row(name), changed(&sample, path, to.clone()))
+        })
+        .collect();
+    let python = external("python", &judged);
+    let js = external("js", &judged);
+    for (i, ((name, path, to), (r, value))) in cases.iter().zip(&judged).enumerate() {
+        let (schema, parser) = self::judged(r, value);
+        let said = |v: bool| if v { "takes" } else { "refuses" };
+        assert_eq!(
+            schema,
+            want,
+            "{name} {path:?} = {to:?}: the Rust validator {} it",
+            said(schema)
+        );
+        assert_eq!(
+            python[i],
+            want,
+            "{name} {path:?} = {to:?}: Python's jsonschema {} it",
+            said(python[i])
+        );
+        assert_eq!(
+            js[i],
+            want,
+            "{name} {path:?} = {to:?}: ajv {} it",
+            said(js[i])
+        );
+        assert_eq!(
+            parser.is_ok(),
+            want,
+            "{name} {path:?} = {to:?}: the parser {} it ({parser:?})",
+            said(parser.is_ok())
+        );
+    }
+}
+
 #[test]
 fn every_schema_compiles_and_its_sample_is_a_row_the_sidecar_reads() {
     let mut names: Vec<String> = std::fs::read_dir(dir())
@@ -151,6 +244,25 @@ fn the_schemas_and_the_parser_refuse_the_same_rows() {
             Some(json!("2026-11-30T02:59:41+02:00")),
         ),
         ("presence", vec!["started_at"], Some(json!("yesterday"))),
+        // A trailing newline: Python's `$` matches before it, so the
+        // patterns say so explicitly (`$(?!\n)`).
+        ("presence", vec!["node"], Some(json!("p2\n"))),
+        (
+            "presence",
+            vec!["started_at"],
+            Some(json!("2026-11-30T00:59:41Z\n")),
+        ),
+        ("position", vec!["node"], Some(json!("node-3\n"))),
+        (
+            "position",
+            vec!["updated_at"],
+            Some(json!("2026-11-30T00:59:41Z\n")),
+        ),
+        (
+            "position",
+            vec!["stream"],
+            Some(json!("CREWLET_TRACKER_LOG\n")),
+        ),
         ("presence", vec!["node"], None),
         ("presence", vec!["roles"], Some(json!("data"))),
         ("position", vec!["node"], None),
@@ -203,17 +315,7 @@ fn the_schemas_and_the_parser_refuse_the_same_rows() {
             None,
         ),
     ];
-    for (name, path, to) in cases {
-        let r = row(name);
-        let sample = read(dir().join(format!("samples/{name}.json")));
-        let value = changed(&sample, &path, to.clone());
-        let (schema, parser) = judged(r, &value);
-        assert!(!schema, "{name} {path:?} = {to:?}: the schema takes it");
-        assert!(
-            parser.is_err(),
-            "{name} {path:?} = {to:?}: the parser takes it"
-        );
-    }
+    all_agree(cases, false);
 }
 
 #[test]
@@ -233,6 +335,16 @@ fn the_schemas_and_the_parser_take_the_same_variants() {
         ),
         ("presence", vec!["zone"], Some(json!("eu-west"))),
         ("position", vec!["status"], Some(json!("log_diverged"))),
+        // JSON has one kind of number: 10.0 is 10, for every validator and
+        // for the parser.
+        ("position", vec!["seq"], Some(json!(918100123.0))),
+        ("position", vec!["generation"], Some(json!(0.0))),
+        ("hold", vec!["seq"], Some(json!(1200.0))),
+        (
+            "backup-manifest",
+            vec!["positions", "CREWLET_TRACKER_LOG"],
+            Some(json!(1200.0)),
+        ),
         (
             "position",
             vec!["stream_created"],
@@ -248,16 +360,5 @@ fn the_schemas_and_the_parser_take_the_same_variants() {
         ("snapshot", vec!["artefacts"], None),
         ("snapshot", vec!["skip_reason"], Some(json!("lagging"))),
     ];
-    for (name, path, to) in cases {
-        let r = row(name);
-        let sample = read(dir().join(format!("samples/{name}.json")));
-        let value = changed(&sample, &path, to.clone());
-        let (schema, parser) = judged(r, &value);
-        assert!(schema, "{name} {path:?} = {to:?}: the schema refuses it");
-        assert_eq!(
-            parser,
-            Ok(()),
-            "{name} {path:?} = {to:?}: the parser refuses it"
-        );
-    }
+    all_agree(cases, true);
 }
