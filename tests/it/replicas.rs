@@ -61,6 +61,17 @@ async fn durable_mirror(f: &Fleet) {
     .await;
 }
 
+/// A healthy node at 50, the durable mirror `DR` holding all 50, and a
+/// sidecar whose replica term has read it confirm them.
+async fn mirror_confirmed(f: &Fleet) -> crewlet::tick::Sidecar {
+    f.healthy(&[("node-1", 50)], 50).await;
+    durable_mirror(f).await;
+    assert!(mirror_holds(f, 50).await, "the mirror copies the log");
+    let mut s = f.sidecar().await;
+    tick_until(&mut s, "value 50").await;
+    s
+}
+
 /// The mirror's record count and first sequence.
 async fn mirrored(f: &Fleet) -> (u64, u64) {
     let v = api(f, "STREAM.INFO.DR", json!({})).await;
@@ -493,11 +504,7 @@ async fn a_mirror_across_a_leaf_node_pins_the_log_while_the_leaf_is_gone() {
 #[tokio::test]
 async fn a_replica_a_listing_skips_is_unreadable_until_its_deletion_is_confirmed() {
     let f = Fleet::new(50).await;
-    f.healthy(&[("node-1", 50)], 50).await;
-    durable_mirror(&f).await;
-    assert!(mirror_holds(&f, 50).await, "the mirror copies the log");
-    let mut s = f.sidecar().await;
-    tick_until(&mut s, "value 50").await;
+    let mut s = mirror_confirmed(&f).await;
     pause(&f, "dr", Some("2099-01-01T00:00:00Z")).await;
     log_moves_on(&f).await;
     // The next listing skips `dr`, which still exists and pins 50.
@@ -625,11 +632,7 @@ async fn a_running_tick_keeps_its_logs_state_and_sees_a_copy_made_after_it_start
 #[tokio::test]
 async fn a_copy_whose_durable_consumer_is_deleted_holds_the_trim_until_it_is_back() {
     let f = Fleet::new(50).await;
-    f.healthy(&[("node-1", 50)], 50).await;
-    durable_mirror(&f).await;
-    assert!(mirror_holds(&f, 50).await, "the mirror copies the log");
-    let mut s = f.sidecar().await;
-    tick_until(&mut s, "value 50").await;
+    let mut s = mirror_confirmed(&f).await;
     assert_eq!(f.first_seq().await, 51);
     api(&f, &format!("CONSUMER.DELETE.{STREAM}.dr"), json!({})).await;
     log_moves_on(&f).await;
