@@ -114,6 +114,41 @@ impl Node {
             .map_err(NodeError::Broker)
     }
 
+    /// What the sidecar tells nodes of its configuration (`_contract` in
+    /// the floors bucket, docs/contract.md): the presence TTL, and per log
+    /// its gate subject, the generation to report in (also before any
+    /// floors row exists), the snapshot and backup policy and `min_age`.
+    /// `None` until a duty holder has written it.
+    pub async fn contract(&self) -> Result<Option<crate::rows::ContractRow>, NodeError> {
+        let key = crate::rows::CONTRACT_KEY;
+        let Some(entry) = self
+            .broker
+            .kv_entry(&self.buckets.floors, key)
+            .await
+            .map_err(NodeError::Broker)?
+        else {
+            return Ok(None);
+        };
+        crate::rows::ContractRow::parse(key, &entry.value)
+            .map(Some)
+            .map_err(|e| NodeError::Malformed {
+                bucket: self.buckets.floors.clone(),
+                key: key.to_string(),
+                reason: e.0,
+            })
+    }
+
+    /// The generation to report positions of `stream` in, from
+    /// `_contract`: 0 while nothing says otherwise (a log never
+    /// reanchored, or no duty holder yet).
+    pub async fn generation(&self, stream: &str) -> Result<u64, NodeError> {
+        Ok(self
+            .contract()
+            .await?
+            .and_then(|c| c.domains.into_iter().find(|d| d.stream == stream))
+            .map_or(0, |d| d.generation))
+    }
+
     /// The `created` instant of the log's current incarnation, which a
     /// position report carries: read it when the node starts consuming the
     /// log (and again after the log is recreated), not per report.

@@ -220,6 +220,75 @@ impl TickRow {
     }
 }
 
+/// The key of what nodes need to know of the sidecar's configuration, in
+/// the floors bucket (docs/contract.md, `crewlet_floors` — the published
+/// answer).
+pub const CONTRACT_KEY: &str = "_contract";
+
+/// What a node needs to know of the sidecar's configuration, so that no
+/// node copies the sidecar's YAML by hand: written by the duty holder when
+/// it changes (floors bucket, key `_contract`). Durations are written as
+/// the configuration writes them (`30s`, `7d`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractRow {
+    #[serde(default)]
+    pub format: u32,
+    /// The presence bucket's TTL: renew a lease every third of it.
+    pub presence_ttl: String,
+    pub domains: Vec<ContractDomain>,
+    pub at: Timestamp,
+    #[serde(default)]
+    pub by: String,
+}
+
+/// One log, as a node needs to know it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractDomain {
+    pub stream: String,
+    /// Records on this subject are gate records, not data (null: the log
+    /// takes none).
+    pub gate_subject: Option<String>,
+    /// The generation to report positions in (0 for a log never
+    /// reanchored), also before any floors row exists.
+    pub generation: u64,
+    /// How often nodes take snapshots, and how many counted nodes must
+    /// hold a verified one before `snapshot_floor` moves.
+    pub snapshots: Option<ContractSnapshots>,
+    /// Which copies count: `engine` (announced, verified manifests) or
+    /// `operator` (an acknowledgement), and how old the newest may be.
+    pub backups: Option<ContractBackups>,
+    /// No record younger than this is purged.
+    pub min_age: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractSnapshots {
+    pub interval: String,
+    pub quorum: u32,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ContractBackups {
+    pub policy: String,
+    pub max_age: String,
+}
+
+impl ContractRow {
+    /// Parses `_contract`'s value (one of a newer format is unreadable).
+    pub fn parse(key: &str, body: &[u8]) -> Result<ContractRow, Unreadable> {
+        let c: ContractRow =
+            parse_json(key, body).map_err(|e| Unreadable(format!("floors {e}")))?;
+        super::known_format(&format!("floors key {key}"), c.format)?;
+        Ok(c)
+    }
+
+    /// The row without who wrote it and when: what decides whether it
+    /// changed.
+    pub fn content(&self) -> (&str, &[ContractDomain]) {
+        (&self.presence_ttl, &self.domains)
+    }
+}
+
 /// The key prefix of a requested watermark in the floors bucket.
 pub const REQUESTED_PREFIX: &str = "_requested.";
 

@@ -387,6 +387,7 @@ impl Sidecar {
                 // — the published answer).
                 let read = parsed.floors.as_ref().ok().and_then(|f| f.tick_revision);
                 self.write_tick(&domains, read).await;
+                self.write_contract(&parsed, &domains).await;
             }
         }
         let now = crate::clock::broker_now(self.offset, Utc::now());

@@ -212,6 +212,73 @@ impl Sidecar {
         }
     }
 
+    /// `_contract`: what nodes need to know of this configuration
+    /// (docs/contract.md), written when it differs from what the floors bucket
+    /// holds, on the revision this tick read. One written by a newer
+    /// release is left as it is.
+    pub(super) async fn write_contract(&self, parsed: &ParsedRows, domains: &[DomainTick]) {
+        let Ok(floors) = parsed.floors.as_ref() else {
+            return;
+        };
+        let r = &self.config.retention;
+        let want: Vec<crate::rows::ContractDomain> = self
+            .config
+            .domains
+            .iter()
+            .zip(domains)
+            .map(|(d, t)| crate::rows::ContractDomain {
+                stream: d.stream.clone(),
+                gate_subject: d.gate_subject.clone(),
+                generation: t.answer.generation,
+                snapshots: Some(crate::rows::ContractSnapshots {
+                    interval: r.snapshot_interval.to_string(),
+                    quorum: r.snapshot_quorum,
+                }),
+                backups: Some(crate::rows::ContractBackups {
+                    policy: match r.backup_floor {
+                        crate::config::BackupPolicy::Engine => "engine".into(),
+                        crate::config::BackupPolicy::Operator => "operator".into(),
+                    },
+                    max_age: r.backup_max_age.to_string(),
+                }),
+                min_age: r.min_age.to_string(),
+            })
+            .collect();
+        let presence_ttl = r.presence_ttl.to_string();
+        let revision = match &floors.contract {
+            Some((Ok(c), _)) if c.content() == (presence_ttl.as_str(), &want[..]) => return,
+            Some((Err(e), _)) if e.0.contains("newer release") => return,
+            Some((_, rev)) => Some(*rev),
+            None => None,
+        };
+        let row = crate::rows::ContractRow {
+            format: crate::rows::FORMAT,
+            presence_ttl,
+            domains: want,
+            at: crate::rows::Timestamp(crate::clock::broker_now(self.offset, Utc::now())),
+            by: self.config.node.id.clone(),
+        };
+        let body = serde_json::to_vec(&row).unwrap_or_default();
+        match self
+            .broker
+            .put_if(
+                &self.config.buckets.floors,
+                crate::rows::CONTRACT_KEY,
+                body,
+                revision,
+            )
+            .await
+        {
+            Ok(_) => tracing::info!(
+                event = "contract_written",
+                "wrote _contract: what nodes are told of this configuration changed"
+            ),
+            Err(e) => {
+                tracing::warn!(event = "contract_failed", error = %e, "_contract was not written; the next tick tries again")
+            }
+        }
+    }
+
     /// Writes the answer's row on `revision`, and remembers what it wrote.
     pub(super) async fn write_row(&self, a: &Answer, revision: Option<u64>) -> Result<u64, String> {
         let row = floor::FloorsRow::from(a);

@@ -71,3 +71,65 @@ async fn rows_written_by_the_node_api_count_and_bad_ones_are_refused() {
     node.leave().await.expect("leave");
     assert!(f.get("crewlet_presence", "node-1").await.is_none());
 }
+
+/// The contract published in the broker: the duty holder writes
+/// `_contract` (the presence TTL, and per log its gate subject,
+/// generation, snapshot and backup policy and `min_age`) before any node
+/// needs to copy the sidecar's YAML, writes it again only when it changes,
+/// and `crewlet::node` reads it, the generation included.
+#[tokio::test]
+async fn the_contract_is_published_when_it_changes_and_nodes_read_it() {
+    let f = Fleet::new(10).await;
+    let node = f.node("node-1").await;
+    assert!(node.contract().await.expect("read").is_none(), "none yet");
+    assert_eq!(node.generation(STREAM).await.expect("generation"), 0);
+    let mut s = f.sidecar().await;
+    s.tick().await;
+    let c = node.contract().await.expect("read").expect("written");
+    assert_eq!(c.by, "node-1");
+    assert_eq!(c.presence_ttl, f.config.retention.presence_ttl.to_string());
+    let d = &c.domains[0];
+    assert_eq!(d.stream, STREAM);
+    assert_eq!(d.gate_subject.as_deref(), Some("crewlet.tracker.gate"));
+    assert_eq!(d.generation, 0);
+    let snapshots = d.snapshots.as_ref().expect("snapshots");
+    assert_eq!(
+        (snapshots.interval.clone(), snapshots.quorum),
+        (
+            f.config.retention.snapshot_interval.to_string(),
+            f.config.retention.snapshot_quorum
+        )
+    );
+    assert_eq!(d.backups.as_ref().expect("backups").policy, "engine");
+    assert_eq!(d.min_age, f.config.retention.min_age.to_string());
+    // Unchanged: not written again.
+    let revision = |f: &Fleet| {
+        let js = f.js.clone();
+        async move {
+            js.get_key_value("crewlet_floors")
+                .await
+                .expect("bucket")
+                .entry("_contract")
+                .await
+                .expect("entry")
+                .expect("there")
+                .revision
+        }
+    };
+    let before = revision(&f).await;
+    s.tick().await;
+    s.tick().await;
+    assert_eq!(revision(&f).await, before, "an unchanged contract stands");
+    // Changed (another quorum): written on the next holder's tick.
+    s.duty.release(&s.broker).await;
+    let mut config = f.config.clone();
+    config.retention.snapshot_quorum = 3;
+    let mut s = crewlet::tick::Sidecar::new(config, f.broker().await);
+    s.tick().await;
+    let c = node.contract().await.expect("read").expect("written");
+    assert_eq!(
+        c.domains[0].snapshots.as_ref().expect("snapshots").quorum,
+        3
+    );
+    assert!(revision(&f).await > before);
+}

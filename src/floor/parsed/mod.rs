@@ -136,6 +136,9 @@ pub struct Floors {
     pub tick: Option<Result<crate::rows::TickRow, Unreadable>>,
     /// Its revision: the next `_tick` is written on it.
     pub tick_revision: Option<u64>,
+    /// What nodes are told of the configuration (`_contract`), and its
+    /// revision: written again only when it changes.
+    pub contract: Option<(Result<crate::rows::ContractRow, Unreadable>, u64)>,
 }
 
 impl Floors {
@@ -325,6 +328,10 @@ pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
         m.tick_revision = Some(rev);
         return;
     }
+    if k == crate::rows::CONTRACT_KEY {
+        m.contract = Some((crate::rows::ContractRow::parse(k, v), rev));
+        return;
+    }
     match k.strip_prefix(crate::rows::REQUESTED_PREFIX) {
         Some(stream) => {
             m.requested.insert(
@@ -503,6 +510,10 @@ impl Patch for Floors {
             if key == crate::rows::TICK_KEY {
                 self.tick = None;
                 self.tick_revision = None;
+                continue;
+            }
+            if key == crate::rows::CONTRACT_KEY {
+                self.contract = None;
                 continue;
             }
             match key.strip_prefix(crate::rows::REQUESTED_PREFIX) {
