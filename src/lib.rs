@@ -56,6 +56,7 @@ pub mod cli;
 pub mod clock;
 pub mod cloud;
 pub mod config;
+pub mod conformance;
 pub mod embedded;
 pub mod exit;
 pub mod failpoint;

@@ -18,6 +18,7 @@ macro_rules! exit_on_err {
 mod adopt;
 mod archive;
 pub mod args;
+mod check;
 mod demo;
 mod gesture;
 mod init;
@@ -154,6 +155,8 @@ async fn dispatch(cli: &Cli) -> Exit {
         Command::Retention(Retention::SetCapacity(args)) => set_capacity(cli, args).await,
         Command::Retention(Retention::Erase(args)) => erase(cli, args).await,
         Command::Token(t) => token::run(cli, t),
+        Command::Node(NodeCmd::Check(args)) => check::node(cli, args).await,
+        Command::Row(RowCmd::Check(args)) => check::row(cli, args),
         Command::Retention(Retention::VerifyArchive(args)) => {
             archive::verify_archive(cli, args).await
         }

@@ -139,6 +139,56 @@ pub enum Command {
     /// The HTTP surface's bearer tokens (http.tokens_file): add, list, revoke.
     #[command(subcommand)]
     Token(Token),
+    /// For node implementers: a node's rows as the sidecar reads them.
+    #[command(subcommand)]
+    Node(NodeCmd),
+    /// For node implementers: one row as the sidecar reads it.
+    #[command(subcommand)]
+    Row(RowCmd),
+}
+
+/// `crewlet node`.
+#[derive(Debug, clap::Subcommand)]
+pub enum NodeCmd {
+    /// Judge every row the named nodes (default: every node that wrote
+    /// one) have in the broker with the sidecar's own parser, and say
+    /// what the fleet still needs from each before anything can be
+    /// trimmed: a presence lease, a position after commit, a snapshot
+    /// registered, a backup announced. Exits 0 when every row reads and
+    /// nothing is needed, 1 otherwise.
+    Check(NodeCheckArgs),
+}
+
+/// `crewlet node check` options.
+#[derive(Debug, clap::Args)]
+pub struct NodeCheckArgs {
+    /// The nodes to check (default: every node that has written a row).
+    #[arg(value_name = "NODE")]
+    pub nodes: Vec<String>,
+}
+
+/// `crewlet row`.
+#[derive(Debug, clap::Subcommand)]
+pub enum RowCmd {
+    /// Judge one row, from FILE or stdin, as the sidecar would read it (a
+    /// node's own tests): exit 0 when it reads, 1 when it is refused (the
+    /// field and the rule are named), 2 for bad usage.
+    Check(RowCheckArgs),
+}
+
+/// `crewlet row check` options.
+#[derive(Debug, clap::Args)]
+pub struct RowCheckArgs {
+    /// The row's kind, as its schema in docs/schemas/ is named.
+    #[arg(long, value_name = "KIND", value_parser = ["presence", "position", "hold", "backup-manifest", "backup-ack", "snapshot"])]
+    pub kind: String,
+    /// The key it would be written under (default: made from the row; a
+    /// hold needs STREAM.HOLD_ID).
+    #[arg(long, value_name = "KEY")]
+    pub key: Option<String>,
+    /// The row's JSON (default, or `-`: stdin).
+    #[arg(value_name = "FILE")]
+    pub file: Option<String>,
 }
 
 /// `crewlet completions` options.

@@ -133,3 +133,131 @@ async fn the_contract_is_published_when_it_changes_and_nodes_read_it() {
     );
     assert!(revision(&f).await > before);
 }
+
+/// An operator beside the fleet (snapshot_quorum 2, the fleet's stream).
+fn operator(f: &Fleet) -> crate::support::Operator {
+    crate::support::Operator::with_yaml(&format!(
+        "node: {{id: op-1}}\nnats: {{url: \"{}\"}}\nretention: {{tick: 1s, max_clock_skew: 500ms, backup_owner: oncall, snapshot_quorum: 2, allow_unsafe_limits: true, min_age: 1s, snapshot_interval: 100ms, fence_window: 2s}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n",
+        f.url()
+    ))
+}
+
+/// `crewlet node check` judges each node's rows with the sidecar's parser
+/// and names what the fleet still needs from it: a node that never
+/// registers a snapshot is what keeps the fleet from trimming, and says
+/// so; a node with nothing missing passes; a row the sidecar refuses is
+/// named with its rule.
+#[tokio::test]
+async fn node_check_names_a_node_that_never_registers_a_snapshot() {
+    let f = Fleet::new(50).await;
+    f.presence("node-1", &["data"]).await;
+    f.position("node-1", 50).await;
+    f.snapshot("node-1", 50).await;
+    f.presence("node-2", &["data"]).await;
+    f.position("node-2", 50).await;
+    f.backup("node-1", "b1", 50, 0, true, true).await;
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    let op = operator(&f);
+    let run = op.run(&["node", "check", "node-2"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("what the fleet still needs from it before anything can be trimmed:")
+            && run
+                .stdout
+                .contains(&format!("- a snapshot of {STREAM}: no verified artefact")),
+        "{run:?}"
+    );
+    let run = op.run(&["node", "check", "node-1", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON");
+    assert_eq!(v["nodes"][0]["needs"], serde_json::json!([]), "{run:?}");
+    assert_eq!(run.code, 0, "{run:?}");
+    // Registered, node-2 passes too: the fleet can trim.
+    f.snapshot("node-2", 50).await;
+    let run = op.run(&["node", "check"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(run.stdout.contains("node-2\n"), "every node: {run:?}");
+    // A row the sidecar refuses is named, with its rule.
+    f.put(
+        "crewlet_positions",
+        &format!("{STREAM}.node-2"),
+        serde_json::json!({"node": "node-2", "stream": STREAM, "seq": 1.5, "generation": 0,
+            "stream_created": f.created().await, "updated_at": ts(0), "status": "ok"}),
+    )
+    .await;
+    let run = op.run(&["node", "check", "node-2"]);
+    assert_eq!(run.code, 1, "{run:?}");
+    assert!(
+        run.stdout
+            .contains(&format!("crewlet_positions {STREAM}.node-2: refused:"))
+            && run.stdout.contains("not a whole number"),
+        "{run:?}"
+    );
+}
+
+/// `crewlet row check`, as a node's own tests run it: 0 for a row the
+/// sidecar reads (10.0 is 10), 1 for one it refuses (the field and the
+/// rule named: a trailing newline), 2 for bad usage.
+#[test]
+fn row_check_judges_one_row_as_the_sidecar_reads_it() {
+    let s = crate::support::Scratch::new();
+    let good = s.write(
+        "p.json",
+        r#"{"node": "p2", "stream": "LOG", "seq": 10.0, "generation": 0, "stream_created": "2026-11-02T10:00:00.418226517Z", "updated_at": "2026-12-06T10:00:00Z", "status": "ok"}"#,
+    );
+    let run = crate::support::crewlet(&[
+        "row",
+        "check",
+        "--kind",
+        "position",
+        good.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert!(
+        run.stdout
+            .contains("valid: a position row under key LOG.p2"),
+        "{run:?}"
+    );
+    let bad = s.write(
+        "s.json",
+        "{\"node\": \"p2\\n\", \"started_at\": \"2026-12-06T10:00:00Z\"}",
+    );
+    let run = crate::support::crewlet(&[
+        "row",
+        "check",
+        "--kind",
+        "presence",
+        bad.to_str().expect("utf-8"),
+        "--json",
+    ]);
+    assert_eq!(run.code, 1, "{run:?}");
+    let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON");
+    assert_eq!(v["valid"], false);
+    assert!(
+        v["refused"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("contains '\\n'"),
+        "{v}"
+    );
+    let run = crate::support::crewlet(&[
+        "row",
+        "check",
+        "--kind",
+        "hold",
+        good.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(
+        run.stderr.contains("--key STREAM.HOLD_ID is required"),
+        "{run:?}"
+    );
+    let run = crate::support::crewlet(&[
+        "row",
+        "check",
+        "--kind",
+        "positions",
+        good.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+}

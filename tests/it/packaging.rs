@@ -344,7 +344,7 @@ fn the_node_contract_states_each_rule_an_integrator_needs() {
         "Never delete your own positions row",
         "to the nanosecond",
         "millisecond date type",
-        "**`generation`** is the floors row's",
+        "**`generation`** is the one `_contract` names",
         "After a reanchor",
         "Gate records on the log",
         "still reports their sequence",

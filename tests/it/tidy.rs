@@ -378,7 +378,10 @@ const LAYERS: &[(&str, &[&str])] = &[
             "archive::remote",
         ],
     ),
-    ("pure judgements", &["floor", "gate", "alarms", "report"]),
+    (
+        "pure judgements",
+        &["floor", "gate", "alarms", "report", "conformance"],
+    ),
     (
         "the broker and the stores",
         &["broker", "archive::dir", "cloud", "within"],
