@@ -71,8 +71,12 @@ impl Link {
             Err(p) => p.into_inner(),
         };
         let now = std::time::Instant::now();
-        if g.0
-            .is_some_and(|last| now.duration_since(last) < CLIENT_ERROR_EVERY)
+        // While the connection is down, its errors are the outage itself,
+        // which `broker_disconnected` and the alarm already say.
+        let down = self.down_since().is_some();
+        if down
+            || g.0
+                .is_some_and(|last| now.duration_since(last) < CLIENT_ERROR_EVERY)
         {
             g.1 += 1;
             return;
