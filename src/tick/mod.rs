@@ -199,6 +199,8 @@ pub struct Sidecar {
     account: account::AccountStreams,
     /// Each domain's configuration digest and fields, computed once.
     settings: floor::Settings,
+    /// What `_contract` says of the configuration, made once.
+    contract: publish::ContractConsts,
 }
 
 mod account;
@@ -226,6 +228,7 @@ impl Sidecar {
         // included, stays inside the lease of three ticks.
         let broker = broker.with_read_timeout(config.retention.read_timeout());
         let settings = Policy::from_config(&config, "").settings;
+        let config_for_contract = config.retention.clone();
         Sidecar {
             config,
             broker,
@@ -242,6 +245,7 @@ impl Sidecar {
             last_took: Duration::ZERO,
             account: Default::default(),
             settings,
+            contract: publish::ContractConsts::of(&config_for_contract),
         }
     }
 

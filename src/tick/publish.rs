@@ -9,6 +9,35 @@ use crate::floor::{self, Answer, ParsedRows};
 
 use super::{DomainTick, Sidecar, AGE_PROOF_MAX_RECORDS};
 
+/// The parts of `_contract` the configuration fixes, written as the
+/// configuration writes them (made once: a tick compares against them).
+pub(super) struct ContractConsts {
+    presence_ttl: String,
+    snapshots: crate::rows::ContractSnapshots,
+    backups: crate::rows::ContractBackups,
+    min_age: String,
+}
+
+impl ContractConsts {
+    pub(super) fn of(r: &crate::config::Retention) -> ContractConsts {
+        ContractConsts {
+            presence_ttl: r.presence_ttl.to_string(),
+            snapshots: crate::rows::ContractSnapshots {
+                interval: r.snapshot_interval.to_string(),
+                quorum: r.snapshot_quorum,
+            },
+            backups: crate::rows::ContractBackups {
+                policy: match r.backup_floor {
+                    crate::config::BackupPolicy::Engine => "engine".into(),
+                    crate::config::BackupPolicy::Operator => "operator".into(),
+                },
+                max_age: r.backup_max_age.to_string(),
+            },
+            min_age: r.min_age.to_string(),
+        }
+    }
+}
+
 impl Sidecar {
     /// Whether the answer is to be written, and on which revision: not
     /// when its row already says it ([`floor::row_stands`], the row left
@@ -220,41 +249,48 @@ impl Sidecar {
         let Ok(floors) = parsed.floors.as_ref() else {
             return;
         };
-        let r = &self.config.retention;
-        let want: Vec<crate::rows::ContractDomain> = self
-            .config
-            .domains
-            .iter()
-            .zip(domains)
-            .map(|(d, t)| crate::rows::ContractDomain {
-                stream: d.stream.clone(),
-                gate_subject: d.gate_subject.clone(),
-                generation: t.answer.generation,
-                snapshots: Some(crate::rows::ContractSnapshots {
-                    interval: r.snapshot_interval.to_string(),
-                    quorum: r.snapshot_quorum,
-                }),
-                backups: Some(crate::rows::ContractBackups {
-                    policy: match r.backup_floor {
-                        crate::config::BackupPolicy::Engine => "engine".into(),
-                        crate::config::BackupPolicy::Operator => "operator".into(),
-                    },
-                    max_age: r.backup_max_age.to_string(),
-                }),
-                min_age: r.min_age.to_string(),
-            })
-            .collect();
-        let presence_ttl = r.presence_ttl.to_string();
+        let k = &self.contract;
+        // Compared in place, every tick, without building the row: at a
+        // thousand logs the row's strings cost more than the rest of a
+        // quiet tick's work on it.
+        let stands = |c: &crate::rows::ContractRow| {
+            c.presence_ttl == k.presence_ttl
+                && c.domains.len() == domains.len()
+                && c.domains
+                    .iter()
+                    .zip(self.config.domains.iter().zip(domains))
+                    .all(|(cd, (d, t))| {
+                        cd.stream == d.stream
+                            && cd.gate_subject == d.gate_subject
+                            && cd.generation == t.answer.generation
+                            && cd.snapshots.as_ref() == Some(&k.snapshots)
+                            && cd.backups.as_ref() == Some(&k.backups)
+                            && cd.min_age == k.min_age
+                    })
+        };
         let revision = match &floors.contract {
-            Some((Ok(c), _)) if c.content() == (presence_ttl.as_str(), &want[..]) => return,
+            Some((Ok(c), _)) if stands(c) => return,
             Some((Err(e), _)) if e.0.contains("newer release") => return,
             Some((_, rev)) => Some(*rev),
             None => None,
         };
         let row = crate::rows::ContractRow {
             format: crate::rows::FORMAT,
-            presence_ttl,
-            domains: want,
+            presence_ttl: k.presence_ttl.clone(),
+            domains: self
+                .config
+                .domains
+                .iter()
+                .zip(domains)
+                .map(|(d, t)| crate::rows::ContractDomain {
+                    stream: d.stream.clone(),
+                    gate_subject: d.gate_subject.clone(),
+                    generation: t.answer.generation,
+                    snapshots: Some(k.snapshots.clone()),
+                    backups: Some(k.backups.clone()),
+                    min_age: k.min_age.clone(),
+                })
+                .collect(),
             at: crate::rows::Timestamp(crate::clock::broker_now(self.offset, Utc::now())),
             by: self.config.node.id.clone(),
         };
