@@ -340,20 +340,23 @@ pub fn replica_floor(
     // read: the trim waits until the consumer is back or the copy is left
     // out, never past what the copy may lack.
     if !orphaned.is_empty() {
-        let said: Vec<String> = orphaned
-            .iter()
-            .map(|o| format!("{} through consumer {}", o.stream, o.consumer))
-            .collect();
-        return unreadable(
-            TermName::ReplicaFloor,
-            Cause::Orphaned,
-            format!(
-                "{} cop{} the log through a durable consumer that does not exist: what {} stored cannot be read (replica_unprotected)",
-                crate::human::list(&said),
-                if orphaned.len() == 1 { "ies" } else { "y" },
-                if orphaned.len() == 1 { "it has" } else { "they have" },
+        let error = match orphaned {
+            [o] => format!(
+                "{} copies the log through durable consumer {}, which does not exist: what it has stored cannot be read (replica_unprotected)",
+                o.stream, o.consumer
             ),
-        );
+            many => {
+                let said: Vec<String> = many
+                    .iter()
+                    .map(|o| format!("{} (through {})", o.stream, o.consumer))
+                    .collect();
+                format!(
+                    "{} copy the log through durable consumers that do not exist: what they have stored cannot be read (replica_unprotected)",
+                    crate::human::list(&said)
+                )
+            }
+        };
+        return unreadable(TermName::ReplicaFloor, Cause::Orphaned, error);
     }
     let copies: Vec<super::answer::ReplicaCopy> = r
         .replicas

@@ -664,6 +664,17 @@ fn feed_rules() {
 /// by the feed's rules otherwise, naming it, and `unreadable` blocks.
 #[test]
 fn replica_rules() {
+    let term_state_of = |a: &crate::floor::Answer| {
+        let t = a
+            .terms
+            .iter()
+            .find(|t| t.term == TermName::ReplicaFloor)
+            .expect("the term");
+        match &t.state {
+            TermState::Unreadable { error, .. } => format!("unreadable: {error}"),
+            other => format!("{other:?}"),
+        }
+    };
     let replica =
         |name: &str, ack: u64, delivered: u64, ack_pending: u64, pending: u64| ReplicaState {
             consumer: name.into(),
@@ -690,6 +701,36 @@ fn replica_rules() {
         &with(Some(Ok(ReplicasRead::default()))),
         TermName::ReplicaFloor,
         "unbounded",
+    );
+    // A copy whose durable consumer is gone: unreadable, named, whatever
+    // the other copies confirmed; two are said as one list.
+    let orphan = |stream: &str, consumer: &str| crate::floor::OrphanedCopy {
+        stream: stream.into(),
+        consumer: consumer.into(),
+        deliver_subject: format!("{consumer}.deliver"),
+        mirror: true,
+    };
+    let mut w = World::new();
+    w.replicas = Some(Ok(ReplicasRead {
+        replicas: vec![replica("dr-west", 1, 1, 0, 0)],
+        ..Default::default()
+    }));
+    w.orphaned = vec![orphan("DR", "dr")];
+    let a = w.answer();
+    assert!(
+        term_state_of(&a).starts_with(
+            "unreadable: DR copies the log through durable consumer dr, which does not exist"
+        ),
+        "{}",
+        term_state_of(&a)
+    );
+    assert_eq!(a.trim_to, 0, "nothing is licensed");
+    w.orphaned = vec![orphan("DR", "dr"), orphan("AUDIT", "audit")];
+    assert!(
+        term_state_of(&w.answer())
+            .starts_with("unreadable: DR (through dr) and AUDIT (through audit) copy the log"),
+        "{}",
+        term_state_of(&w.answer())
     );
     // A mirror behind (acked 300 of what it was sent), another caught up:
     // the one behind binds, named.

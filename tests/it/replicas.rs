@@ -639,7 +639,9 @@ async fn a_copy_whose_durable_consumer_is_deleted_holds_the_trim_until_it_is_bac
     let r = s.tick().await;
     let state = term_state(&r, TermName::ReplicaFloor);
     assert!(
-        state.starts_with("unreadable: DR through consumer dr copies the log through a durable consumer that does not exist"),
+        state.starts_with(
+            "unreadable: DR copies the log through durable consumer dr, which does not exist"
+        ),
         "{state}"
     );
     assert_eq!(
