@@ -129,10 +129,10 @@ pub fn check(node: &str, rows: &[RowSeen], answers: &[Answer]) -> NodeCheck {
         .find(|r| r.kind == Kind::Snapshot)
         .and_then(|r| SnapshotRow::parse(&r.key, &r.value).ok());
     let mut needs = Vec::new();
-    if !rows
+    let leased = judged
         .iter()
-        .any(|r| r.kind == Kind::Presence && r.kind.judge(&r.key, &r.value).is_ok())
-    {
+        .any(|r| r.kind == Kind::Presence.name() && r.refused.is_none());
+    if !leased {
         needs.push(format!(
             "a presence lease: put crewlet_presence key {node} with roles [\"data\"], renewed every third of the presence TTL (_contract's presence_ttl)"
         ));
@@ -215,17 +215,21 @@ fn log_needs(node: &str, a: &Answer, snapshot: Option<&SnapshotRow>) -> Vec<Stri
     out
 }
 
-/// Every node the rows name, in order: presence and snapshot keys,
-/// positions keys after their stream, backup manifests' `node`.
-pub fn nodes_named(rows: &[RowSeen]) -> Vec<String> {
-    let mut out: Vec<String> = rows.iter().filter_map(node_of).collect();
-    out.sort();
-    out.dedup();
+/// The rows grouped by the node each belongs to (each row's node found
+/// once), nodes in order: presence and snapshot keys, positions keys after
+/// their stream, a backup manifest's `node`, a hold's `owner`.
+pub fn by_node(rows: Vec<RowSeen>) -> std::collections::BTreeMap<String, Vec<RowSeen>> {
+    let mut out: std::collections::BTreeMap<String, Vec<RowSeen>> = Default::default();
+    for r in rows {
+        if let Some(n) = node_of(&r) {
+            out.entry(n).or_default().push(r);
+        }
+    }
     out
 }
 
 /// The node a row belongs to.
-pub fn node_of(r: &RowSeen) -> Option<String> {
+fn node_of(r: &RowSeen) -> Option<String> {
     match r.kind {
         Kind::Presence | Kind::Snapshot => Some(r.key.clone()),
         Kind::Position => r.key.split_once('.').map(|(_, n)| n.to_string()),

@@ -39,7 +39,14 @@ pub(super) fn unreadable_remedy(a: &Answer, term: TermName, cause: Cause) -> Str
 /// `replica_floor` unreadable: a named consumer missing (take it out of
 /// the list, or create it), else the listing itself (what to check).
 fn replica_read_remedy(a: &Answer) -> String {
-    match missing_named(a) {
+    let missing = a.terms.iter().find_map(|t| match &t.state {
+        TermState::Unreadable {
+            cause: Cause::MissingNamed,
+            ..
+        } if t.term == TermName::ReplicaFloor => t.detail.as_deref(),
+        _ => None,
+    });
+    match missing {
         Some(name) => format!(
             "consumer {name} is named in domains[].replicas.consumers but does not exist on {s}: create it (the system that reads through it makes it), or, if it is gone for good, take it out of replicas.consumers; nats consumer ls {s} lists what there is",
             s = a.stream
@@ -49,18 +56,6 @@ fn replica_read_remedy(a: &Answer) -> String {
             a.stream
         ),
     }
-}
-
-/// The consumer `replicas.consumers` names that the log does not have,
-/// where that is why `replica_floor` is unreadable.
-pub(super) fn missing_named(a: &Answer) -> Option<&str> {
-    a.terms.iter().find_map(|t| match &t.state {
-        TermState::Unreadable { error, .. } if t.term == TermName::ReplicaFloor => {
-            let (before, _) = error.split_once(" (named in replicas.consumers) does not exist")?;
-            before.rsplit(' ').next()
-        }
-        _ => None,
-    })
 }
 
 /// The request that recreates the durable consumer a copy names, as the

@@ -62,16 +62,9 @@ fn a_healthy_domain_has_none() {
 
 #[test]
 fn duty_unheld_is_fleet_level_and_quiet_between_cron_runs() {
-    let unheld = |w: &World| {
-        evaluate(
-            &[w.answer()],
-            &DutyView::Unheld,
-            None,
-            &policy(),
-            now(),
-            None,
-        )
-    };
+    let with_duty =
+        |w: &World, duty: &DutyView| evaluate(&[w.answer()], duty, None, &policy(), now(), None);
+    let unheld = |w: &World| with_duty(w, &DutyView::Unheld);
     // `run --once` from cron: no lease between runs, a fresh row. Calm.
     assert_eq!(names(&unheld(&fresh())), Vec::<&str>::new());
     // Nothing ever published, and no lease: nobody trims.
@@ -94,13 +87,9 @@ fn duty_unheld_is_fleet_level_and_quiet_between_cron_runs() {
     // trims, so nothing is said of the duty; with no fresh row, it is
     // said as unreadable.
     let unreadable = |w: &World| {
-        evaluate(
-            &[w.answer()],
+        with_duty(
+            w,
             &DutyView::Unreadable("reading the duty lease: no answer within 1s".into()),
-            None,
-            &policy(),
-            now(),
-            None,
         )
     };
     assert_eq!(names(&unreadable(&fresh())), Vec::<&str>::new());
@@ -563,7 +552,7 @@ fn replica_behind_names_the_consumer_and_how_far_short() {
                 feeds: None,
             }],
             ignored: vec![],
-            present: vec![],
+            ..Default::default()
         }));
         let mut p = policy();
         p.held_alarm_after = Duration::from_secs(3600);
@@ -834,14 +823,16 @@ fn a_carried_node_below_the_log_is_node_behind_log() {
 /// never speaks of named consumers, whichever alarm says it.
 #[test]
 fn an_unreadable_replica_term_is_remedied_for_its_reason() {
-    let with = |error: &str| {
+    let with_read = |read: Result<crate::floor::ReplicasRead, crate::rows::Unreadable>| {
         let mut w = fresh();
-        w.replicas = Some(Err(error.into()));
+        w.replicas = Some(read);
         let mut p = policy();
         p.held_alarm_after = Duration::ZERO;
         evaluate(&[w.answer()], &held(), None, &p, now(), None)
     };
-    let a = with("consumers of CREWLET_TRACKER_LOG: no answer within 1s");
+    let a = with_read(Err(
+        "consumers of CREWLET_TRACKER_LOG: no answer within 1s".into()
+    ));
     let unreadable = a
         .iter()
         .find(|x| x.alarm == "term_unreadable")
@@ -853,8 +844,10 @@ fn an_unreadable_replica_term_is_remedied_for_its_reason() {
             .contains("nats consumer ls CREWLET_TRACKER_LOG"),
         "{unreadable:?}"
     );
-    let a =
-        with("consumer cdc (named in replicas.consumers) does not exist on CREWLET_TRACKER_LOG");
+    let a = with_read(Ok(crate::floor::ReplicasRead {
+        missing_named: vec!["cdc".into()],
+        ..Default::default()
+    }));
     for x in a
         .iter()
         .filter(|x| x.alarm == "term_unreadable" || x.alarm == "trim_held")

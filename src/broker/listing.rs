@@ -394,11 +394,11 @@ impl Broker {
                     break;
                 }
             }
-            if let Some(missing) = named.iter().find(|n| !seen.contains(n)) {
-                return Err(Fault::Missing(format!(
-                    "consumer {missing} (named in replicas.consumers) does not exist on {stream}"
-                )));
-            }
+            out.missing_named = named
+                .iter()
+                .filter(|n| !seen.contains(n))
+                .cloned()
+                .collect();
             // A replica the last listing named that this one does not is
             // left out only once its leader says it is gone.
             let before: Vec<String> = self

@@ -54,20 +54,17 @@ pub async fn node(cli: &Cli, args: &NodeCheckArgs) -> Exit {
         }
     }
     let fresh = crate::tick::answers(&broker, &config, "", Utc::now()).await;
+    let owned = conformance::by_node(rows);
     let nodes = if args.nodes.is_empty() {
-        conformance::nodes_named(&rows)
+        owned.keys().cloned().collect()
     } else {
         args.nodes.clone()
     };
     let checks: Vec<conformance::NodeCheck> = nodes
         .iter()
         .map(|n| {
-            let own: Vec<RowSeen> = rows
-                .iter()
-                .filter(|r| conformance::node_of(r).as_deref() == Some(n.as_str()))
-                .cloned()
-                .collect();
-            conformance::check(n, &own, &fresh.answers)
+            let own = owned.get(n).map_or(&[][..], Vec::as_slice);
+            conformance::check(n, own, &fresh.answers)
         })
         .collect();
     let passes = checks.iter().all(|c| c.passes());

@@ -210,6 +210,9 @@ pub struct ReplicasRead {
     /// Every consumer the log's listing named, replica or not: a copy
     /// whose durable consumer is not among them is orphaned.
     pub present: Vec<String>,
+    /// Consumers `replicas.consumers` names that the log does not have:
+    /// the term is unreadable until they exist or leave the list.
+    pub missing_named: Vec<String>,
 }
 
 /// The `max_ack_pending` docs/contract.md gives a copy's durable

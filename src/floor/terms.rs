@@ -358,6 +358,20 @@ pub fn replica_floor(
         };
         return unreadable(TermName::ReplicaFloor, Cause::Orphaned, error);
     }
+    if let Some(first) = r.missing_named.first() {
+        let error = match r.missing_named.as_slice() {
+            [one] => {
+                format!("consumer {one} (named in replicas.consumers) does not exist on the log")
+            }
+            many => format!(
+                "consumers {} (named in replicas.consumers) do not exist on the log",
+                crate::human::list(many)
+            ),
+        };
+        let mut t = unreadable(TermName::ReplicaFloor, Cause::MissingNamed, error);
+        t.detail = Some(first.clone());
+        return t;
+    }
     let copies: Vec<super::answer::ReplicaCopy> = r
         .replicas
         .iter()

@@ -740,7 +740,7 @@ fn replica_rules() {
             replica("dr-west", 1, 1, 0, 0),
         ],
         ignored: vec![],
-        present: vec![],
+        ..Default::default()
     })));
     check(&a, TermName::ReplicaFloor, "value 300");
     assert_eq!(
@@ -752,20 +752,21 @@ fn replica_rules() {
     let a = with(Some(Ok(ReplicasRead {
         replicas: vec![replica("dr", 40, 90, 0, 5)],
         ignored: vec![],
-        present: vec![],
+        ..Default::default()
     })));
     check(&a, TermName::ReplicaFloor, "value 90");
     let a = with(Some(Ok(ReplicasRead {
         replicas: vec![replica("dr", 0, 0, 0, 0), replica("cdc", 0, 0, 0, 3)],
         ignored: vec![],
-        present: vec![],
+        ..Default::default()
     })));
     check(&a, TermName::ReplicaFloor, "value 0");
     assert!(reason(&a, TermName::ReplicaFloor).contains("cdc has confirmed nothing yet"));
     // Unreadable (a named consumer missing) blocks the tick.
-    let a = with(Some(Err(
-        "consumer cdc (named in replicas.consumers) does not exist on CREWLET_TRACKER_LOG".into(),
-    )));
+    let a = with(Some(Ok(ReplicasRead {
+        missing_named: vec!["cdc".into()],
+        ..Default::default()
+    })));
     check(&a, TermName::ReplicaFloor, "unreadable");
     assert_eq!(a.trim_to, 0);
     assert!(a.blocked_by.contains(&TermName::ReplicaFloor));

@@ -42,6 +42,18 @@ pub fn known_format(key: &str, format: u32) -> Result<(), Unreadable> {
     Ok(())
 }
 
+/// Whether `body` names a `format` above this release's: a row this
+/// release must neither read nor overwrite (read leniently: only the
+/// field `format`).
+pub fn written_by_newer(body: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Format {
+        #[serde(default)]
+        format: u32,
+    }
+    serde_json::from_slice::<Format>(body).is_ok_and(|f| f.format > FORMAT)
+}
+
 /// Why something a judgement stands on could not be read: the sentence an
 /// operator reads (a term's `unreadable` reason, a row that does not parse,
 /// a stream the broker did not answer for). A type of its own, so that the

@@ -453,3 +453,13 @@ fn a_sidecar_row_of_a_newer_format_is_unreadable() {
     let body = serde_json::to_vec(&ours).expect("json");
     assert_eq!(Requested::parse(key, "S", &body).expect("reads"), ours);
 }
+
+#[test]
+fn a_row_of_a_newer_format_is_told_apart_leniently() {
+    assert!(super::written_by_newer(
+        br#"{"format": 99, "anything": [1]}"#
+    ));
+    assert!(!super::written_by_newer(br#"{"format": 2}"#));
+    assert!(!super::written_by_newer(br#"{"presence_ttl": "30s"}"#));
+    assert!(!super::written_by_newer(b"not json"));
+}

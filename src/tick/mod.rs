@@ -158,6 +158,10 @@ impl TickReport {
     }
 }
 
+/// An alarm as the loop keeps track of it: its name and its domain (none
+/// for a fleet-level alarm).
+type AlarmKey = (crate::alarms::AlarmName, Option<String>);
+
 /// Called after each tick of [`Sidecar::run`] with the tick's report and
 /// how long it took (the HTTP surface records its answer).
 pub type Observer = Arc<dyn Fn(&Sidecar, &TickReport, Duration) + Send + Sync>;
@@ -169,11 +173,11 @@ pub struct Sidecar {
     pub broker: Broker,
     pub duty: Duty,
     /// The alarms raised (logged, exported), by name and domain.
-    active: BTreeSet<(String, Option<String>)>,
+    active: BTreeSet<AlarmKey>,
     /// Every alarm whose condition holds, and since when (this process's
     /// monotonic clock): raised once it has held for
     /// `retention.alarm_grace`.
-    pending: BTreeMap<(String, Option<String>), std::time::Instant>,
+    pending: BTreeMap<AlarmKey, std::time::Instant>,
     /// How far the broker's clock is ahead of ours, as last read.
     offset: Option<chrono::Duration>,
     /// Log alarms as they start and clear (a running sidecar); off for
@@ -465,49 +469,51 @@ impl Sidecar {
         }
         let grace = self.config.retention.alarm_grace().0;
         let at = std::time::Instant::now();
-        let key = |a: &Alarm| (a.alarm.to_string(), a.domain.clone());
-        let holding: BTreeSet<(String, Option<String>)> = alarms.iter().map(key).collect();
-        // Ended: raised ones clear; ones never raised were suppressed.
-        // During an outage nothing is known to have ended.
+        // Each alarm's key made once: the alarm and its domain.
+        let keyed: Vec<(AlarmKey, &Alarm)> = alarms
+            .iter()
+            .map(|a| ((a.alarm, a.domain.clone()), a))
+            .collect();
+        let holding: BTreeSet<&AlarmKey> = keyed.iter().map(|(k, _)| k).collect();
+        // Ended: raised ones clear (below); ones never raised were
+        // suppressed. During an outage nothing is known to have ended.
         if !outage {
-            let ended: Vec<_> = self
-                .pending
-                .keys()
-                .filter(|k| !holding.contains(*k))
-                .cloned()
-                .collect();
-            for k in ended {
-                let since = self.pending.remove(&k).unwrap_or(at);
-                if !self.active.contains(&k) {
+            let active = &self.active;
+            self.pending.retain(|k, since| {
+                if holding.contains(k) {
+                    return true;
+                }
+                if !active.contains(k) {
+                    let domain = k.1.as_deref().unwrap_or("*");
                     tracing::info!(
                         event = "alarm_suppressed",
                         alarm = %k.0,
-                        domain = k.1.as_deref().unwrap_or("*"),
-                        lasted_ms = u64::try_from(at.duration_since(since).as_millis()).unwrap_or(u64::MAX),
+                        domain,
+                        lasted_ms = u64::try_from(at.duration_since(*since).as_millis()).unwrap_or(u64::MAX),
                         alarm_grace = %crate::config::Dur(grace),
-                        "alarm {} {} ended within alarm_grace ({}): not raised",
+                        "alarm {} {domain} ended within alarm_grace ({}): not raised",
                         k.0,
-                        k.1.as_deref().unwrap_or("*"),
                         crate::config::Dur(grace)
                     );
                 }
-            }
+                false
+            });
         }
         let mut raised = Vec::new();
-        for a in alarms {
-            let since = *self.pending.entry(key(a)).or_insert(at);
-            if at.duration_since(since) >= grace || self.active.contains(&key(a)) {
+        let mut now: BTreeSet<AlarmKey> = BTreeSet::new();
+        for (k, a) in keyed {
+            let since = *self.pending.entry(k.clone()).or_insert(at);
+            let was_raised = self.active.contains(&k);
+            if was_raised || at.duration_since(since) >= grace {
+                if !was_raised {
+                    tracing::warn!(event = "alarm_raised", alarm = a.alarm.as_str(), domain = a.domain.as_deref().unwrap_or("*"), measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
+                }
                 raised.push(a.clone());
+                now.insert(k);
             }
         }
-        let mut now: BTreeSet<(String, Option<String>)> = raised.iter().map(key).collect();
         if outage {
             now.extend(self.active.iter().cloned());
-        }
-        for a in &raised {
-            if !self.active.contains(&key(a)) {
-                tracing::warn!(event = "alarm_raised", alarm = a.alarm.as_str(), domain = a.domain.as_deref().unwrap_or("*"), measurement = %a.measurement, remedy = %a.remedy, "{}", a.line());
-            }
         }
         for (name, domain) in self.active.difference(&now) {
             tracing::info!(event = "alarm_cleared", alarm = %name, domain = domain.as_deref().unwrap_or("*"), "alarm cleared");

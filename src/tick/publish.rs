@@ -269,9 +269,8 @@ impl Sidecar {
                     })
         };
         let revision = match &floors.contract {
-            Some((Ok(c), _)) if stands(c) => return,
-            Some((Err(e), _)) if e.0.contains("newer release") => return,
-            Some((_, rev)) => Some(*rev),
+            Some(c) if c.newer || c.row.as_ref().is_ok_and(stands) => return,
+            Some(c) => Some(c.revision),
             None => None,
         };
         let row = crate::rows::ContractRow {

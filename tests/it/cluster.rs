@@ -9,6 +9,50 @@ use crate::support::cluster::Cluster;
 use crate::support::fleet::*;
 use crate::support::{create_stream, crewlet_env, log_stream, Scratch};
 
+/// Waits (at most `secs`) until the log's first sequence is `first`: the
+/// trim went that far; `what` says which trim, should it not.
+async fn trims_to(f: &Fleet, first: u64, secs: u64, what: &str) {
+    let until = Instant::now() + Duration::from_secs(secs);
+    while f.first_seq().await != first {
+        assert!(Instant::now() < until, "{what}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Three `crewlet retention run` processes, one beside each server of the
+/// fleet's cluster (its own server first in its list), with `retention`
+/// added to the settings `yaml` gives; each one's stderr goes where
+/// `stderr(i)` says.
+fn sidecar_per_server(
+    f: &Fleet,
+    s: &Scratch,
+    retention: &str,
+    stderr: impl Fn(usize) -> std::process::Stdio,
+) -> Vec<std::process::Child> {
+    (0..3)
+        .map(|i| {
+            let text = yaml(&f.url_from(i), &format!("sidecar-{i}"), 3).replace(
+                "retention: {tick: 1s,",
+                &format!("retention: {{tick: 1s,{retention}"),
+            );
+            let cfg = s.write(&format!("s{i}.yaml"), &text);
+            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"));
+            cmd.args([
+                "--log-format",
+                "json",
+                "retention",
+                "run",
+                "--config",
+                cfg.to_str().expect("utf-8"),
+            ])
+            .stdout(std::process::Stdio::null())
+            .stderr(stderr(i));
+            crate::support::hermetic(&mut cmd);
+            cmd.spawn().expect("start a sidecar")
+        })
+        .collect()
+}
+
 fn yaml(url: &str, node: &str, replicas: usize) -> String {
     format!(
         "node: {{id: {node}}}\nnats: {{url: \"{url}\"}}\nbuckets: {{replicas: {replicas}}}\nretention: {{tick: 1s, max_clock_skew: 500ms, min_age: 1s, snapshot_interval: 100ms, allow_unsafe_limits: true, backup_owner: oncall}}\ntrim: {{enabled: true}}\ndomains: [{{name: tracker, stream: {STREAM}, gate_subject: crewlet.tracker.gate}}]\n"
@@ -72,21 +116,7 @@ async fn the_duty_fails_over_when_its_holder_is_killed() {
     let f = Fleet::cluster(40).await;
     f.healthy(&[("node-1", 30), ("node-2", 30)], 40).await;
     let s = Scratch::new();
-    let urls: Vec<String> = (0..3).map(|i| f.url_from(i)).collect();
-    let mut sidecars: Vec<std::process::Child> = (0..3)
-        .map(|i| {
-            let cfg = s.write(
-                &format!("s{i}.yaml"),
-                &yaml(&urls[i], &format!("sidecar-{i}"), 3),
-            );
-            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"));
-            cmd.args(["retention", "run", "--config", cfg.to_str().expect("utf-8")])
-                .stdout(std::process::Stdio::null())
-                .stderr(std::process::Stdio::null());
-            crate::support::hermetic(&mut cmd);
-            cmd.spawn().expect("start a sidecar")
-        })
-        .collect();
+    let mut sidecars = sidecar_per_server(&f, &s, "", |_| std::process::Stdio::null());
     // Who holds it: the floors row names the publisher.
     let until = Instant::now() + Duration::from_secs(15);
     let first = loop {
@@ -129,11 +159,7 @@ async fn the_duty_fails_over_when_its_holder_is_killed() {
     eprintln!("failover: {first} killed, {next} published after {handover:?}");
     // Lease TTL is 3 ticks (3 s); one more tick to publish.
     assert!(handover < Duration::from_secs(5), "{handover:?}");
-    let until = Instant::now() + Duration::from_secs(10);
-    while f.first_seq().await != 41 {
-        assert!(Instant::now() < until, "the new holder trims to 40");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    trims_to(&f, 41, 10, "the new holder trims to 40").await;
     for mut c in sidecars {
         let _ = c.kill();
         let _ = c.wait();
@@ -176,14 +202,7 @@ async fn leader_stepdowns_during_ticks_never_purge_past_a_pin() {
     // Once the pin goes (node-3 catches up), the trim goes on.
     f.position("node-3", 60).await;
     f.snapshot("node-3", 60).await;
-    let until = Instant::now() + Duration::from_secs(15);
-    while f.first_seq().await != 61 {
-        assert!(
-            Instant::now() < until,
-            "the trim went on after the stepdowns"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    trims_to(&f, 61, 15, "the trim went on after the stepdowns").await;
     l.stop().await;
 }
 
@@ -196,22 +215,14 @@ async fn a_lost_server_stops_neither_the_trim_nor_status() {
     f.healthy(&[("node-1", 20), ("node-2", 20)], 30).await;
     tokio::time::sleep(Duration::from_millis(1100)).await;
     let l = Loop::start(&f).await;
-    let until = Instant::now() + Duration::from_secs(10);
-    while f.first_seq().await != 21 {
-        assert!(Instant::now() < until, "trims before the loss");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    trims_to(&f, 21, 10, "trims before the loss").await;
     let dead = f.peers[0].url();
     f.peers[0].kill();
     f.position("node-1", 30).await;
     f.position("node-2", 30).await;
     f.snapshot("node-1", 30).await;
     f.snapshot("node-2", 30).await;
-    let until = Instant::now() + Duration::from_secs(15);
-    while f.first_seq().await != 31 {
-        assert!(Instant::now() < until, "trims with one server down");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    trims_to(&f, 31, 15, "trims with one server down").await;
     let s = Scratch::new();
     let list = format!("{dead},{}", f.url());
     let cfg = s.write("beside-dead.yaml", &yaml(&list, "sidecar-dead", 3));
@@ -456,38 +467,13 @@ async fn a_server_restart_within_the_grace_raises_no_alarm_on_any_sidecar() {
     let mut f = Fleet::cluster(30).await;
     f.healthy(&[("node-1", 20), ("node-2", 20)], 30).await;
     let s = Scratch::new();
-    let urls: Vec<String> = (0..3).map(|i| f.url_from(i)).collect();
     let logs: Vec<std::path::PathBuf> = (0..3)
         .map(|i| s.dir.path().join(format!("s{i}.log")))
         .collect();
-    let mut sidecars: Vec<std::process::Child> = (0..3)
-        .map(|i| {
-            let text = yaml(&urls[i], &format!("sidecar-{i}"), 3).replace(
-                "retention: {tick: 1s,",
-                "retention: {tick: 1s, alarm_grace: 20s,",
-            );
-            let cfg = s.write(&format!("s{i}.yaml"), &text);
-            let log = std::fs::File::create(&logs[i]).expect("log file");
-            let mut cmd = std::process::Command::new(env!("CARGO_BIN_EXE_crewlet"));
-            cmd.args([
-                "--log-format",
-                "json",
-                "retention",
-                "run",
-                "--config",
-                cfg.to_str().expect("utf-8"),
-            ])
-            .stdout(std::process::Stdio::null())
-            .stderr(log);
-            crate::support::hermetic(&mut cmd);
-            cmd.spawn().expect("start a sidecar")
-        })
-        .collect();
-    let until = Instant::now() + Duration::from_secs(20);
-    while f.first_seq().await != 21 {
-        assert!(Instant::now() < until, "trims before the loss");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    let mut sidecars = sidecar_per_server(&f, &s, " alarm_grace: 20s,", |i| {
+        std::fs::File::create(&logs[i]).expect("log file").into()
+    });
+    trims_to(&f, 21, 20, "trims before the loss").await;
     // Settled: from here on, every alarm would be the restart's.
     tokio::time::sleep(Duration::from_secs(3)).await;
     let before: Vec<usize> = logs.iter().map(|l| count(l, "alarm_raised")).collect();
@@ -499,11 +485,7 @@ async fn a_server_restart_within_the_grace_raises_no_alarm_on_any_sidecar() {
     f.position("node-2", 30).await;
     f.snapshot("node-1", 30).await;
     f.snapshot("node-2", 30).await;
-    let until = Instant::now() + Duration::from_secs(20);
-    while f.first_seq().await != 31 {
-        assert!(Instant::now() < until, "trims after the restart");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    trims_to(&f, 31, 20, "trims after the restart").await;
     tokio::time::sleep(Duration::from_secs(8)).await;
     for c in &mut sidecars {
         let _ = c.kill();

@@ -195,6 +195,19 @@ async fn node_check_names_a_node_that_never_registers_a_snapshot() {
     );
 }
 
+/// `crewlet row check --kind KIND FILE`, with `extra` flags.
+fn row_check(kind: &str, file: &std::path::Path, extra: &[&str]) -> crate::support::Run {
+    let mut args = vec![
+        "row",
+        "check",
+        "--kind",
+        kind,
+        file.to_str().expect("utf-8"),
+    ];
+    args.extend_from_slice(extra);
+    crate::support::crewlet(&args)
+}
+
 /// `crewlet row check`, as a node's own tests run it: 0 for a row the
 /// sidecar reads (10.0 is 10), 1 for one it refuses (the field and the
 /// rule named: a trailing newline), 2 for bad usage.
@@ -205,13 +218,7 @@ fn row_check_judges_one_row_as_the_sidecar_reads_it() {
         "p.json",
         r#"{"node": "p2", "stream": "LOG", "seq": 10.0, "generation": 0, "stream_created": "2026-11-02T10:00:00.418226517Z", "updated_at": "2026-12-06T10:00:00Z", "status": "ok"}"#,
     );
-    let run = crate::support::crewlet(&[
-        "row",
-        "check",
-        "--kind",
-        "position",
-        good.to_str().expect("utf-8"),
-    ]);
+    let run = row_check("position", &good, &[]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
         run.stdout
@@ -222,14 +229,7 @@ fn row_check_judges_one_row_as_the_sidecar_reads_it() {
         "s.json",
         "{\"node\": \"p2\\n\", \"started_at\": \"2026-12-06T10:00:00Z\"}",
     );
-    let run = crate::support::crewlet(&[
-        "row",
-        "check",
-        "--kind",
-        "presence",
-        bad.to_str().expect("utf-8"),
-        "--json",
-    ]);
+    let run = row_check("presence", &bad, &["--json"]);
     assert_eq!(run.code, 1, "{run:?}");
     let v: serde_json::Value = serde_json::from_str(run.stdout.trim()).expect("JSON");
     assert_eq!(v["valid"], false);
@@ -240,24 +240,12 @@ fn row_check_judges_one_row_as_the_sidecar_reads_it() {
             .contains("contains '\\n'"),
         "{v}"
     );
-    let run = crate::support::crewlet(&[
-        "row",
-        "check",
-        "--kind",
-        "hold",
-        good.to_str().expect("utf-8"),
-    ]);
+    let run = row_check("hold", &good, &[]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(
         run.stderr.contains("--key STREAM.HOLD_ID is required"),
         "{run:?}"
     );
-    let run = crate::support::crewlet(&[
-        "row",
-        "check",
-        "--kind",
-        "positions",
-        good.to_str().expect("utf-8"),
-    ]);
+    let run = row_check("positions", &good, &[]);
     assert_eq!(run.code, 2, "{run:?}");
 }

@@ -71,6 +71,9 @@ pub enum Cause {
     /// A copy of the log names a durable consumer the log does not have
     /// (`replica_unprotected`).
     Orphaned,
+    /// A consumer `replicas.consumers` names does not exist on the log
+    /// (the term's `detail` names it).
+    MissingNamed,
     /// No server of the broker's list can be reached: nothing was read.
     Unreachable,
 }

@@ -136,9 +136,18 @@ pub struct Floors {
     pub tick: Option<Result<crate::rows::TickRow, Unreadable>>,
     /// Its revision: the next `_tick` is written on it.
     pub tick_revision: Option<u64>,
-    /// What nodes are told of the configuration (`_contract`), and its
-    /// revision: written again only when it changes.
-    pub contract: Option<(Result<crate::rows::ContractRow, Unreadable>, u64)>,
+    /// What nodes are told of the configuration (`_contract`): written
+    /// again only when it changes.
+    pub contract: Option<Contract>,
+}
+
+/// The `_contract` key as read.
+#[derive(Debug, Clone)]
+pub struct Contract {
+    pub row: Result<crate::rows::ContractRow, Unreadable>,
+    pub revision: u64,
+    /// Written by a newer release: left as it is.
+    pub newer: bool,
 }
 
 impl Floors {
@@ -329,7 +338,11 @@ pub fn add_floor(m: &mut Floors, k: &str, v: &[u8], rev: u64) {
         return;
     }
     if k == crate::rows::CONTRACT_KEY {
-        m.contract = Some((crate::rows::ContractRow::parse(k, v), rev));
+        m.contract = Some(Contract {
+            row: crate::rows::ContractRow::parse(k, v),
+            revision: rev,
+            newer: crate::rows::written_by_newer(v),
+        });
         return;
     }
     match k.strip_prefix(crate::rows::REQUESTED_PREFIX) {
